@@ -1,0 +1,15 @@
+// Subcommands of the `tessera` executable. Each returns the process exit code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+namespace tsr::app {
+
+// `tessera inspect MODEL`: GGUF header, metadata and tensor table on stdout.
+int cmd_inspect(const std::string& model_path, bool full_arrays);
+
+// `tessera run`: registers its flags on `app` and returns the action to run after parsing.
+std::function<int()> register_run(CLI::App& app);
+
+}  // namespace tsr::app

@@ -1,0 +1,31 @@
+// The `tessera` command: run, inspect (and more subcommands as they land).
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+
+#include "apps/tessera/commands.h"
+
+int main(int argc, char** argv) {
+  // stdout carries generated text only; every log line goes to stderr.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("tessera"));
+  spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+
+  CLI::App app{"Tessera: a plugin-based LLM inference engine"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "tessera 0.1.0");
+
+  CLI::App* run = app.add_subcommand("run", "generate text from a prompt");
+  std::function<int()> run_action = tsr::app::register_run(*run);
+
+  CLI::App* inspect = app.add_subcommand("inspect", "print a GGUF file's metadata and tensors");
+  std::string inspect_path;
+  bool full_arrays = false;
+  inspect->add_option("model", inspect_path, "GGUF file")->required();
+  inspect->add_flag("--full", full_arrays, "print arrays in full");
+
+  CLI11_PARSE(app, argc, argv);
+  if (run->parsed()) return run_action();
+  if (inspect->parsed()) return tsr::app::cmd_inspect(inspect_path, full_arrays);
+  return 1;
+}

@@ -1,0 +1,46 @@
+# Warnings and sanitizers shared by every Tessera target.
+add_library(tessera_warnings INTERFACE)
+target_compile_options(tessera_warnings INTERFACE
+  $<$<COMPILE_LANGUAGE:C,CXX>:-Wall -Wextra -Wpedantic -Wno-unused-parameter>)
+
+if(TESSERA_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+# tessera_add_plugin(<kind> <name> SOURCES ...): a correctly named MODULE library
+# (libtessera_<kind>_<name>.so) that sees only the plugin_api headers.
+function(tessera_add_plugin kind name)
+  cmake_parse_arguments(P "" "" "SOURCES;LIBRARIES" ${ARGN})
+  set(target tessera_${kind}_${name})
+  add_library(${target} MODULE ${P_SOURCES})
+  target_link_libraries(${target} PRIVATE tessera_plugin_api tessera_warnings ${P_LIBRARIES})
+  set_target_properties(${target} PROPERTIES
+    PREFIX "lib" OUTPUT_NAME "tessera_${kind}_${name}"
+    LIBRARY_OUTPUT_DIRECTORY ${TESSERA_PLUGIN_OUTPUT_DIR}
+    C_VISIBILITY_PRESET hidden CXX_VISIBILITY_PRESET hidden)
+  # Plugins must not reach into core/: the build enforces it by refusing the link.
+  get_target_property(libs ${target} LINK_LIBRARIES)
+  if("tessera_core" IN_LIST libs)
+    message(FATAL_ERROR "plugin ${target} links tessera_core; plugins see only plugin_api")
+  endif()
+  install(TARGETS ${target} LIBRARY DESTINATION ${TESSERA_PLUGIN_INSTALL_DIR})
+endfunction()
+
+# tessera_add_test(<name> SOURCES ... LIBRARIES ...): a GoogleTest executable registered
+# with ctest. TESSERA_SHARED_DIR points at ../shared data.
+function(tessera_add_test name)
+  if(NOT TESSERA_BUILD_TESTS)
+    return()
+  endif()
+  cmake_parse_arguments(T "" "" "SOURCES;LIBRARIES" ${ARGN})
+  add_executable(${name} ${T_SOURCES})
+  target_link_libraries(${name} PRIVATE tessera_warnings GTest::gtest_main ${T_LIBRARIES})
+  target_compile_definitions(${name} PRIVATE
+    TESSERA_SHARED_DIR="${TESSERA_SHARED_DIR}"
+    TESSERA_PLUGIN_DIR="${TESSERA_PLUGIN_OUTPUT_DIR}"
+    TESSERA_BIN_DIR="${PROJECT_BINARY_DIR}/bin")
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
+  include(GoogleTest)
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS unit)
+endfunction()

@@ -1,0 +1,101 @@
+// Typed, validated engine configuration parsed from TOML (toml++).
+//
+// Parsing is strict: an unknown section or key, a value of the wrong type or one out of
+// range is a tsr::Error whose message names the source, line, key and, for unknown keys,
+// the closest valid key ("did you mean ...?"). Every key is documented in configs/README.md.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tsr {
+
+struct ModelConfig {
+  std::string path;                       // required (may come from the command line instead)
+};
+
+struct BackendConfig {
+  std::string plugin = "cpu";
+  int32_t threads = 0;                    // 0: number of cores
+  int32_t device = 0;
+};
+
+struct QuantConfig {
+  std::string scheme = "auto";            // auto | q8_0 | q4_0 | int4_g128 | fp8_e4m3
+};
+
+struct CacheConfig {
+  int32_t block_size = 16;
+  uint64_t memory_bytes = 2ull << 30;     // "2GiB"
+  bool prefix_caching = true;
+};
+
+struct SchedulerConfig {
+  int32_t max_batch_tokens = 2048;
+  int32_t max_seqs = 64;
+  std::string policy = "fcfs";            // fcfs | priority
+  int32_t prefill_chunk = 0;              // 0: limited only by the token budget
+};
+
+struct SamplingConfig {                   // request defaults
+  float temperature = 0.8f;
+  int32_t top_k = 40;
+  float top_p = 0.95f;
+  float min_p = 0.05f;
+  float typical_p = 1.0f;
+  float repeat_penalty = 1.0f;
+  int32_t repeat_last_n = 64;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  std::optional<uint64_t> seed;           // absent: random per request
+  int32_t max_tokens = 128;
+};
+
+struct SpeculativeConfig {
+  std::string method = "none";            // none | ngram | draft_model | eagle
+  int32_t num_draft_tokens = 4;
+  bool adaptive = true;
+  int32_t ngram_min = 1;
+  int32_t ngram_max = 4;
+  std::string draft_model;                // path of the draft GGUF (method = draft_model)
+};
+
+struct ConstraintsConfig {
+  std::vector<std::string> plugins;       // e.g. ["json_schema", "regex", "gbnf"]
+};
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int32_t port = 8080;
+  int32_t max_queue = 256;
+  std::string api_key;                    // empty: no authentication
+};
+
+struct LogConfig {
+  std::string level = "info";             // trace | debug | info | warn | error | off
+};
+
+struct Config {
+  std::string plugin_dir;                 // empty: TESSERA_PLUGIN_PATH, then beside the binary
+  ModelConfig model;
+  BackendConfig backend;
+  QuantConfig quant;
+  CacheConfig cache;
+  SchedulerConfig scheduler;
+  SamplingConfig sampling;
+  SpeculativeConfig speculative;
+  ConstraintsConfig constraints;
+  ServerConfig server;
+  LogConfig log;
+};
+
+// `source` names the text in error messages (a file path or "<string>").
+Config config_parse_string(std::string_view toml_text, const std::string& source = "<string>");
+Config config_parse_file(const std::string& path);
+
+// "4GiB", "512MiB", "1.5GB", "1048576" -> bytes. Throws tsr::Error on bad input.
+uint64_t config_parse_size(std::string_view text);
+
+}  // namespace tsr

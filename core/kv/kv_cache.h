@@ -1,0 +1,44 @@
+// The paged KV cache's storage: for every layer a K and a V tensor of
+// [num_blocks * block_size, n_kv_heads, head_dim] in the backend's memory.
+// Which blocks belong to which sequence is the block pool's business, not this class's.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/plugin_host/backend.h"
+
+namespace tsr {
+
+struct KvCacheShape {
+  int32_t n_layer = 0;
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;
+  int32_t block_size = 16;
+  int32_t num_blocks = 0;
+
+  uint64_t bytes_per_block() const;  // all layers, K and V
+};
+
+class KvCache {
+ public:
+  KvCache(Backend& backend, const KvCacheShape& shape);
+
+  const KvCacheShape& shape() const { return shape_; }
+  const tsr_tensor& k(int layer) const { return k_[layer]; }
+  const tsr_tensor& v(int layer) const { return v_[layer]; }
+  // Every K and V tensor, for copy_blocks.
+  std::vector<const tsr_tensor*> all_tensors() const;
+
+ private:
+  KvCacheShape shape_;
+  std::vector<std::unique_ptr<BackendBuffer>> buffers_;
+  std::vector<tsr_tensor> k_, v_;
+};
+
+// Blocks that fit in `memory_bytes`, but no more than `max_seqs` full contexts need.
+int32_t kv_cache_num_blocks(const KvCacheShape& shape, uint64_t memory_bytes, int32_t n_ctx,
+                            int32_t max_seqs);
+
+}  // namespace tsr

@@ -1,0 +1,235 @@
+#include "core/model/llama_model.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "core/error.h"
+#include "core/model/float_convert.h"
+#include "core/plugin_host/tensor.h"
+
+namespace tsr {
+
+namespace {
+
+struct ArchInfo {
+  const char* name;
+  tsr_rope_mode rope_mode;
+};
+
+// Architectures whose GGUF tensors follow llama's names and layout.
+constexpr ArchInfo kArchs[] = {
+    {"llama", TSR_ROPE_NORMAL},
+};
+
+const ArchInfo& find_arch(const std::string& arch) {
+  for (const ArchInfo& a : kArchs) {
+    if (arch == a.name) return a;
+  }
+  std::string supported;
+  for (const ArchInfo& a : kArchs) supported += (supported.empty() ? "" : ", ") + std::string(a.name);
+  throw Error("model architecture '" + arch + "' is not supported (supported: " + supported + ")",
+              TSR_STATUS_UNSUPPORTED);
+}
+
+int32_t required_int(const GgufFile& g, const std::string& key, int64_t min_value) {
+  std::optional<int64_t> v = g.get_int(key);
+  if (!v) throw Error(g.path() + ": missing metadata key " + key);
+  if (*v < min_value || *v > INT32_MAX) {
+    throw Error(g.path() + ": " + key + " = " + std::to_string(*v) + " is out of range");
+  }
+  return static_cast<int32_t>(*v);
+}
+
+std::optional<tsr_dtype> dtype_of(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: return TSR_DTYPE_F32;
+    case GgmlType::F16: return TSR_DTYPE_F16;
+    case GgmlType::BF16: return TSR_DTYPE_BF16;
+    case GgmlType::Q8_0: return TSR_DTYPE_Q8_0;
+    case GgmlType::Q4_0: return TSR_DTYPE_Q4_0;
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
+LlamaHParams llama_hparams_from_gguf(const GgufFile& g) {
+  LlamaHParams hp;
+  hp.arch = g.get_string("general.architecture").value_or("");
+  if (hp.arch.empty()) throw Error(g.path() + ": missing general.architecture");
+  hp.rope_mode = find_arch(hp.arch).rope_mode;
+  const std::string a = hp.arch + ".";
+  hp.n_ctx_train = required_int(g, a + "context_length", 1);
+  hp.n_embd = required_int(g, a + "embedding_length", 1);
+  hp.n_layer = required_int(g, a + "block_count", 1);
+  hp.n_ff = required_int(g, a + "feed_forward_length", 1);
+  hp.n_head = required_int(g, a + "attention.head_count", 1);
+  hp.n_head_kv = g.get_int(a + "attention.head_count_kv") ? required_int(g, a + "attention.head_count_kv", 1)
+                                                          : hp.n_head;
+  if (hp.n_embd % hp.n_head != 0 || hp.n_head % hp.n_head_kv != 0) {
+    throw Error(g.path() + ": embedding_length, head_count and head_count_kv do not divide");
+  }
+  hp.head_dim = hp.n_embd / hp.n_head;
+  hp.n_rot = g.get_int(a + "rope.dimension_count") ? required_int(g, a + "rope.dimension_count", 2)
+                                                  : hp.head_dim;
+  if (hp.n_rot > hp.head_dim || hp.n_rot % 2 != 0) {
+    throw Error(g.path() + ": rope.dimension_count must be even and at most the head size");
+  }
+  hp.rms_eps = static_cast<float>(g.get_float(a + "attention.layer_norm_rms_epsilon").value_or(1e-5));
+  hp.rope_freq_base = static_cast<float>(g.get_float(a + "rope.freq_base").value_or(10000.0));
+  if (g.get_string(a + "rope.scaling.type").value_or("none") == "linear") {
+    const double factor = g.get_float(a + "rope.scaling.factor").value_or(1.0);
+    if (factor <= 0) throw Error(g.path() + ": rope.scaling.factor must be > 0");
+    hp.rope_freq_scale = static_cast<float>(1.0 / factor);
+  }
+  const GgufTensorInfo* embd = g.find_tensor("token_embd.weight");
+  if (embd == nullptr || embd->ne.size() != 2) {
+    throw Error(g.path() + ": missing or malformed tensor token_embd.weight");
+  }
+  hp.n_vocab = static_cast<int32_t>(embd->ne[1]);
+  return hp;
+}
+
+// Places the weights on the backend: one buffer spanning the file's tensor data (wrapped
+// in place where the backend allows), plus f32 copies of norm vectors stored otherwise.
+class LlamaModel::Loader {
+ public:
+  Loader(LlamaModel& m, Backend& b, const LoadProgress& progress)
+      : m_(m), backend_(b), progress_(progress) {}
+
+  void run() {
+    upload_data_region();
+    const LlamaHParams& hp = m_.hparams_;
+    m_.tok_embd_ = matrix("token_embd.weight", hp.n_vocab, hp.n_embd, TSR_OP_GET_ROWS);
+    m_.output_norm_ = vector_f32("output_norm.weight", hp.n_embd);
+    m_.output_ = m_.gguf_->find_tensor("output.weight")
+                     ? matrix("output.weight", hp.n_vocab, hp.n_embd, TSR_OP_MATMUL)
+                     : matrix("token_embd.weight", hp.n_vocab, hp.n_embd, TSR_OP_MATMUL);
+    const int64_t q_dim = int64_t(hp.n_head) * hp.head_dim;
+    const int64_t kv_dim = int64_t(hp.n_head_kv) * hp.head_dim;
+    for (int i = 0; i < hp.n_layer; ++i) {
+      const std::string p = "blk." + std::to_string(i) + ".";
+      LlamaLayer l;
+      l.attn_norm = vector_f32(p + "attn_norm.weight", hp.n_embd);
+      l.wq = matrix(p + "attn_q.weight", q_dim, hp.n_embd, TSR_OP_MATMUL);
+      l.wk = matrix(p + "attn_k.weight", kv_dim, hp.n_embd, TSR_OP_MATMUL);
+      l.wv = matrix(p + "attn_v.weight", kv_dim, hp.n_embd, TSR_OP_MATMUL);
+      l.wo = matrix(p + "attn_output.weight", hp.n_embd, q_dim, TSR_OP_MATMUL);
+      l.ffn_norm = vector_f32(p + "ffn_norm.weight", hp.n_embd);
+      l.w_gate = matrix(p + "ffn_gate.weight", hp.n_ff, hp.n_embd, TSR_OP_MATMUL);
+      l.w_up = matrix(p + "ffn_up.weight", hp.n_ff, hp.n_embd, TSR_OP_MATMUL);
+      l.w_down = matrix(p + "ffn_down.weight", hp.n_embd, hp.n_ff, TSR_OP_MATMUL);
+      m_.layers_.push_back(l);
+    }
+  }
+
+ private:
+  void upload_data_region() {
+    const GgufFile& g = *m_.gguf_;
+    if (g.tensors().empty()) throw Error(g.path() + ": the file has no tensors");
+    uint64_t begin = UINT64_MAX, end = 0;
+    for (const GgufTensorInfo& t : g.tensors()) {
+      begin = std::min(begin, t.offset);
+      end = std::max(end, t.offset + t.nbytes);
+    }
+    region_begin_ = begin;
+    // The pointer of the tensor at the lowest offset is the start of the region.
+    const GgufTensorInfo* first = &g.tensors().front();
+    for (const GgufTensorInfo& t : g.tensors()) {
+      if (t.offset == begin) first = &t;
+    }
+    auto* host = const_cast<uint8_t*>(g.tensor_data(*first));
+    auto buffer = backend_.upload(host, end - begin, progress_);
+    region_ = buffer.get();
+    m_.weight_bytes_ = end - begin;
+    m_.buffers_.push_back(std::move(buffer));
+  }
+
+  const GgufTensorInfo& info(const std::string& name) const {
+    const GgufTensorInfo* t = m_.gguf_->find_tensor(name);
+    if (t == nullptr) throw Error(m_.gguf_->path() + ": missing tensor " + name);
+    return *t;
+  }
+
+  tsr_dtype dtype(const GgufTensorInfo& t) const {
+    std::optional<tsr_dtype> d = dtype_of(t.type);
+    if (!d) {
+      auto traits = ggml_type_traits(static_cast<uint32_t>(t.type));
+      throw Error("tensor " + t.name + " has type " + (traits ? traits->name : "unknown") +
+                      ", which Tessera cannot compute with yet",
+                  TSR_STATUS_UNSUPPORTED);
+    }
+    return *d;
+  }
+
+  // A [rows, cols] weight (GGUF ne = {cols, rows}) read in place.
+  tsr_tensor matrix(const std::string& name, int64_t rows, int64_t cols, tsr_op op) {
+    const GgufTensorInfo& t = info(name);
+    if (t.ne.size() != 2 || t.ne[0] != cols || t.ne[1] != rows) {
+      throw Error("tensor " + name + " has the wrong shape (expected " + std::to_string(cols) +
+                  " x " + std::to_string(rows) + ")");
+    }
+    const tsr_dtype d = dtype(t);
+    if (!backend_.supports(op, d)) {
+      throw Error("backend '" + backend_.name() + "' cannot compute with tensor " + name +
+                      " of type " + dtype_name(d),
+                  TSR_STATUS_UNSUPPORTED);
+    }
+    return tensor_make(d, region_->base() + (t.offset - region_begin_), {rows, cols});
+  }
+
+  // A norm weight: used as f32; other float types are converted once at load.
+  tsr_tensor vector_f32(const std::string& name, int64_t n) {
+    const GgufTensorInfo& t = info(name);
+    if (t.nelements != n) throw Error("tensor " + name + " has the wrong size");
+    if (t.type == GgmlType::F32) {
+      return tensor_make(TSR_DTYPE_F32, region_->base() + (t.offset - region_begin_), {n});
+    }
+    std::vector<float> values(static_cast<size_t>(n));
+    const uint8_t* src = m_.gguf_->tensor_data(t);
+    if (t.type == GgmlType::F16) {
+      for (int64_t i = 0; i < n; ++i) values[i] = f16_to_f32(load_u16(src + 2 * i));
+    } else if (t.type == GgmlType::BF16) {
+      for (int64_t i = 0; i < n; ++i) values[i] = bf16_to_f32(load_u16(src + 2 * i));
+    } else {
+      throw Error("tensor " + name + " must be F32, F16 or BF16", TSR_STATUS_UNSUPPORTED);
+    }
+    auto buffer = backend_.alloc(static_cast<uint64_t>(n) * sizeof(float));
+    backend_.write(*buffer, 0, values.data(), buffer->size());
+    tsr_tensor tensor = tensor_make(TSR_DTYPE_F32, buffer->base(), {n});
+    m_.buffers_.push_back(std::move(buffer));
+    return tensor;
+  }
+
+  static uint16_t load_u16(const uint8_t* p) {
+    uint16_t v;
+    std::memcpy(&v, p, sizeof(v));
+    return v;
+  }
+
+  LlamaModel& m_;
+  Backend& backend_;
+  const LoadProgress& progress_;
+  BackendBuffer* region_ = nullptr;
+  uint64_t region_begin_ = 0;
+};
+
+std::unique_ptr<LlamaModel> LlamaModel::load(std::shared_ptr<const GgufFile> gguf,
+                                             Backend& backend, const LoadProgress& progress) {
+  std::unique_ptr<LlamaModel> m(new LlamaModel());
+  m->hparams_ = llama_hparams_from_gguf(*gguf);
+  m->gguf_ = std::move(gguf);
+  Loader(*m, backend, progress).run();
+  const LlamaHParams& hp = m->hparams_;
+  spdlog::info("model: {} {} layers, {} embd, {} heads ({} kv), ffn {}, vocab {}, ctx {}",
+               hp.arch, hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.n_ff, hp.n_vocab,
+               hp.n_ctx_train);
+  return m;
+}
+
+LlamaModel::~LlamaModel() = default;
+
+}  // namespace tsr

@@ -1,0 +1,70 @@
+// A llama-family model: hyperparameters from GGUF metadata and weights placed in a
+// backend's memory. Immutable after load; the GGUF mapping must outlive the model
+// because CPU backends read the weights in place.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/model/gguf.h"
+#include "core/plugin_host/backend.h"
+
+namespace tsr {
+
+struct LlamaHParams {
+  std::string arch;
+  int32_t n_vocab = 0;
+  int32_t n_ctx_train = 0;
+  int32_t n_embd = 0;
+  int32_t n_layer = 0;
+  int32_t n_head = 0;
+  int32_t n_head_kv = 0;
+  int32_t head_dim = 0;
+  int32_t n_ff = 0;
+  int32_t n_rot = 0;
+  float rms_eps = 1e-5f;
+  float rope_freq_base = 10000.0f;
+  float rope_freq_scale = 1.0f;
+  tsr_rope_mode rope_mode = TSR_ROPE_NORMAL;
+};
+
+// Reads and validates the hyperparameters of a supported architecture.
+LlamaHParams llama_hparams_from_gguf(const GgufFile& gguf);
+
+struct LlamaLayer {
+  tsr_tensor attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down;
+};
+
+// Called with (bytes done, bytes total) while weights are placed on the backend.
+using LoadProgress = std::function<void(uint64_t, uint64_t)>;
+
+class LlamaModel {
+ public:
+  // Throws tsr::Error for a missing tensor, a wrong shape, or a tensor type the backend
+  // does not support (naming the tensor).
+  static std::unique_ptr<LlamaModel> load(std::shared_ptr<const GgufFile> gguf,
+                                          Backend& backend, const LoadProgress& progress = {});
+  ~LlamaModel();
+
+  const LlamaHParams& hparams() const { return hparams_; }
+  const tsr_tensor& tok_embd() const { return tok_embd_; }
+  const tsr_tensor& output_norm() const { return output_norm_; }
+  const tsr_tensor& output() const { return output_; }  // tok_embd when tied
+  const LlamaLayer& layer(int i) const { return layers_[i]; }
+  uint64_t weight_bytes() const { return weight_bytes_; }
+
+ private:
+  LlamaModel() = default;
+  class Loader;
+
+  LlamaHParams hparams_;
+  std::shared_ptr<const GgufFile> gguf_;
+  std::vector<std::unique_ptr<BackendBuffer>> buffers_;
+  tsr_tensor tok_embd_{}, output_norm_{}, output_{};
+  std::vector<LlamaLayer> layers_;
+  uint64_t weight_bytes_ = 0;
+};
+
+}  // namespace tsr

@@ -1,0 +1,84 @@
+// The host's view of one backend plugin instance: a tsr_backend handle with its default
+// stream, buffers as RAII objects, and ops that throw tsr::Error on failure.
+// Externally synchronized, like the handle it wraps.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "core/plugin_host/plugin_loader.h"
+#include "tessera/backend.h"
+
+namespace tsr {
+
+class Backend;
+
+class BackendBuffer {
+ public:
+  ~BackendBuffer();
+  BackendBuffer(const BackendBuffer&) = delete;
+  BackendBuffer& operator=(const BackendBuffer&) = delete;
+
+  uint8_t* base() const { return base_; }  // backend address, for tensor data
+  uint64_t size() const { return size_; }
+  tsr_buffer* handle() const { return handle_; }
+
+ private:
+  friend class Backend;
+  BackendBuffer(Backend* owner, tsr_buffer* handle, uint64_t size);
+  Backend* owner_;
+  tsr_buffer* handle_;
+  uint8_t* base_;
+  uint64_t size_;
+};
+
+class Backend {
+ public:
+  // Creates a backend on `device` with `threads` host threads (0 = plugin default).
+  static std::unique_ptr<Backend> create(std::shared_ptr<Plugin> plugin, int32_t device,
+                                         int32_t threads);
+  ~Backend();
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  const tsr_device_props& props() const { return props_; }
+  const std::string& name() const { return name_; }
+  bool supports(tsr_op op, tsr_dtype dtype) const;
+
+  std::unique_ptr<BackendBuffer> alloc(uint64_t size);
+  // Wraps host memory without copying where the backend can (touching every page once, so
+  // that a memory-mapped file is read now rather than during the first step), else
+  // allocates and copies. Reports (bytes done, total) to `progress` (can be empty).
+  // The caller keeps `ptr` alive as long as the buffer.
+  std::unique_ptr<BackendBuffer> upload(
+      void* ptr, uint64_t size, const std::function<void(uint64_t, uint64_t)>& progress = {});
+  void write(BackendBuffer& dst, uint64_t offset, const void* src, uint64_t size);
+  void read(const BackendBuffer& src, uint64_t offset, void* dst, uint64_t size);
+  void memset(BackendBuffer& dst, uint64_t offset, int value, uint64_t size);
+  void synchronize();
+
+  void get_rows(const tsr_get_rows_params& p);
+  void rms_norm(const tsr_rms_norm_params& p);
+  void matmul(const tsr_matmul_params& p);
+  void rope(const tsr_rope_params& p);
+  void kv_write(const tsr_kv_write_params& p);
+  void attention(const tsr_attention_params& p);
+  void silu_mul(const tsr_silu_mul_params& p);
+  void add(const tsr_add_params& p);
+  void copy_blocks(const tsr_copy_blocks_params& p);
+
+ private:
+  friend class BackendBuffer;
+  Backend(std::shared_ptr<Plugin> plugin, tsr_backend* handle);
+  void free_buffer(tsr_buffer* buffer);
+
+  std::shared_ptr<Plugin> plugin_;  // keeps the library loaded while the handle lives
+  const tsr_backend_iface* iface_;
+  tsr_backend* handle_;
+  tsr_stream* stream_ = nullptr;
+  tsr_device_props props_{};
+  std::string name_;
+};
+
+}  // namespace tsr

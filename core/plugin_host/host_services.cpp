@@ -1,0 +1,85 @@
+#include "core/plugin_host/host_services.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <new>
+#include <string_view>
+
+#include "core/error.h"
+#include "tessera/engine.h"
+
+struct tsr_error {
+  tsr_status status;
+  std::string message;
+};
+
+namespace tsr {
+namespace {
+
+spdlog::level::level_enum to_spdlog(tsr_log_level level) {
+  switch (level) {
+    case TSR_LOG_TRACE: return spdlog::level::trace;
+    case TSR_LOG_DEBUG: return spdlog::level::debug;
+    case TSR_LOG_INFO: return spdlog::level::info;
+    case TSR_LOG_WARN: return spdlog::level::warn;
+    case TSR_LOG_ERROR: return spdlog::level::err;
+  }
+  return spdlog::level::info;
+}
+
+void host_log(tsr_log_level level, const char* msg, size_t len) {
+  spdlog::log(to_spdlog(level), "{}", std::string_view(msg ? msg : "", msg ? len : 0));
+}
+
+void* host_alloc(size_t size, size_t alignment) {
+  if (alignment < alignof(std::max_align_t)) alignment = alignof(std::max_align_t);
+  if ((alignment & (alignment - 1)) != 0) return nullptr;
+  size_t rounded = (size + alignment - 1) / alignment * alignment;
+  return std::aligned_alloc(alignment, rounded == 0 ? alignment : rounded);
+}
+
+void host_free(void* ptr) { std::free(ptr); }
+
+tsr_error* host_error_new(tsr_status status, const char* msg, size_t len) {
+  return new (std::nothrow) tsr_error{status, std::string(msg ? msg : "", msg ? len : 0)};
+}
+
+const tsr_host_api kHostApi = {
+    sizeof(tsr_host_api), TSR_ABI_MAJOR, TSR_ABI_MINOR, host_log, host_alloc, host_free,
+    host_error_new, tsr_error_free, tsr_error_status, tsr_error_message,
+};
+
+}  // namespace
+
+const tsr_host_api* host_api() { return &kHostApi; }
+
+tsr_error* error_new(tsr_status status, std::string message) {
+  return new tsr_error{status, std::move(message)};
+}
+
+void check_status(tsr_status status, tsr_error* error, const std::string& what) {
+  if (status == TSR_STATUS_OK) {
+    tsr_error_free(error);
+    return;
+  }
+  std::string detail = error ? error->message : "no details given";
+  tsr_error_free(error);
+  throw Error(what + ": " + detail, status);
+}
+
+}  // namespace tsr
+
+extern "C" {
+
+tsr_status tsr_error_status(const tsr_error* error) {
+  return error ? error->status : TSR_STATUS_OK;
+}
+
+const char* tsr_error_message(const tsr_error* error) {
+  return error ? error->message.c_str() : "";
+}
+
+void tsr_error_free(tsr_error* error) { delete error; }
+
+}  // extern "C"

@@ -1,0 +1,176 @@
+#include "core/plugin_host/plugin_loader.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/dll/runtime_symbol_info.hpp>
+#include <boost/dll/shared_library.hpp>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/plugin_host/host_services.h"
+#include "tessera/backend.h"
+
+namespace tsr {
+
+namespace fs = std::filesystem;
+
+// The smallest descriptor and tables a plugin may return: the sizes ABI 1.0 defined.
+// Later minors append fields, so these stay fixed while the structs grow.
+constexpr size_t kDescSizeV1_0 = sizeof(tsr_plugin_desc);
+constexpr size_t kBackendIfaceSizeV1_0 = sizeof(tsr_backend_iface);
+
+struct Plugin::Library {
+  boost::dll::shared_library lib;
+};
+
+const char* plugin_kind_name(tsr_plugin_kind kind) {
+  switch (kind) {
+    case TSR_PLUGIN_BACKEND: return "backend";
+    case TSR_PLUGIN_QUANT: return "quant";
+    case TSR_PLUGIN_DRAFT: return "draft";
+    case TSR_PLUGIN_CONSTRAINT: return "constraint";
+  }
+  return "unknown";
+}
+
+std::string plugin_file_name(tsr_plugin_kind kind, std::string_view name) {
+  return "libtessera_" + std::string(plugin_kind_name(kind)) + "_" + std::string(name) + ".so";
+}
+
+std::vector<fs::path> plugin_search_dirs(const std::string& configured_dir) {
+  std::vector<fs::path> dirs;
+  if (!configured_dir.empty()) dirs.emplace_back(configured_dir);
+  if (const char* env = std::getenv("TESSERA_PLUGIN_PATH")) {
+    std::string_view rest(env);
+    while (!rest.empty()) {
+      size_t colon = rest.find(':');
+      std::string_view dir = rest.substr(0, colon);
+      if (!dir.empty()) dirs.emplace_back(std::string(dir));
+      rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
+    }
+  }
+  boost::system::error_code ec;
+  boost::dll::fs::path exe = boost::dll::program_location(ec);
+  if (!ec) dirs.push_back(fs::path(exe.parent_path().string()) / ".." / "lib" / "tessera");
+  return dirs;
+}
+
+namespace {
+
+[[noreturn]] void refuse(const fs::path& file, const std::string& reason,
+                         tsr_status status = TSR_STATUS_ABI_MISMATCH) {
+  throw Error("cannot use plugin " + file.string() + ": " + reason, status);
+}
+
+// Names the first required entry of a backend table that is NULL, or returns nullptr.
+const char* missing_backend_entry(const tsr_backend_iface& t) {
+#define TSR_REQUIRE(entry) \
+  if (t.entry == nullptr) return #entry;
+  TSR_REQUIRE(device_count) TSR_REQUIRE(device_props) TSR_REQUIRE(backend_create)
+  TSR_REQUIRE(backend_destroy) TSR_REQUIRE(supports) TSR_REQUIRE(buffer_alloc)
+  TSR_REQUIRE(buffer_free) TSR_REQUIRE(buffer_base) TSR_REQUIRE(buffer_write)
+  TSR_REQUIRE(buffer_read) TSR_REQUIRE(buffer_memset) TSR_REQUIRE(stream_create)
+  TSR_REQUIRE(stream_destroy) TSR_REQUIRE(stream_synchronize) TSR_REQUIRE(event_create)
+  TSR_REQUIRE(event_destroy) TSR_REQUIRE(event_record) TSR_REQUIRE(event_wait)
+  TSR_REQUIRE(event_synchronize) TSR_REQUIRE(get_rows) TSR_REQUIRE(rms_norm)
+  TSR_REQUIRE(matmul) TSR_REQUIRE(rope) TSR_REQUIRE(kv_write) TSR_REQUIRE(attention)
+  TSR_REQUIRE(silu_mul) TSR_REQUIRE(add) TSR_REQUIRE(copy_blocks)
+#undef TSR_REQUIRE
+  return nullptr;
+}
+
+void validate_iface(const fs::path& file, const tsr_plugin_desc& desc) {
+  if (desc.iface == nullptr) refuse(file, "its function table is NULL");
+  if (desc.kind != TSR_PLUGIN_BACKEND) return;  // other kinds arrive with their issues
+  const auto* table = static_cast<const tsr_backend_iface*>(desc.iface);
+  if (table->struct_size < kBackendIfaceSizeV1_0) {
+    refuse(file, "its backend table is " + std::to_string(table->struct_size) +
+                     " bytes, smaller than the " + std::to_string(kBackendIfaceSizeV1_0) +
+                     " bytes of ABI 1.0");
+  }
+  if (const char* entry = missing_backend_entry(*table)) {
+    refuse(file, std::string("required entry '") + entry + "' is NULL");
+  }
+}
+
+std::string version_string(uint32_t major, uint32_t minor) {
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+void validate_desc(const fs::path& file, const tsr_plugin_desc& desc, tsr_plugin_kind kind,
+                   std::string_view name) {
+  if (desc.struct_size < kDescSizeV1_0) {
+    refuse(file, "its descriptor is " + std::to_string(desc.struct_size) +
+                     " bytes, smaller than the " + std::to_string(kDescSizeV1_0) +
+                     " bytes of ABI 1.0");
+  }
+  const std::string host = version_string(TSR_ABI_MAJOR, TSR_ABI_MINOR);
+  const std::string built = version_string(desc.abi_major, desc.abi_minor);
+  if (desc.abi_major != TSR_ABI_MAJOR) {
+    refuse(file, "it was built for ABI " + built + ", this host has ABI " + host +
+                     " (major versions differ)");
+  }
+  if (desc.abi_minor > TSR_ABI_MINOR) {
+    refuse(file, "it was built for ABI " + built + ", newer than this host's ABI " + host +
+                     "; upgrade Tessera or rebuild the plugin against ABI " + host);
+  }
+  if (desc.kind != kind) {
+    refuse(file, std::string("it is a ") + plugin_kind_name(desc.kind) + " plugin, expected " +
+                     plugin_kind_name(kind));
+  }
+  if (desc.name == nullptr || name != desc.name) {
+    refuse(file, "it calls itself '" + std::string(desc.name ? desc.name : "(null)") +
+                     "', expected '" + std::string(name) + "'");
+  }
+  validate_iface(file, desc);
+}
+
+}  // namespace
+
+Plugin::Plugin(fs::path file, std::unique_ptr<Library> lib, const tsr_plugin_desc* desc)
+    : file_(std::move(file)), lib_(std::move(lib)), desc_(desc) {}
+
+Plugin::~Plugin() = default;
+
+std::shared_ptr<Plugin> Plugin::load(const fs::path& file, tsr_plugin_kind kind,
+                                     std::string_view name) {
+  auto lib = std::make_unique<Library>();
+  boost::system::error_code ec;
+  lib->lib.load(boost::dll::fs::path(file.string()), boost::dll::load_mode::rtld_lazy, ec);
+  if (ec) refuse(file, "it could not be loaded: " + ec.message(), TSR_STATUS_NOT_FOUND);
+  if (!lib->lib.has(TSR_PLUGIN_QUERY_SYMBOL)) {
+    refuse(file, "it does not export " TSR_PLUGIN_QUERY_SYMBOL " (not a Tessera plugin?)");
+  }
+  auto query = lib->lib.get<const tsr_plugin_desc*(const tsr_host_api*, uint32_t, uint32_t)>(
+      TSR_PLUGIN_QUERY_SYMBOL);
+  const tsr_plugin_desc* desc = query(host_api(), TSR_ABI_MAJOR, TSR_ABI_MINOR);
+  if (desc == nullptr) {
+    refuse(file, "it declined to serve this host (ABI " +
+                     version_string(TSR_ABI_MAJOR, TSR_ABI_MINOR) +
+                     "); its log above says why");
+  }
+  validate_desc(file, *desc, kind, name);
+  spdlog::debug("loaded {} plugin '{}' {} from {}", plugin_kind_name(kind), desc->name,
+                desc->version ? desc->version : "", file.string());
+  return std::shared_ptr<Plugin>(new Plugin(file, std::move(lib), desc));
+}
+
+std::shared_ptr<Plugin> Plugin::find(tsr_plugin_kind kind, std::string_view name,
+                                     const std::vector<fs::path>& dirs) {
+  const std::string file_name = plugin_file_name(kind, name);
+  std::string searched;
+  for (const fs::path& dir : dirs) {
+    fs::path candidate = dir / file_name;
+    std::error_code ec;
+    if (fs::is_regular_file(candidate, ec)) return load(candidate, kind, name);
+    searched += (searched.empty() ? "" : ", ") + dir.string();
+  }
+  throw Error(std::string(plugin_kind_name(kind)) + " plugin '" + std::string(name) +
+                  "' not found: no " + file_name + " in " +
+                  (searched.empty() ? std::string("(no directories)") : searched) +
+                  " (set plugin_dir in the config or TESSERA_PLUGIN_PATH)",
+              TSR_STATUS_NOT_FOUND);
+}
+
+}  // namespace tsr

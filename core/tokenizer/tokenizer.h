@@ -1,0 +1,47 @@
+// Text <-> token ids. Created from a Vocab; immutable and thread-safe afterwards.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/tokenizer/vocab.h"
+
+namespace tsr {
+
+class Tokenizer {
+ public:
+  // Throws tsr::Error when the vocabulary's model is not supported.
+  static std::unique_ptr<Tokenizer> create(Vocab vocab);
+  virtual ~Tokenizer() = default;
+
+  // add_special: add BOS (and EOS) as the vocabulary's flags say.
+  // parse_special: text that spells a control/unknown token becomes that token;
+  // otherwise such text is tokenized as plain text. Text spelling a user-defined token
+  // always becomes that token, as in llama.cpp.
+  virtual std::vector<int32_t> encode(std::string_view text, bool add_special,
+                                      bool parse_special) const = 0;
+
+  // The bytes a token stands for when it follows other text: control tokens give ""
+  // (unless render_special), byte tokens <0xXX> their byte, "▁" becomes a space.
+  // Bytes may be an incomplete UTF-8 sequence.
+  virtual std::string token_to_piece(int32_t id, bool render_special = false) const = 0;
+
+  // Concatenated pieces; with strip_leading_space the space that encode() added in front
+  // of the text (add_space_prefix) is removed again, so decode(encode(x)) == x.
+  virtual std::string decode(std::span<const int32_t> ids, bool strip_leading_space = true,
+                             bool render_special = false) const = 0;
+
+  const Vocab& vocab() const { return vocab_; }
+  int32_t n_tokens() const { return static_cast<int32_t>(vocab_.tokens.size()); }
+  bool is_eog(int32_t id) const;
+
+ protected:
+  explicit Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {}
+  Vocab vocab_;
+};
+
+}  // namespace tsr

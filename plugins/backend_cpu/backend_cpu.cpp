@@ -1,0 +1,267 @@
+// The CPU backend plugin: host memory, synchronous streams, OpenMP + oneDNN kernels.
+//
+// Streams on the CPU execute each op before the call returns, so stream_synchronize and
+// events only report success; the ABI's asynchronous contract is trivially met.
+#include <omp.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <new>
+#include <string>
+#include <thread>
+
+#include "cpu_ops.h"
+#include "tessera/backend.h"
+#include "tessera/sdk/status.hpp"
+
+using tsr::sdk::Failure;
+using tsr::sdk::require;
+
+namespace {
+
+const tsr_host_api* g_host = nullptr;
+
+constexpr size_t kAlignment = 64;
+
+}  // namespace
+
+struct tsr_backend {
+  tsr::cpu::OpContext ops;
+};
+
+struct tsr_buffer {
+  uint8_t* data;
+  uint64_t size;
+  bool owned;  // false when wrapping caller memory (buffer_from_host)
+};
+
+struct tsr_stream {};
+struct tsr_event {};
+
+namespace {
+
+template <class Body>
+tsr_status guarded(tsr_error** error, Body&& body) {
+  return tsr::sdk::guard(g_host, error, std::forward<Body>(body));
+}
+
+std::string cpu_model_name() {
+  std::ifstream info("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(info, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  }
+  return "CPU";
+}
+
+uint64_t physical_memory() {
+  std::ifstream info("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  info >> key >> kib;  // first line: MemTotal
+  return kib * 1024;
+}
+
+tsr_status device_count(int32_t* count, tsr_error** error) {
+  return guarded(error, [&] {
+    require(count != nullptr, "device_count: count is NULL");
+    *count = 1;
+  });
+}
+
+tsr_status device_props(int32_t device, tsr_device_props* props, tsr_error** error) {
+  return guarded(error, [&] {
+    require(props != nullptr && props->struct_size >= sizeof(tsr_device_props),
+            "device_props: props is NULL or too small");
+    require(device == 0, "the CPU backend has one device (0)");
+    const size_t size = props->struct_size;
+    std::memset(props, 0, sizeof(tsr_device_props));
+    props->struct_size = size;
+    std::snprintf(props->name, sizeof(props->name), "%s", cpu_model_name().c_str());
+    props->type = TSR_DEVICE_CPU;
+    props->compute_units = static_cast<int32_t>(std::thread::hardware_concurrency());
+    props->memory_total = physical_memory();
+    props->host_visible = 1;
+  });
+}
+
+tsr_status backend_create(const tsr_backend_params* params, tsr_backend** out,
+                          tsr_error** error) {
+  return guarded(error, [&] {
+    require(params != nullptr && params->struct_size >= sizeof(tsr_backend_params),
+            "backend_create: params NULL or too small");
+    require(out != nullptr, "backend_create: out is NULL");
+    require(params->device == 0, "the CPU backend has one device (0)");
+    require(params->n_threads >= 0, "backend_create: negative thread count");
+    auto* backend = new tsr_backend();
+    const int threads = params->n_threads > 0
+                            ? params->n_threads
+                            : static_cast<int>(std::thread::hardware_concurrency());
+    backend->ops.n_threads = threads > 0 ? threads : 1;
+    // oneDNN runs on the same OpenMP pool; bound it to our thread count.
+    omp_set_num_threads(backend->ops.n_threads);
+    *out = backend;
+  });
+}
+
+void backend_destroy(tsr_backend* backend) { delete backend; }
+
+int32_t supports(const tsr_backend*, tsr_op op, const tsr_dtype* dtypes, int32_t n_dtypes) {
+  if (dtypes == nullptr || n_dtypes < 1) return 0;
+  for (int32_t i = 0; i < n_dtypes; ++i) {
+    if (!tsr::cpu::op_supports(op, dtypes[i])) return 0;
+  }
+  return 1;
+}
+
+tsr_status buffer_alloc(tsr_backend*, uint64_t size, tsr_buffer** out, tsr_error** error) {
+  return guarded(error, [&] {
+    require(out != nullptr, "buffer_alloc: out is NULL");
+    const uint64_t rounded = (size + kAlignment - 1) / kAlignment * kAlignment;
+    void* data = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+    if (data == nullptr) {
+      throw Failure(TSR_STATUS_OUT_OF_MEMORY,
+                    "cannot allocate " + std::to_string(size) + " bytes of host memory");
+    }
+    *out = new tsr_buffer{static_cast<uint8_t*>(data), size, true};
+  });
+}
+
+tsr_status buffer_from_host(tsr_backend*, void* ptr, uint64_t size, tsr_buffer** out,
+                            tsr_error** error) {
+  return guarded(error, [&] {
+    require(out != nullptr && (ptr != nullptr || size == 0), "buffer_from_host: NULL argument");
+    *out = new tsr_buffer{static_cast<uint8_t*>(ptr), size, false};
+  });
+}
+
+void buffer_free(tsr_backend*, tsr_buffer* buffer) {
+  if (buffer == nullptr) return;
+  if (buffer->owned) std::free(buffer->data);
+  delete buffer;
+}
+
+void* buffer_base(const tsr_buffer* buffer) { return buffer ? buffer->data : nullptr; }
+
+void require_range(const tsr_buffer* buffer, uint64_t offset, uint64_t size, const char* what) {
+  require(buffer != nullptr, std::string(what) + ": buffer is NULL");
+  require(offset <= buffer->size && size <= buffer->size - offset,
+          std::string(what) + ": range [" + std::to_string(offset) + ", +" +
+              std::to_string(size) + ") outside the buffer of " + std::to_string(buffer->size) +
+              " bytes");
+}
+
+tsr_status buffer_write(tsr_backend*, tsr_stream*, tsr_buffer* dst, uint64_t offset,
+                        const void* src, uint64_t size, tsr_error** error) {
+  return guarded(error, [&] {
+    require_range(dst, offset, size, "buffer_write");
+    require(src != nullptr || size == 0, "buffer_write: src is NULL");
+    if (size) std::memcpy(dst->data + offset, src, size);
+  });
+}
+
+tsr_status buffer_read(tsr_backend*, tsr_stream*, const tsr_buffer* src, uint64_t offset,
+                       void* dst, uint64_t size, tsr_error** error) {
+  return guarded(error, [&] {
+    require_range(src, offset, size, "buffer_read");
+    require(dst != nullptr || size == 0, "buffer_read: dst is NULL");
+    if (size) std::memcpy(dst, src->data + offset, size);
+  });
+}
+
+tsr_status buffer_memset(tsr_backend*, tsr_stream*, tsr_buffer* dst, uint64_t offset, int value,
+                         uint64_t size, tsr_error** error) {
+  return guarded(error, [&] {
+    require_range(dst, offset, size, "buffer_memset");
+    if (size) std::memset(dst->data + offset, value, size);
+  });
+}
+
+tsr_status stream_create(tsr_backend*, tsr_stream** out, tsr_error** error) {
+  return guarded(error, [&] {
+    require(out != nullptr, "stream_create: out is NULL");
+    *out = new tsr_stream();
+  });
+}
+
+void stream_destroy(tsr_backend*, tsr_stream* stream) { delete stream; }
+
+tsr_status stream_synchronize(tsr_backend*, tsr_stream*, tsr_error**) { return TSR_STATUS_OK; }
+
+tsr_status event_create(tsr_backend*, tsr_event** out, tsr_error** error) {
+  return guarded(error, [&] {
+    require(out != nullptr, "event_create: out is NULL");
+    *out = new tsr_event();
+  });
+}
+
+void event_destroy(tsr_backend*, tsr_event* event) { delete event; }
+
+tsr_status event_record(tsr_backend*, tsr_event*, tsr_stream*, tsr_error**) {
+  return TSR_STATUS_OK;
+}
+
+tsr_status event_wait(tsr_backend*, tsr_stream*, tsr_event*, tsr_error**) {
+  return TSR_STATUS_OK;
+}
+
+tsr_status event_synchronize(tsr_backend*, tsr_event*, tsr_error**) { return TSR_STATUS_OK; }
+
+// Wraps a kernel as an ABI entry: validates the params header, then runs the op.
+#define TSR_CPU_OP(name, params_type)                                                        \
+  tsr_status name(tsr_backend* b, tsr_stream*, const params_type* p, tsr_error** error) {    \
+    return guarded(error, [&] {                                                              \
+      require(b != nullptr, #name ": backend is NULL");                                      \
+      require(p != nullptr && p->struct_size >= sizeof(params_type),                         \
+              #name ": params NULL or smaller than " #params_type);                          \
+      tsr::cpu::op_##name(b->ops, *p);                                                       \
+    });                                                                                      \
+  }
+TSR_CPU_OP(get_rows, tsr_get_rows_params)
+TSR_CPU_OP(rms_norm, tsr_rms_norm_params)
+TSR_CPU_OP(matmul, tsr_matmul_params)
+TSR_CPU_OP(rope, tsr_rope_params)
+TSR_CPU_OP(kv_write, tsr_kv_write_params)
+TSR_CPU_OP(attention, tsr_attention_params)
+TSR_CPU_OP(silu_mul, tsr_silu_mul_params)
+TSR_CPU_OP(add, tsr_add_params)
+TSR_CPU_OP(copy_blocks, tsr_copy_blocks_params)
+#undef TSR_CPU_OP
+
+const tsr_backend_iface kIface = {
+    sizeof(tsr_backend_iface),
+    device_count, device_props,
+    backend_create, backend_destroy, supports,
+    buffer_alloc, buffer_from_host, buffer_free, buffer_base,
+    buffer_write, buffer_read, buffer_memset,
+    stream_create, stream_destroy, stream_synchronize,
+    event_create, event_destroy, event_record, event_wait, event_synchronize,
+    get_rows, rms_norm, matmul, rope, kv_write, attention, silu_mul, add, copy_blocks,
+};
+
+const tsr_plugin_desc kDesc = {
+    sizeof(tsr_plugin_desc), TSR_ABI_MAJOR, TSR_ABI_MINOR, TSR_PLUGIN_BACKEND,
+    "cpu", "0.1.0", &kIface,
+};
+
+}  // namespace
+
+extern "C" TSR_EXPORT const tsr_plugin_desc* tsr_plugin_query(const tsr_host_api* host,
+                                                               uint32_t host_abi_major,
+                                                               uint32_t host_abi_minor) {
+  if (host == nullptr) return nullptr;
+  if (host_abi_major != TSR_ABI_MAJOR) {
+    const std::string msg = "backend 'cpu' was built for ABI major " +
+                            std::to_string(TSR_ABI_MAJOR) + ", the host has " +
+                            std::to_string(host_abi_major);
+    host->log(TSR_LOG_ERROR, msg.data(), msg.size());
+    return nullptr;
+  }
+  (void)host_abi_minor;  // built for 1.0: any 1.x host reads our 1.0 tables
+  g_host = host;
+  return &kDesc;
+}

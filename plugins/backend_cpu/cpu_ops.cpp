@@ -1,0 +1,291 @@
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "cpu_dtype.h"
+#include "cpu_ops.h"
+#include "cpu_tensor.h"
+#include "tessera/sdk/status.hpp"
+
+namespace tsr::cpu {
+
+using sdk::require;
+
+namespace {
+
+// Elements (or multiply-adds) below which an op runs on the calling thread alone: waking
+// the pool costs more than it saves, and far more when the cores are busy.
+constexpr int64_t kParallelMin = 1 << 15;
+
+void require_same_shape(const Matrix& a, const Matrix& b, const char* what) {
+  require(a.rows == b.rows && a.cols == b.cols,
+          std::string(what) + ": operand shapes differ (" + std::to_string(a.rows) + "x" +
+              std::to_string(a.cols) + " vs " + std::to_string(b.rows) + "x" +
+              std::to_string(b.cols) + ")");
+}
+
+}  // namespace
+
+void op_get_rows(OpContext& ctx, const tsr_get_rows_params& p) {
+  const Matrix out = as_matrix(p.out, TSR_DTYPE_F32, "get_rows out");
+  const Matrix table = as_matrix(p.table, "get_rows table");
+  require(is_weight_dtype(table.dtype), "get_rows: unsupported table dtype");
+  const int32_t* ids = as_i32(p.ids, out.rows, "get_rows ids");
+  require(out.cols == table.cols, "get_rows: out and table widths differ");
+  for (int64_t i = 0; i < out.rows; ++i) {
+    require(ids[i] >= 0 && ids[i] < table.rows,
+            "get_rows: id " + std::to_string(ids[i]) + " out of range [0, " +
+                std::to_string(table.rows) + ")");
+  }
+#pragma omp parallel for num_threads(ctx.n_threads) if (out.rows * out.cols >= kParallelMin)
+  for (int64_t i = 0; i < out.rows; ++i) {
+    row_to_f32(table.dtype, table.row<uint8_t>(ids[i]), out.row<float>(i), table.cols);
+  }
+}
+
+void op_rms_norm(OpContext& ctx, const tsr_rms_norm_params& p) {
+  const Matrix out = as_matrix(p.out, TSR_DTYPE_F32, "rms_norm out");
+  const Matrix x = as_matrix(p.x, TSR_DTYPE_F32, "rms_norm x");
+  const Matrix w = as_matrix(p.weight, TSR_DTYPE_F32, "rms_norm weight");
+  require_same_shape(out, x, "rms_norm");
+  require(w.rows * w.cols == x.cols, "rms_norm: weight length differs from row length");
+  require(p.eps >= 0, "rms_norm: negative eps");
+  const float* weight = w.row<float>(0);
+#pragma omp parallel for num_threads(ctx.n_threads) if (x.rows * x.cols >= kParallelMin)
+  for (int64_t r = 0; r < x.rows; ++r) {
+    const float* in = x.row<float>(r);
+    float* o = out.row<float>(r);
+    double sum = 0;  // as ggml: the sum of squares in double
+    for (int64_t c = 0; c < x.cols; ++c) sum += static_cast<double>(in[c]) * in[c];
+    const float scale = 1.0f / std::sqrt(static_cast<float>(sum / x.cols) + p.eps);
+    for (int64_t c = 0; c < x.cols; ++c) o[c] = in[c] * scale * weight[c];
+  }
+}
+
+void op_rope(OpContext& ctx, const tsr_rope_params& p) {
+  require(p.x != nullptr && p.x->ndim == 3, "rope: x must be [n, heads, head_dim]");
+  const Matrix x = as_matrix(p.x, TSR_DTYPE_F32, "rope x");
+  const int64_t heads = p.x->shape[1], head_dim = p.x->shape[2];
+  const int32_t* pos = as_i32(p.positions, x.rows, "rope positions");
+  require(p.n_rot > 0 && p.n_rot % 2 == 0 && p.n_rot <= head_dim,
+          "rope: n_rot must be even and at most head_dim");
+  require(p.mode == TSR_ROPE_NORMAL || p.mode == TSR_ROPE_NEOX, "rope: unknown mode");
+  require(p.freq_base > 0 && p.freq_scale > 0, "rope: frequency base and scale must be > 0");
+  const int half = p.n_rot / 2;
+  std::vector<double> inv_freq(half);
+  for (int i = 0; i < half; ++i) inv_freq[i] = std::pow(double(p.freq_base), -2.0 * i / p.n_rot);
+#pragma omp parallel for num_threads(ctx.n_threads) if (x.rows * x.cols >= kParallelMin)
+  for (int64_t r = 0; r < x.rows; ++r) {
+    std::vector<float> cs(half), sn(half);
+    for (int i = 0; i < half; ++i) {
+      const double theta = double(pos[r]) * p.freq_scale * inv_freq[i];
+      cs[i] = static_cast<float>(std::cos(theta));
+      sn[i] = static_cast<float>(std::sin(theta));
+    }
+    for (int64_t h = 0; h < heads; ++h) {
+      float* v = x.row<float>(r) + h * head_dim;
+      for (int i = 0; i < half; ++i) {
+        // NORMAL pairs adjacent dims, NEOX pairs dim i with dim i + n_rot/2.
+        const int a = p.mode == TSR_ROPE_NORMAL ? 2 * i : i;
+        const int b = p.mode == TSR_ROPE_NORMAL ? 2 * i + 1 : i + half;
+        const float x0 = v[a], x1 = v[b];
+        v[a] = x0 * cs[i] - x1 * sn[i];
+        v[b] = x0 * sn[i] + x1 * cs[i];
+      }
+    }
+  }
+}
+
+void op_kv_write(OpContext& ctx, const tsr_kv_write_params& p) {
+  const Matrix kc = as_matrix(p.k_cache, TSR_DTYPE_F32, "kv_write k_cache");
+  const Matrix vc = as_matrix(p.v_cache, TSR_DTYPE_F32, "kv_write v_cache");
+  const Matrix k = as_matrix(p.k, TSR_DTYPE_F32, "kv_write k");
+  const Matrix v = as_matrix(p.v, TSR_DTYPE_F32, "kv_write v");
+  require_same_shape(kc, vc, "kv_write caches");
+  require_same_shape(k, v, "kv_write k/v");
+  require(k.cols == kc.cols, "kv_write: row width differs from the cache's");
+  const int32_t* slots = as_i32(p.slot_mapping, k.rows, "kv_write slot_mapping");
+  for (int64_t i = 0; i < k.rows; ++i) {
+    require(slots[i] >= -1 && slots[i] < kc.rows,
+            "kv_write: slot " + std::to_string(slots[i]) + " out of range");
+  }
+  const size_t bytes = static_cast<size_t>(k.cols) * sizeof(float);
+  for (int64_t i = 0; i < k.rows; ++i) {
+    if (slots[i] < 0) continue;
+    std::memcpy(kc.row<float>(slots[i]), k.row<float>(i), bytes);
+    std::memcpy(vc.row<float>(slots[i]), v.row<float>(i), bytes);
+  }
+  (void)ctx;
+}
+
+namespace {
+
+struct AttentionShape {
+  int64_t n, heads, kv_heads, head_dim, num_seqs, max_blocks, num_slots;
+};
+
+// Checks that every key a query may read lies inside its block table and the cache.
+void validate_attention(const AttentionShape& s, int32_t block_size, const int32_t* tables,
+                        const int32_t* seq_lens, const int32_t* qsl, const int32_t* pos) {
+  require(qsl[0] == 0 && qsl[s.num_seqs] == s.n,
+          "attention: query_start_loc must run from 0 to the number of tokens");
+  for (int64_t q = 0; q < s.num_seqs; ++q) {
+    require(qsl[q + 1] >= qsl[q], "attention: query_start_loc must not decrease");
+    require(seq_lens[q] >= 0 && (seq_lens[q] + block_size - 1) / block_size <= s.max_blocks,
+            "attention: seq_len " + std::to_string(seq_lens[q]) + " exceeds the block table");
+    for (int32_t b = 0; b < (seq_lens[q] + block_size - 1) / block_size; ++b) {
+      const int64_t block = tables[q * s.max_blocks + b];
+      require(block >= 0 && (block + 1) * block_size <= s.num_slots,
+              "attention: block " + std::to_string(block) + " outside the cache");
+    }
+    for (int32_t i = qsl[q]; i < qsl[q + 1]; ++i) {
+      require(pos[i] >= 0 && pos[i] < seq_lens[q],
+              "attention: position " + std::to_string(pos[i]) + " not below seq_len " +
+                  std::to_string(seq_lens[q]));
+    }
+  }
+}
+
+}  // namespace
+
+void op_attention(OpContext& ctx, const tsr_attention_params& p) {
+  require(p.q != nullptr && p.q->ndim == 3, "attention: q must be [n, heads, head_dim]");
+  require(p.k_cache != nullptr && p.k_cache->ndim == 3,
+          "attention: caches must be [slots, kv_heads, head_dim]");
+  require(p.block_tables != nullptr && p.block_tables->ndim == 2,
+          "attention: block_tables must be [num_seqs, max_blocks]");
+  const Matrix out = as_matrix(p.out, TSR_DTYPE_F32, "attention out");
+  const Matrix q = as_matrix(p.q, TSR_DTYPE_F32, "attention q");
+  const Matrix kc = as_matrix(p.k_cache, TSR_DTYPE_F32, "attention k_cache");
+  const Matrix vc = as_matrix(p.v_cache, TSR_DTYPE_F32, "attention v_cache");
+  require_same_shape(out, q, "attention out/q");
+  require_same_shape(kc, vc, "attention caches");
+  AttentionShape s{q.rows, p.q->shape[1], p.k_cache->shape[1], p.q->shape[2],
+                   p.block_tables->shape[0], p.block_tables->shape[1], kc.rows};
+  require(p.k_cache->shape[2] == s.head_dim, "attention: head_dim of q and cache differ");
+  require(s.kv_heads > 0 && s.heads % s.kv_heads == 0,
+          "attention: heads must be a multiple of kv_heads");
+  require(p.block_size > 0, "attention: block_size must be > 0");
+  const int32_t* tables =
+      as_i32(p.block_tables, s.num_seqs * s.max_blocks, "attention block_tables");
+  const int32_t* seq_lens = as_i32(p.seq_lens, s.num_seqs, "attention seq_lens");
+  const int32_t* qsl = as_i32(p.query_start_loc, s.num_seqs + 1, "attention query_start_loc");
+  const int32_t* pos = as_i32(p.positions, s.n, "attention positions");
+  validate_attention(s, p.block_size, tables, seq_lens, qsl, pos);
+
+  // Sequence of each query row, so that (row, head) pairs can be spread over threads.
+  std::vector<int32_t> seq_of(s.n);
+  for (int64_t q_seq = 0; q_seq < s.num_seqs; ++q_seq) {
+    for (int32_t i = qsl[q_seq]; i < qsl[q_seq + 1]; ++i) seq_of[i] = static_cast<int32_t>(q_seq);
+  }
+  const int64_t group = s.heads / s.kv_heads;
+  const int64_t hd = s.head_dim;
+  int64_t work = 0;  // multiply-adds, to keep small steps off the thread pool
+  for (int64_t i = 0; i < s.n; ++i) work += (pos[i] + 1) * s.heads * hd * 2;
+#pragma omp parallel num_threads(ctx.n_threads) if (work >= kParallelMin)
+  {
+    std::vector<float> scores;
+    std::vector<float> acc(hd);
+#pragma omp for collapse(2) schedule(dynamic, 4)
+    for (int64_t i = 0; i < s.n; ++i) {
+      for (int64_t h = 0; h < s.heads; ++h) {
+        const int32_t* table = tables + seq_of[i] * s.max_blocks;
+        const float* qv = q.row<float>(i) + h * hd;
+        const int64_t kvh = h / group;
+        const int64_t n_keys = pos[i] + 1;
+        scores.resize(n_keys);
+        float max_score = -INFINITY;
+        for (int64_t t = 0; t < n_keys; ++t) {
+          const int64_t slot = int64_t(table[t / p.block_size]) * p.block_size + t % p.block_size;
+          const float* kv = kc.row<float>(slot) + kvh * hd;
+          float dot = 0;
+          for (int64_t d = 0; d < hd; ++d) dot += qv[d] * kv[d];
+          scores[t] = dot * p.scale;
+          max_score = std::max(max_score, scores[t]);
+        }
+        float denom = 0;
+        for (int64_t t = 0; t < n_keys; ++t) {
+          scores[t] = std::exp(scores[t] - max_score);
+          denom += scores[t];
+        }
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (int64_t t = 0; t < n_keys; ++t) {
+          const int64_t slot = int64_t(table[t / p.block_size]) * p.block_size + t % p.block_size;
+          const float* vv = vc.row<float>(slot) + kvh * hd;
+          for (int64_t d = 0; d < hd; ++d) acc[d] += scores[t] * vv[d];
+        }
+        float* o = out.row<float>(i) + h * hd;
+        for (int64_t d = 0; d < hd; ++d) o[d] = acc[d] / denom;
+      }
+    }
+  }
+}
+
+void op_silu_mul(OpContext& ctx, const tsr_silu_mul_params& p) {
+  const Matrix out = as_matrix(p.out, TSR_DTYPE_F32, "silu_mul out");
+  const Matrix g = as_matrix(p.gate, TSR_DTYPE_F32, "silu_mul gate");
+  const Matrix u = as_matrix(p.up, TSR_DTYPE_F32, "silu_mul up");
+  require_same_shape(out, g, "silu_mul");
+  require_same_shape(out, u, "silu_mul");
+#pragma omp parallel for num_threads(ctx.n_threads) if (out.rows * out.cols >= kParallelMin)
+  for (int64_t r = 0; r < out.rows; ++r) {
+    const float* gr = g.row<float>(r);
+    const float* ur = u.row<float>(r);
+    float* o = out.row<float>(r);
+    for (int64_t c = 0; c < out.cols; ++c) o[c] = gr[c] / (1.0f + std::exp(-gr[c])) * ur[c];
+  }
+}
+
+void op_add(OpContext& ctx, const tsr_add_params& p) {
+  const Matrix out = as_matrix(p.out, TSR_DTYPE_F32, "add out");
+  const Matrix a = as_matrix(p.a, TSR_DTYPE_F32, "add a");
+  const Matrix b = as_matrix(p.b, TSR_DTYPE_F32, "add b");
+  require_same_shape(out, a, "add");
+  require_same_shape(out, b, "add");
+#pragma omp parallel for num_threads(ctx.n_threads) if (out.rows * out.cols >= kParallelMin)
+  for (int64_t r = 0; r < out.rows; ++r) {
+    const float* ar = a.row<float>(r);
+    const float* br = b.row<float>(r);
+    float* o = out.row<float>(r);
+    for (int64_t c = 0; c < out.cols; ++c) o[c] = ar[c] + br[c];
+  }
+}
+
+void op_copy_blocks(OpContext& ctx, const tsr_copy_blocks_params& p) {
+  require(p.n_caches >= 0 && (p.n_caches == 0 || p.caches != nullptr),
+          "copy_blocks: caches missing");
+  require(p.block_size > 0, "copy_blocks: block_size must be > 0");
+  require(p.pairs != nullptr && p.pairs->ndim == 2 && p.pairs->shape[1] == 2,
+          "copy_blocks: pairs must be [n, 2]");
+  int64_t n_values = 0;
+  const int32_t* pairs = as_i32(p.pairs, -1, "copy_blocks pairs", &n_values);
+  for (int32_t c = 0; c < p.n_caches; ++c) {
+    const Matrix cache = as_matrix(p.caches[c], "copy_blocks cache");
+    const int64_t n_blocks = cache.rows / p.block_size;
+    const size_t block_bytes = static_cast<size_t>(cache.row_stride) * p.block_size;
+    for (int64_t i = 0; i + 1 < n_values; i += 2) {
+      require(pairs[i] >= 0 && pairs[i] < n_blocks && pairs[i + 1] >= 0 &&
+                  pairs[i + 1] < n_blocks,
+              "copy_blocks: block id out of range");
+      std::memmove(cache.row<uint8_t>(int64_t(pairs[i + 1]) * p.block_size),
+                   cache.row<uint8_t>(int64_t(pairs[i]) * p.block_size), block_bytes);
+    }
+  }
+  (void)ctx;
+}
+
+bool op_supports(tsr_op op, tsr_dtype dtype) {
+  switch (op) {
+    case TSR_OP_MATMUL:
+    case TSR_OP_GET_ROWS: return is_weight_dtype(dtype);
+    case TSR_OP_COPY_BLOCKS: return row_bytes(dtype, 32) > 0;
+    case TSR_OP_RMS_NORM: case TSR_OP_ROPE: case TSR_OP_KV_WRITE: case TSR_OP_ATTENTION:
+    case TSR_OP_SILU_MUL: case TSR_OP_ADD: return dtype == TSR_DTYPE_F32;
+    default: return false;
+  }
+}
+
+}  // namespace tsr::cpu

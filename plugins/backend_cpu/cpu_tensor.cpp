@@ -1,0 +1,63 @@
+#include "cpu_tensor.h"
+
+#include "cpu_dtype.h"
+#include "tessera/sdk/status.hpp"
+
+namespace tsr::cpu {
+
+using sdk::require;
+
+std::string shape_string(const tsr_tensor& t) {
+  std::string s = "[";
+  for (int d = 0; d < t.ndim && d < TSR_MAX_DIMS; ++d) {
+    s += (d ? ", " : "") + std::to_string(t.shape[d]);
+  }
+  return s + "]";
+}
+
+Matrix as_matrix(const tsr_tensor* t, const char* what) {
+  const std::string name(what);
+  require(t != nullptr, name + " is NULL");
+  require(t->struct_size >= sizeof(tsr_tensor), name + ": tensor struct_size too small");
+  require(t->data != nullptr, name + " has no data");
+  require(t->ndim >= 1 && t->ndim <= TSR_MAX_DIMS, name + ": bad ndim");
+  for (int d = 0; d < t->ndim; ++d) require(t->shape[d] > 0, name + ": empty dimension");
+  const int64_t elems_per_row_last = t->shape[t->ndim - 1];
+  const int64_t last_row_bytes = row_bytes(t->dtype, elems_per_row_last);
+  require(last_row_bytes > 0, name + ": unsupported dtype " + std::to_string(t->dtype));
+  require(elems_per_row_last % (t->dtype == TSR_DTYPE_Q8_0 || t->dtype == TSR_DTYPE_Q4_0 ? 32 : 1) == 0,
+          name + ": row length not a multiple of the block size");
+  // Inner dims (1..ndim-2) must be packed so a row is contiguous.
+  int64_t packed = last_row_bytes;
+  for (int d = t->ndim - 2; d >= 1; --d) {
+    require(t->strides[d] == packed, name + " " + shape_string(*t) + " is not contiguous");
+    packed *= t->shape[d];
+  }
+  Matrix m;
+  m.data = static_cast<uint8_t*>(t->data);
+  m.dtype = t->dtype;
+  m.rows = t->ndim == 1 ? 1 : t->shape[0];
+  m.cols = packed / last_row_bytes * elems_per_row_last;
+  m.row_stride = t->ndim == 1 ? packed : t->strides[0];
+  require(m.rows == 1 || m.row_stride >= packed, name + ": rows overlap");
+  return m;
+}
+
+Matrix as_matrix(const tsr_tensor* t, tsr_dtype dtype, const char* what) {
+  Matrix m = as_matrix(t, what);
+  require(m.dtype == dtype, std::string(what) + " must have dtype " + std::to_string(dtype) +
+                                ", has " + std::to_string(m.dtype));
+  return m;
+}
+
+const int32_t* as_i32(const tsr_tensor* t, int64_t n, const char* what, int64_t* length) {
+  Matrix m = as_matrix(t, TSR_DTYPE_I32, what);
+  const int64_t total = m.rows * m.cols;
+  require(m.rows == 1 || m.row_stride == m.cols * 4, std::string(what) + " is not contiguous");
+  require(n < 0 || total == n, std::string(what) + " has " + std::to_string(total) +
+                                   " elements, expected " + std::to_string(n));
+  if (length) *length = total;
+  return reinterpret_cast<const int32_t*>(m.data);
+}
+
+}  // namespace tsr::cpu
