@@ -14,6 +14,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <new>
 
 #include <fmt/format.h>
 
@@ -22,7 +23,8 @@
 namespace tsr {
 
 // Values are read by memcpy from the little-endian file; a big-endian host would need swaps.
-static_assert(std::endian::native == std::endian::little, "the GGUF reader assumes a little-endian host");
+static_assert(std::endian::native == std::endian::little,
+              "the GGUF reader assumes a little-endian host");
 
 namespace {
 
@@ -31,6 +33,9 @@ constexpr uint64_t kDefaultAlignment = 32;
 constexpr int kMaxArrayDepth = 16;
 constexpr uint32_t kMaxDims = 4;
 constexpr const char* kAlignmentKey = "general.alignment";
+// Images copied by from_bytes start page-aligned, like a mapping, so that tensor data is
+// as aligned in memory as it is in the file (SIMD kernels rely on it).
+constexpr std::align_val_t kImageAlignment{4096};
 
 // Smallest encodings, used to bound counts by the bytes left: a key-value pair is at least
 // a key length, a type and a one-byte value; a tensor info at least a name length, n_dims,
@@ -38,15 +43,21 @@ constexpr const char* kAlignmentKey = "general.alignment";
 constexpr uint64_t kMinKvBytes = 8 + 4 + 1;
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;
 
-bool is_valid_type(uint32_t t) { return t <= static_cast<uint32_t>(GgufType::FLOAT64); }
+bool is_valid_type(uint32_t t) {
+  return t <= static_cast<uint32_t>(GgufType::FLOAT64);
+}
 
 bool is_integer(GgufType t) {
   switch (t) {
-    case GgufType::UINT8: case GgufType::INT8: case GgufType::UINT16: case GgufType::INT16:
-    case GgufType::UINT32: case GgufType::INT32: case GgufType::UINT64: case GgufType::INT64:
-      return true;
-    default:
-      return false;
+    case GgufType::UINT8:
+    case GgufType::INT8:
+    case GgufType::UINT16:
+    case GgufType::INT16:
+    case GgufType::UINT32:
+    case GgufType::INT32:
+    case GgufType::UINT64:
+    case GgufType::INT64: return true;
+    default: return false;
   }
 }
 
@@ -58,9 +69,14 @@ bool is_unsigned(GgufType t) {
 // Bytes one element of type `t` takes at least in an array (strings and arrays: their header).
 uint64_t min_encoded_size(GgufType t) {
   switch (t) {
-    case GgufType::UINT8: case GgufType::INT8: case GgufType::BOOL: return 1;
-    case GgufType::UINT16: case GgufType::INT16: return 2;
-    case GgufType::UINT32: case GgufType::INT32: case GgufType::FLOAT32: return 4;
+    case GgufType::UINT8:
+    case GgufType::INT8:
+    case GgufType::BOOL: return 1;
+    case GgufType::UINT16:
+    case GgufType::INT16: return 2;
+    case GgufType::UINT32:
+    case GgufType::INT32:
+    case GgufType::FLOAT32: return 4;
     case GgufType::STRING: return 8;
     case GgufType::ARRAY: return 4 + 8;
     default: return 8;
@@ -167,12 +183,16 @@ uint64_t align_up(uint64_t x, uint64_t alignment) {
   return (x + alignment - 1) & ~(alignment - 1);
 }
 
+struct AlignedFree {
+  void operator()(uint8_t* p) const { ::operator delete[](p, kImageAlignment); }
+};
+
 }  // namespace
 
 struct GgufFile::Impl {
   std::string path;
-  std::vector<uint8_t> owned;  // the image for from_bytes
-  void* mapping = nullptr;     // the image for open
+  std::unique_ptr<uint8_t[], AlignedFree> owned;  // the image for from_bytes
+  void* mapping = nullptr;                        // the image for open
   size_t mapping_size = 0;
   const uint8_t* data = nullptr;
   uint64_t size = 0;
@@ -235,8 +255,10 @@ void GgufFile::Impl::parse_header(Cursor& c, uint64_t& n_tensors, uint64_t& n_kv
   // Bound both counts by the bytes left before reserving anything for them.
   if (n_kv > c.remaining() / kMinKvBytes || n_tensors > c.remaining() / kMinTensorInfoBytes ||
       n_kv * kMinKvBytes + n_tensors * kMinTensorInfoBytes > c.remaining()) {
-    c.fail(fmt::format("{} metadata entries and {} tensor infos cannot fit in the {} bytes left "
-                       "before end of file", n_kv, n_tensors, c.remaining()));
+    c.fail(
+        fmt::format("{} metadata entries and {} tensor infos cannot fit in the {} bytes left "
+                    "before end of file",
+                    n_kv, n_tensors, c.remaining()));
   }
 }
 
@@ -273,14 +295,18 @@ GgufTensorInfo GgufFile::Impl::parse_tensor_info(Cursor& c) {
   c.read_string("tensor name", t.name);
   const uint32_t n_dims = c.read<uint32_t>("tensor dimension count");
   if (n_dims == 0 || n_dims > kMaxDims) {
-    c.fail(fmt::format("tensor '{}': dimension count {} is not in 1..{}", t.name, n_dims, kMaxDims));
+    c.fail(
+        fmt::format("tensor '{}': dimension count {} is not in 1..{}", t.name, n_dims, kMaxDims));
   }
   int64_t n = 1;
   for (uint32_t d = 0; d < n_dims; ++d) {
     const int64_t ne = c.read<int64_t>("tensor dimension");
-    if (ne <= 0) c.fail(fmt::format("tensor '{}': dimension {} is {}, must be positive", t.name, d, ne));
+    if (ne <= 0) {
+      c.fail(fmt::format("tensor '{}': dimension {} is {}, must be positive", t.name, d, ne));
+    }
     if (__builtin_mul_overflow(n, ne, &n)) {
-      c.fail(fmt::format("tensor '{}': element count overflows (dimension {} is {})", t.name, d, ne));
+      c.fail(
+          fmt::format("tensor '{}': element count overflows (dimension {} is {})", t.name, d, ne));
     }
     t.ne.push_back(ne);
   }
@@ -291,8 +317,8 @@ GgufTensorInfo GgufFile::Impl::parse_tensor_info(Cursor& c) {
   if (!traits) c.fail(fmt::format("tensor '{}' has unknown type {}", t.name, type));
   t.type = static_cast<GgmlType>(type);
   if (t.ne[0] % traits->block_elems != 0) {
-    c.fail(fmt::format("tensor '{}': ne[0] = {} is not a multiple of the {} block size {}",
-                       t.name, t.ne[0], traits->name, traits->block_elems));
+    c.fail(fmt::format("tensor '{}': ne[0] = {} is not a multiple of the {} block size {}", t.name,
+                       t.ne[0], traits->name, traits->block_elems));
   }
   const uint64_t blocks = static_cast<uint64_t>(t.nelements) / traits->block_elems;
   if (__builtin_mul_overflow(blocks, uint64_t{traits->block_bytes}, &t.nbytes)) {
@@ -313,13 +339,16 @@ void GgufFile::Impl::place_tensors(Cursor& c) {
   data_offset = align_up(c.pos(), alignment);
   if (tensors.empty()) return;
   if (data_offset > size) {
-    c.fail(fmt::format("data section starts at {}, past the end of file ({} bytes)", data_offset, size));
+    c.fail(fmt::format("data section starts at {}, past the end of file ({} bytes)", data_offset,
+                       size));
   }
   const uint64_t data_size = size - data_offset;
   for (const GgufTensorInfo& t : tensors) {
     if (t.offset > data_size || t.nbytes > data_size - t.offset) {
-      c.fail(fmt::format("tensor '{}': data at offset {} of {} bytes runs past the end of file "
-                         "(the data section holds {} bytes)", t.name, t.offset, t.nbytes, data_size));
+      c.fail(
+          fmt::format("tensor '{}': data at offset {} of {} bytes runs past the end of file "
+                      "(the data section holds {} bytes)",
+                      t.name, t.offset, t.nbytes, data_size));
     }
   }
 }
@@ -349,7 +378,10 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
   auto impl = std::make_unique<Impl>();
   impl->path = path;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)), TSR_STATUS_IO_ERROR);
+  if (fd < 0) {
+    throw Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)),
+                TSR_STATUS_IO_ERROR);
+  }
   struct stat st {};
   const bool stat_ok = fstat(fd, &st) == 0;
   if (!stat_ok || !S_ISREG(st.st_mode)) {
@@ -364,7 +396,8 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
     const int err = errno;
     ::close(fd);
     if (p == MAP_FAILED) {
-      throw Error(fmt::format("{}: cannot mmap: {}", path, std::strerror(err)), TSR_STATUS_IO_ERROR);
+      throw Error(fmt::format("{}: cannot mmap: {}", path, std::strerror(err)),
+                  TSR_STATUS_IO_ERROR);
     }
     impl->mapping = p;
     impl->data = static_cast<const uint8_t*>(p);
@@ -380,19 +413,32 @@ std::unique_ptr<GgufFile> GgufFile::from_bytes(std::span<const uint8_t> bytes,
                                                const std::string& name) {
   auto impl = std::make_unique<Impl>();
   impl->path = name;
-  impl->owned.assign(bytes.begin(), bytes.end());
-  impl->data = impl->owned.data();
-  impl->size = impl->owned.size();
+  impl->owned.reset(static_cast<uint8_t*>(::operator new[](bytes.size(), kImageAlignment)));
+  if (!bytes.empty()) std::memcpy(impl->owned.get(), bytes.data(), bytes.size());
+  impl->data = impl->owned.get();
+  impl->size = bytes.size();
   impl->parse();
   return std::unique_ptr<GgufFile>(new GgufFile(std::move(impl)));
 }
 
-const std::string& GgufFile::path() const { return impl_->path; }
-uint32_t GgufFile::version() const { return impl_->version; }
-uint64_t GgufFile::alignment() const { return impl_->alignment; }
-uint64_t GgufFile::file_size() const { return impl_->size; }
-const std::vector<GgufKv>& GgufFile::metadata() const { return impl_->metadata; }
-const GgufValue* GgufFile::find(std::string_view key) const { return impl_->find(key); }
+const std::string& GgufFile::path() const {
+  return impl_->path;
+}
+uint32_t GgufFile::version() const {
+  return impl_->version;
+}
+uint64_t GgufFile::alignment() const {
+  return impl_->alignment;
+}
+uint64_t GgufFile::file_size() const {
+  return impl_->size;
+}
+const std::vector<GgufKv>& GgufFile::metadata() const {
+  return impl_->metadata;
+}
+const GgufValue* GgufFile::find(std::string_view key) const {
+  return impl_->find(key);
+}
 
 std::optional<std::string> GgufFile::get_string(std::string_view key) const {
   const GgufValue* v = impl_->find_typed(key, GgufType::STRING, "string");
@@ -472,7 +518,8 @@ std::optional<std::vector<int32_t>> GgufFile::get_i32_array(std::string_view key
   out.reserve(v->array.size());
   for (size_t i = 0; i < v->array.size(); ++i) {
     const std::optional<int64_t> x = to_int64(v->array[i]);
-    if (!x || *x < std::numeric_limits<int32_t>::min() || *x > std::numeric_limits<int32_t>::max()) {
+    if (!x || *x < std::numeric_limits<int32_t>::min() ||
+        *x > std::numeric_limits<int32_t>::max()) {
       impl_->key_error(key, fmt::format("element {} ({}) does not fit in int32", i,
                                         gguf_value_to_string(v->array[i])));
     }
@@ -481,7 +528,9 @@ std::optional<std::vector<int32_t>> GgufFile::get_i32_array(std::string_view key
   return out;
 }
 
-const std::vector<GgufTensorInfo>& GgufFile::tensors() const { return impl_->tensors; }
+const std::vector<GgufTensorInfo>& GgufFile::tensors() const {
+  return impl_->tensors;
+}
 
 const GgufTensorInfo* GgufFile::find_tensor(std::string_view name) const {
   const auto it = impl_->tensor_index.find(name);
@@ -564,10 +613,14 @@ std::string quote(const std::string& s) {
 
 std::string gguf_value_to_string(const GgufValue& v, size_t max_array_items) {
   switch (v.type) {
-    case GgufType::UINT8: case GgufType::UINT16: case GgufType::UINT32: case GgufType::UINT64:
-      return fmt::format("{}", v.u64);
-    case GgufType::INT8: case GgufType::INT16: case GgufType::INT32: case GgufType::INT64:
-      return fmt::format("{}", v.i64);
+    case GgufType::UINT8:
+    case GgufType::UINT16:
+    case GgufType::UINT32:
+    case GgufType::UINT64: return fmt::format("{}", v.u64);
+    case GgufType::INT8:
+    case GgufType::INT16:
+    case GgufType::INT32:
+    case GgufType::INT64: return fmt::format("{}", v.i64);
     case GgufType::FLOAT32: return fmt::format("{}", static_cast<float>(v.f64));
     case GgufType::FLOAT64: return fmt::format("{}", v.f64);
     case GgufType::BOOL: return v.u64 != 0 ? "true" : "false";

@@ -72,9 +72,12 @@ bool same_value(const GgufValue& a, const GgufValue& b) {
   if (a.type != b.type) return false;
   switch (a.type) {
     case GgufType::STRING: return a.str == b.str;
-    case GgufType::FLOAT32: case GgufType::FLOAT64: return a.f64 == b.f64;
-    case GgufType::INT8: case GgufType::INT16: case GgufType::INT32: case GgufType::INT64:
-      return a.i64 == b.i64;
+    case GgufType::FLOAT32:
+    case GgufType::FLOAT64: return a.f64 == b.f64;
+    case GgufType::INT8:
+    case GgufType::INT16:
+    case GgufType::INT32:
+    case GgufType::INT64: return a.i64 == b.i64;
     case GgufType::ARRAY:
       if (a.array_type != b.array_type || a.array.size() != b.array.size()) return false;
       for (size_t i = 0; i < a.array.size(); ++i) {
@@ -101,7 +104,8 @@ std::vector<uint8_t> read_file(const std::string& path) {
 class TempFile {
  public:
   explicit TempFile(const std::string& stem)
-      : path_(::testing::TempDir() + "tessera_gguf_" + stem + "_" + std::to_string(getpid()) + ".gguf") {}
+      : path_(::testing::TempDir() + "tessera_gguf_" + stem + "_" + std::to_string(getpid()) +
+              ".gguf") {}
   ~TempFile() { std::filesystem::remove(path_); }
   const std::string& path() const { return path_; }
 
@@ -122,8 +126,7 @@ std::string parse_error(const std::vector<uint8_t>& bytes) {
   return "";
 }
 
-#define EXPECT_PARSE_ERROR(bytes, substring) \
-  EXPECT_THAT_SUBSTRING(parse_error(bytes), substring)
+#define EXPECT_PARSE_ERROR(bytes, substring) EXPECT_THAT_SUBSTRING(parse_error(bytes), substring)
 #define EXPECT_THAT_SUBSTRING(text, substring) \
   EXPECT_NE((text).find(substring), std::string::npos) << "message: " << (text)
 
@@ -436,50 +439,61 @@ std::string writer_error(const std::function<void(GgufWriter&)>& misuse) {
 TEST(GgufWriterValidation, RefusesBadTensors) {
   const std::vector<uint8_t> data(64);
   EXPECT_THAT_SUBSTRING(writer_error([&](GgufWriter& w) {
-    w.add_tensor("t", GgmlType::F32, {4, 4}, std::span(data).first(60));
-  }), "shape needs 64 bytes of F32, data has 60");
+                          w.add_tensor("t", GgmlType::F32, {4, 4}, std::span(data).first(60));
+                        }),
+                        "shape needs 64 bytes of F32, data has 60");
+  EXPECT_THAT_SUBSTRING(
+      writer_error([&](GgufWriter& w) { w.add_tensor("t", GgmlType::Q8_0, {16}, data); }),
+      "not a multiple of the Q8_0 block size 32");
+  EXPECT_THAT_SUBSTRING(
+      writer_error([&](GgufWriter& w) { w.add_tensor("t", GgmlType::F32, {}, data); }),
+      "dimension count 0");
   EXPECT_THAT_SUBSTRING(writer_error([&](GgufWriter& w) {
-    w.add_tensor("t", GgmlType::Q8_0, {16}, data);
-  }), "not a multiple of the Q8_0 block size 32");
-  EXPECT_THAT_SUBSTRING(writer_error([&](GgufWriter& w) { w.add_tensor("t", GgmlType::F32, {}, data); }),
-                        "dimension count 0");
+                          w.add_tensor("t", GgmlType::F32, {1, 1, 1, 1, 16}, data);
+                        }),
+                        "dimension count 5");
   EXPECT_THAT_SUBSTRING(writer_error([&](GgufWriter& w) {
-    w.add_tensor("t", GgmlType::F32, {1, 1, 1, 1, 16}, data);
-  }), "dimension count 5");
-  EXPECT_THAT_SUBSTRING(writer_error([&](GgufWriter& w) { w.add_tensor("t", GgmlType::F32, {16, 0}, data); }),
+                          w.add_tensor("t", GgmlType::F32, {16, 0}, data);
+                        }),
                         "must be positive");
+  EXPECT_THAT_SUBSTRING(
+      writer_error([&](GgufWriter& w) {
+        w.add_tensor("t", GgmlType::F32, {int64_t{1} << 40, int64_t{1} << 40}, data);
+      }),
+      "element count overflows");
+  EXPECT_THAT_SUBSTRING(
+      writer_error([&](GgufWriter& w) { w.add_tensor("t", static_cast<GgmlType>(4), {16}, data); }),
+      "unknown type 4");
   EXPECT_THAT_SUBSTRING(writer_error([&](GgufWriter& w) {
-    w.add_tensor("t", GgmlType::F32, {int64_t{1} << 40, int64_t{1} << 40}, data);
-  }), "element count overflows");
-  EXPECT_THAT_SUBSTRING(writer_error([&](GgufWriter& w) {
-    w.add_tensor("t", static_cast<GgmlType>(4), {16}, data);
-  }), "unknown type 4");
-  EXPECT_THAT_SUBSTRING(writer_error([&](GgufWriter& w) {
-    w.add_tensor("t", GgmlType::F32, {16}, data);
-    w.add_tensor("t", GgmlType::F32, {16}, data);
-  }), "duplicate tensor name 't'");
+                          w.add_tensor("t", GgmlType::F32, {16}, data);
+                          w.add_tensor("t", GgmlType::F32, {16}, data);
+                        }),
+                        "duplicate tensor name 't'");
 }
 
 TEST(GgufWriterValidation, RefusesBadMetadata) {
   EXPECT_THAT_SUBSTRING(writer_error([](GgufWriter& w) {
-    w.add_u32("k", 1);
-    w.add_u32("k", 2);
-  }), "duplicate metadata key 'k'");
-  EXPECT_THAT_SUBSTRING(writer_error([](GgufWriter& w) { w.add_u32("", 1); }), "empty metadata key");
+                          w.add_u32("k", 1);
+                          w.add_u32("k", 2);
+                        }),
+                        "duplicate metadata key 'k'");
+  EXPECT_THAT_SUBSTRING(writer_error([](GgufWriter& w) { w.add_u32("", 1); }),
+                        "empty metadata key");
   EXPECT_THAT_SUBSTRING(writer_error([](GgufWriter& w) { w.add_u32("general.alignment", 64); }),
                         "set_alignment");
   EXPECT_THAT_SUBSTRING(writer_error([](GgufWriter& w) { w.set_alignment(48); }),
                         "alignment 48 is not a nonzero power of two");
   EXPECT_THAT_SUBSTRING(writer_error([](GgufWriter& w) { w.set_alignment(0); }), "alignment 0");
+  EXPECT_THAT_SUBSTRING(
+      writer_error([](GgufWriter& w) { w.add("k", uint_value(GgufType::UINT8, 256)); }),
+      "out of range for uint8");
   EXPECT_THAT_SUBSTRING(writer_error([](GgufWriter& w) {
-    w.add("k", uint_value(GgufType::UINT8, 256));
-  }), "out of range for uint8");
-  EXPECT_THAT_SUBSTRING(writer_error([](GgufWriter& w) {
-    w.add("k", array_value(GgufType::INT32, {string_value("x")}));
-  }), "array of int32 holds a string element");
-  EXPECT_THAT_SUBSTRING(writer_error([](GgufWriter& w) {
-    w.add("k", uint_value(static_cast<GgufType>(13), 0));
-  }), "invalid value type 13");
+                          w.add("k", array_value(GgufType::INT32, {string_value("x")}));
+                        }),
+                        "array of int32 holds a string element");
+  EXPECT_THAT_SUBSTRING(
+      writer_error([](GgufWriter& w) { w.add("k", uint_value(static_cast<GgufType>(13), 0)); }),
+      "invalid value type 13");
   GgufValue deep = uint_value(GgufType::UINT8, 0);
   for (int depth = 0; depth < 17; ++depth) deep = array_value(deep.type, {deep});
   EXPECT_THAT_SUBSTRING(writer_error([&](GgufWriter& w) { w.add("k", deep); }), "nested deeper");
@@ -530,12 +544,14 @@ TEST(GgufOpen, EmptyFileIsTruncated) {
 // ---- hand-built malformed files -----------------------------------------------------------
 
 TEST(GgufMalformed, Header) {
-  EXPECT_PARSE_ERROR(std::vector<uint8_t>{}, "truncated file: unexpected end of file reading magic");
+  EXPECT_PARSE_ERROR(std::vector<uint8_t>{},
+                     "truncated file: unexpected end of file reading magic");
   EXPECT_PARSE_ERROR(RawGguf().u32(0x46554748).u32(3).u64(0).u64(0).bytes(), "bad magic");
   EXPECT_PARSE_ERROR(RawGguf().header(0, 0, 1).bytes(), "version 1 is not supported");
   EXPECT_PARSE_ERROR(RawGguf().header(0, 0, 99).bytes(), "unsupported GGUF version 99");
   EXPECT_PARSE_ERROR(RawGguf().header(0, 0, 0x03000000).bytes(), "big-endian");
-  EXPECT_PARSE_ERROR(RawGguf().u32(0x46554747).u32(3).u64(0).bytes(), "end of file reading metadata count");
+  EXPECT_PARSE_ERROR(RawGguf().u32(0x46554747).u32(3).u64(0).bytes(),
+                     "end of file reading metadata count");
   EXPECT_EQ(GgufFile::from_bytes(RawGguf().header(0, 0, 2).bytes(), "v2")->version(), 2u);
 }
 
@@ -587,16 +603,23 @@ TEST(GgufMalformed, NestingDepth) {
 
 TEST(GgufMalformed, Alignment) {
   for (const uint32_t a : {0u, 3u, 48u}) {
-    EXPECT_PARSE_ERROR(RawGguf().header(0, 1).kv_u32("general.alignment", a).bytes(),
-                       "general.alignment must be a nonzero power of two, got uint32 " + std::to_string(a));
+    EXPECT_PARSE_ERROR(
+        RawGguf().header(0, 1).kv_u32("general.alignment", a).bytes(),
+        "general.alignment must be a nonzero power of two, got uint32 " + std::to_string(a));
   }
-  EXPECT_PARSE_ERROR(RawGguf().header(0, 1).str("general.alignment").u32(10).u64(uint64_t{1} << 32).bytes(),
-                     "alignment");
+  EXPECT_PARSE_ERROR(
+      RawGguf().header(0, 1).str("general.alignment").u32(10).u64(uint64_t{1} << 32).bytes(),
+      "alignment");
   EXPECT_PARSE_ERROR(RawGguf().header(0, 1).str("general.alignment").u32(8).str("32").bytes(),
                      "general.alignment must be a nonzero power of two, got string");
-  const auto f = GgufFile::from_bytes(
-      RawGguf().header(1, 1).kv_u32("general.alignment", 64).tensor("w", {4}, 0, 64).pad(64).zeros(128).bytes(),
-      "aligned64");
+  const auto f = GgufFile::from_bytes(RawGguf()
+                                          .header(1, 1)
+                                          .kv_u32("general.alignment", 64)
+                                          .tensor("w", {4}, 0, 64)
+                                          .pad(64)
+                                          .zeros(128)
+                                          .bytes(),
+                                      "aligned64");
   EXPECT_EQ(f->alignment(), 64u);
   EXPECT_EQ(f->tensors()[0].offset, 64u);
 }
@@ -604,14 +627,17 @@ TEST(GgufMalformed, Alignment) {
 TEST(GgufMalformed, Dimensions) {
   EXPECT_PARSE_ERROR(one_tensor_file({}), "tensor 'w': dimension count 0 is not in 1..4");
   EXPECT_PARSE_ERROR(one_tensor_file({1, 1, 1, 1, 1}), "dimension count 5");
-  EXPECT_PARSE_ERROR(RawGguf().header(1, 0).str("w").u32(0xFFFFFFFF).zeros(64).bytes(), "dimension count");
+  EXPECT_PARSE_ERROR(RawGguf().header(1, 0).str("w").u32(0xFFFFFFFF).zeros(64).bytes(),
+                     "dimension count");
   EXPECT_PARSE_ERROR(one_tensor_file({4, 0}), "tensor 'w': dimension 1 is 0, must be positive");
   EXPECT_PARSE_ERROR(one_tensor_file({-4}), "dimension 0 is -4, must be positive");
-  EXPECT_PARSE_ERROR(one_tensor_file({int64_t{1} << 32, int64_t{1} << 32}), "element count overflows");
+  EXPECT_PARSE_ERROR(one_tensor_file({int64_t{1} << 32, int64_t{1} << 32}),
+                     "element count overflows");
   EXPECT_PARSE_ERROR(one_tensor_file({int64_t{1} << 31, int64_t{1} << 31}), "byte size overflows");
   EXPECT_PARSE_ERROR(one_tensor_file({33}, static_cast<uint32_t>(GgmlType::Q8_0)),
                      "ne[0] = 33 is not a multiple of the Q8_0 block size 32");
-  EXPECT_PARSE_ERROR(one_tensor_file({128}, static_cast<uint32_t>(GgmlType::Q4_K)), "block size 256");
+  EXPECT_PARSE_ERROR(one_tensor_file({128}, static_cast<uint32_t>(GgmlType::Q4_K)),
+                     "block size 256");
 }
 
 TEST(GgufMalformed, TensorTypes) {
@@ -622,13 +648,13 @@ TEST(GgufMalformed, TensorTypes) {
 
 TEST(GgufMalformed, TypeTraits) {
   const std::vector<std::tuple<GgmlType, uint32_t, uint32_t>> expected = {
-      {GgmlType::F32, 1, 4},     {GgmlType::F16, 1, 2},     {GgmlType::BF16, 1, 2},
-      {GgmlType::Q4_0, 32, 18},  {GgmlType::Q4_1, 32, 20},  {GgmlType::Q5_0, 32, 22},
-      {GgmlType::Q5_1, 32, 24},  {GgmlType::Q8_0, 32, 34},  {GgmlType::Q8_1, 32, 36},
-      {GgmlType::Q2_K, 256, 84}, {GgmlType::Q3_K, 256, 110}, {GgmlType::Q4_K, 256, 144},
+      {GgmlType::F32, 1, 4},      {GgmlType::F16, 1, 2},      {GgmlType::BF16, 1, 2},
+      {GgmlType::Q4_0, 32, 18},   {GgmlType::Q4_1, 32, 20},   {GgmlType::Q5_0, 32, 22},
+      {GgmlType::Q5_1, 32, 24},   {GgmlType::Q8_0, 32, 34},   {GgmlType::Q8_1, 32, 36},
+      {GgmlType::Q2_K, 256, 84},  {GgmlType::Q3_K, 256, 110}, {GgmlType::Q4_K, 256, 144},
       {GgmlType::Q5_K, 256, 176}, {GgmlType::Q6_K, 256, 210}, {GgmlType::Q8_K, 256, 292},
-      {GgmlType::I8, 1, 1},      {GgmlType::I16, 1, 2},     {GgmlType::I32, 1, 4},
-      {GgmlType::I64, 1, 8},     {GgmlType::F64, 1, 8},
+      {GgmlType::I8, 1, 1},       {GgmlType::I16, 1, 2},      {GgmlType::I32, 1, 4},
+      {GgmlType::I64, 1, 8},      {GgmlType::F64, 1, 8},
   };
   for (const auto& [type, elems, bytes] : expected) {
     const auto traits = ggml_type_traits(static_cast<uint32_t>(type));
@@ -641,33 +667,47 @@ TEST(GgufMalformed, TypeTraits) {
 }
 
 TEST(GgufMalformed, Offsets) {
-  EXPECT_PARSE_ERROR(one_tensor_file({4}, 0, 4), "tensor 'w': data offset 4 is not a multiple of the alignment 32");
-  EXPECT_PARSE_ERROR(one_tensor_file({1000}), "tensor 'w': data at offset 0 of 4000 bytes runs past the end of file");
+  EXPECT_PARSE_ERROR(one_tensor_file({4}, 0, 4),
+                     "tensor 'w': data offset 4 is not a multiple of the alignment 32");
+  EXPECT_PARSE_ERROR(one_tensor_file({1000}),
+                     "tensor 'w': data at offset 0 of 4000 bytes runs past the end of file");
   EXPECT_PARSE_ERROR(one_tensor_file({4}, 0, 64), "runs past the end of file");
   EXPECT_PARSE_ERROR(one_tensor_file({4}, 0, uint64_t{1} << 63), "runs past the end of file");
   EXPECT_PARSE_ERROR(one_tensor_file({4}, 0, ~uint64_t{31}), "runs past the end of file");
   // The tensor infos end unaligned at the end of the file: the data section is past it.
-  EXPECT_PARSE_ERROR(RawGguf().header(1, 0).tensor("w", {4}, 0, 0).bytes(), "data section starts at");
+  EXPECT_PARSE_ERROR(RawGguf().header(1, 0).tensor("w", {4}, 0, 0).bytes(),
+                     "data section starts at");
   // Exactly at the end is fine.
   EXPECT_EQ(GgufFile::from_bytes(one_tensor_file({16}), "exact")->tensors()[0].nbytes, 64u);
 }
 
 TEST(GgufMalformed, OverlappingTensorsAreAllowedDuplicateNamesAreNot) {
-  const auto f = GgufFile::from_bytes(
-      RawGguf().header(2, 0).tensor("a", {16}, 0, 0).tensor("b", {8}, 0, 32).pad(32).zeros(64).bytes(),
-      "overlap");
+  const auto f = GgufFile::from_bytes(RawGguf()
+                                          .header(2, 0)
+                                          .tensor("a", {16}, 0, 0)
+                                          .tensor("b", {8}, 0, 32)
+                                          .pad(32)
+                                          .zeros(64)
+                                          .bytes(),
+                                      "overlap");
   EXPECT_EQ(f->tensor_data(*f->find_tensor("a")) + 32, f->tensor_data(*f->find_tensor("b")));
-  EXPECT_PARSE_ERROR(
-      RawGguf().header(2, 0).tensor("a", {8}, 0, 0).tensor("a", {8}, 0, 0).pad(32).zeros(32).bytes(),
-      "duplicate tensor name 'a'");
+  EXPECT_PARSE_ERROR(RawGguf()
+                         .header(2, 0)
+                         .tensor("a", {8}, 0, 0)
+                         .tensor("a", {8}, 0, 0)
+                         .pad(32)
+                         .zeros(32)
+                         .bytes(),
+                     "duplicate tensor name 'a'");
 }
 
 // ---- real files -----------------------------------------------------------------------------
 
-#define SKIP_IF_ABSENT(path)                                                              \
-  if (!std::filesystem::exists(path)) {                                                    \
-    GTEST_SKIP() << (path) << " is absent: the shared test data (../shared/models) is not " \
-                              "available next to this checkout";                          \
+#define SKIP_IF_ABSENT(path)                                                      \
+  if (!std::filesystem::exists(path)) {                                           \
+    GTEST_SKIP() << (path)                                                        \
+                 << " is absent: the shared test data (../shared/models) is not " \
+                    "available next to this checkout";                            \
   }
 
 TEST(GgufRealFiles, Stories260K) {
@@ -679,7 +719,8 @@ TEST(GgufRealFiles, Stories260K) {
   EXPECT_EQ(f->get_u32("llama.embedding_length"), 64u);
   EXPECT_EQ(f->get_u32("llama.block_count"), 5u);
   EXPECT_EQ(f->get_u32("llama.attention.head_count_kv"), 4u);
-  EXPECT_FLOAT_EQ(static_cast<float>(*f->get_float("llama.attention.layer_norm_rms_epsilon")), 1e-5f);
+  EXPECT_FLOAT_EQ(static_cast<float>(*f->get_float("llama.attention.layer_norm_rms_epsilon")),
+                  1e-5f);
   EXPECT_EQ(f->get_string_array("tokenizer.ggml.tokens")->size(), 512u);
   EXPECT_EQ(f->get_f32_array("tokenizer.ggml.scores")->size(), 512u);
   EXPECT_EQ(f->get_i32_array("tokenizer.ggml.token_type")->size(), 512u);
@@ -787,16 +828,17 @@ class LayoutScanner {
 // the tiny-random file's metadata is 60 times larger (a 32000-token vocabulary), so it gets
 // fewer variants past its header, to keep the fuzz within seconds under ASan.
 struct FuzzPlan {
-  size_t dense_truncation;    // every length up to this
-  int sampled_truncations;    // then this many random lengths
-  int byte_flips;             // random bytes in the header region xored
-  int word_writes;            // random 4/8-byte words in the header region overwritten
-  size_t fields;              // structural fields overwritten (all when there are fewer)
-  int element_lengths;        // string lengths inside arrays overwritten
+  size_t dense_truncation;             // every length up to this
+  int sampled_truncations;             // then this many random lengths
+  int byte_flips;                      // random bytes in the header region xored
+  int word_writes;                     // random 4/8-byte words in the header region overwritten
+  size_t fields;                       // structural fields overwritten (all when there are fewer)
+  int element_lengths;                 // string lengths inside arrays overwritten
   std::vector<uint64_t> field_values;  // written into each chosen field
 };
 
-const std::vector<uint64_t> kManyFieldValues = {~uint64_t{0}, uint64_t{1} << 63, uint64_t{1} << 31, 0};
+const std::vector<uint64_t> kManyFieldValues = {~uint64_t{0}, uint64_t{1} << 63, uint64_t{1} << 31,
+                                                0};
 const std::vector<uint64_t> kFewFieldValues = {~uint64_t{0}, uint64_t{1} << 31, 0};
 
 class CorruptionFuzz : public ::testing::TestWithParam<std::string> {
@@ -856,7 +898,9 @@ class CorruptionFuzz : public ::testing::TestWithParam<std::string> {
   // any pointer a successful parse hands out that leaves the image.
   static void use(const GgufFile& f) {
     unsigned sum = 0;
-    for (const GgufTensorInfo& t : f.tensors()) sum += f.tensor_data(t)[0] + f.tensor_data(t)[t.nbytes - 1];
+    for (const GgufTensorInfo& t : f.tensors()) {
+      sum += f.tensor_data(t)[0] + f.tensor_data(t)[t.nbytes - 1];
+    }
     for (const GgufKv& kv : f.metadata()) sum += gguf_value_to_string(kv.value).size();
     volatile unsigned sink = sum;
     (void)sink;
@@ -880,8 +924,9 @@ TEST_P(CorruptionFuzz, Truncation) {
   }
   for (int i = 0; i < plan_.sampled_truncations; ++i) {
     // Three in four inside the header region, the rest inside the tensor data.
-    const size_t n = i % 4 != 3 ? random_below(layout_.header_end)
-                                : layout_.header_end + random_below(original_.size() - layout_.header_end);
+    const size_t n = i % 4 != 3
+                         ? random_below(layout_.header_end)
+                         : layout_.header_end + random_below(original_.size() - layout_.header_end);
     check(all.first(n), "truncated to " + std::to_string(n));
   }
   EXPECT_EQ(parsed_, 0) << "a truncated file parsed";
@@ -901,7 +946,9 @@ TEST_P(CorruptionFuzz, StructuralFieldsOverwritten) {
   const bool all = plan_.fields >= layout_.fields.size();
   for (size_t i = 0; i < std::min(plan_.fields, layout_.fields.size()); ++i) {
     const Field& f = layout_.fields[all ? i : random_below(layout_.fields.size())];
-    for (const uint64_t v : plan_.field_values) check_overwrite(f.pos, f.width, v, "field " + std::to_string(v));
+    for (const uint64_t v : plan_.field_values) {
+      check_overwrite(f.pos, f.width, v, "field " + std::to_string(v));
+    }
   }
   for (int i = 0; i < plan_.element_lengths; ++i) {
     const Field& f = layout_.element_lengths[random_below(layout_.element_lengths.size())];
@@ -925,7 +972,8 @@ TEST_P(CorruptionFuzz, RandomBytesAndWords) {
 INSTANTIATE_TEST_SUITE_P(SharedModels, CorruptionFuzz,
                          ::testing::Values("stories260K.gguf", "llama-2-tiny-random.gguf"),
                          [](const auto& info) {
-                           return std::string(info.param == "stories260K.gguf" ? "stories260K" : "tiny_random");
+                           return std::string(info.param == "stories260K.gguf" ? "stories260K"
+                                                                               : "tiny_random");
                          });
 
 }  // namespace

@@ -40,7 +40,9 @@ class ByteSink {
     out_.insert(out_.end(), s.begin(), s.end());
   }
   void put_bytes(std::span<const uint8_t> b) { out_.insert(out_.end(), b.begin(), b.end()); }
-  void pad_to(uint64_t alignment) { out_.resize((out_.size() + alignment - 1) / alignment * alignment); }
+  void pad_to(uint64_t alignment) {
+    out_.resize((out_.size() + alignment - 1) / alignment * alignment);
+  }
   size_t size() const { return out_.size(); }
   void resize(size_t n) { out_.resize(n); }
   std::vector<uint8_t> take() { return std::move(out_); }
@@ -50,9 +52,13 @@ class ByteSink {
 };
 
 template <class T>
-bool fits(uint64_t u) { return u <= std::numeric_limits<T>::max(); }
+bool fits(uint64_t u) {
+  return u <= std::numeric_limits<T>::max();
+}
 template <class T>
-bool fits(int64_t i) { return i >= std::numeric_limits<T>::min() && i <= std::numeric_limits<T>::max(); }
+bool fits(int64_t i) {
+  return i >= std::numeric_limits<T>::min() && i <= std::numeric_limits<T>::max();
+}
 
 // Refuses values that the file could not hold as given (e.g. UINT8 holding 300), and arrays
 // whose elements do not all have the array's element type or that nest too deep.
@@ -66,11 +72,15 @@ void check_value(const std::string& key, const GgufValue& v, int depth = 0) {
     case GgufType::INT16: ok = fits<int16_t>(v.i64); break;
     case GgufType::INT32: ok = fits<int32_t>(v.i64); break;
     case GgufType::BOOL: ok = v.u64 <= 1; break;
-    case GgufType::UINT64: case GgufType::INT64: case GgufType::FLOAT32:
-    case GgufType::FLOAT64: case GgufType::STRING:
-      break;
+    case GgufType::UINT64:
+    case GgufType::INT64:
+    case GgufType::FLOAT32:
+    case GgufType::FLOAT64:
+    case GgufType::STRING: break;
     case GgufType::ARRAY:
-      if (depth >= kMaxArrayDepth) fail(fmt::format("key '{}': arrays nested deeper than {} levels", key, kMaxArrayDepth));
+      if (depth >= kMaxArrayDepth) {
+        fail(fmt::format("key '{}': arrays nested deeper than {} levels", key, kMaxArrayDepth));
+      }
       for (const GgufValue& e : v.array) {
         if (e.type != v.array_type) {
           fail(fmt::format("key '{}': array of {} holds a {} element", key,
@@ -123,7 +133,9 @@ uint64_t tensor_nbytes(const std::string& name, GgmlType type, const std::vector
   int64_t n = 1;
   for (const int64_t d : ne) {
     if (d <= 0) fail(fmt::format("tensor '{}': dimension {} must be positive", name, d));
-    if (__builtin_mul_overflow(n, d, &n)) fail(fmt::format("tensor '{}': element count overflows", name));
+    if (__builtin_mul_overflow(n, d, &n)) {
+      fail(fmt::format("tensor '{}': element count overflows", name));
+    }
   }
   if (ne[0] % traits->block_elems != 0) {
     fail(fmt::format("tensor '{}': ne[0] = {} is not a multiple of the {} block size {}", name,
@@ -314,14 +326,16 @@ void GgufWriter::write(const std::string& path) const {
   const std::vector<uint8_t> bytes = to_bytes();
   FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) {
-    throw Error(fmt::format("{}: cannot create: {}", path, std::strerror(errno)), TSR_STATUS_IO_ERROR);
+    throw Error(fmt::format("{}: cannot create: {}", path, std::strerror(errno)),
+                TSR_STATUS_IO_ERROR);
   }
   const bool written = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
   const int write_errno = errno;
   const bool closed = std::fclose(f) == 0;
   if (!written || !closed) {
-    throw Error(fmt::format("{}: cannot write: {}", path, std::strerror(written ? errno : write_errno)),
-                TSR_STATUS_IO_ERROR);
+    throw Error(
+        fmt::format("{}: cannot write: {}", path, std::strerror(written ? errno : write_errno)),
+        TSR_STATUS_IO_ERROR);
   }
 }
 
