@@ -1,7 +1,8 @@
 // GGUF reader. The file is parsed once, front to back, through a bounds-checked cursor;
 // every count and length is checked against the bytes that remain before anything is
-// allocated for it, so a corrupt header can neither crash the reader nor make it reserve
-// memory out of proportion to the file.
+// allocated for it, so a corrupt header cannot crash the reader. Memory stays bounded too:
+// strings copy file bytes at most once, and the number of metadata values and tensors is
+// capped, because each parsed value costs ~100 bytes however few bytes it took in the file.
 #include "core/model/gguf.h"
 
 #include <fcntl.h>
@@ -32,6 +33,11 @@ constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as a little-endian u32
 constexpr uint64_t kDefaultAlignment = 32;
 constexpr int kMaxArrayDepth = 16;
 constexpr uint32_t kMaxDims = 4;
+// Limits far above real files (a 256K-token vocabulary with scores, types and merges is ~1M
+// values; large MoE models have ~100K tensors) that bound a corrupt file's cost to ~500 MB.
+constexpr uint64_t kMaxMetadataValues = uint64_t{1} << 22;
+constexpr uint64_t kMaxTensors = uint64_t{1} << 20;
+constexpr uint64_t kMaxStringBytes = uint64_t{256} << 20;
 constexpr const char* kAlignmentKey = "general.alignment";
 // Images copied by from_bytes start page-aligned, like a mapping, so that tensor data is
 // as aligned in memory as it is in the file (SIMD kernels rely on it).
@@ -109,6 +115,10 @@ class Cursor {
 
   void read_string(const char* what, std::string& out) {
     const uint64_t len = read<uint64_t>(what);
+    if (len > kMaxStringBytes) {
+      fail(fmt::format("{} of {} bytes is longer than the limit of {} bytes", what, len,
+                       kMaxStringBytes));
+    }
     if (len > remaining()) {
       fail(fmt::format("{} of {} bytes runs past the end of file ({} bytes left)", what, len,
                        remaining()));
@@ -140,44 +150,61 @@ GgufType read_type(Cursor& c, const char* what) {
   return static_cast<GgufType>(t);
 }
 
-void read_value(Cursor& c, GgufType type, int depth, GgufValue& v);
+// Reads metadata values, charging each against kMaxMetadataValues.
+class ValueReader {
+ public:
+  explicit ValueReader(Cursor& c) : c_(c) {}
 
-void read_array(Cursor& c, GgufValue& v, int depth) {
-  if (depth >= kMaxArrayDepth) {
-    c.fail(fmt::format("arrays nested deeper than {} levels", kMaxArrayDepth));
+  void charge(uint64_t n) {
+    if (n > values_left_) {
+      c_.fail(fmt::format("metadata holds more than {} values", kMaxMetadataValues));
+    }
+    values_left_ -= n;
   }
-  v.array_type = read_type(c, "array element type");
-  const uint64_t count = c.read<uint64_t>("array length");
-  if (count > c.remaining() / min_encoded_size(v.array_type)) {
-    c.fail(fmt::format("array of {} {} elements cannot fit in the {} bytes left before end of file",
-                       count, gguf_type_name(v.array_type), c.remaining()));
-  }
-  // Elements are parsed in place: vocabularies hold tens of thousands of them.
-  v.array.resize(count);
-  for (GgufValue& e : v.array) read_value(c, v.array_type, depth + 1, e);
-}
 
-void read_value(Cursor& c, GgufType type, int depth, GgufValue& v) {
-  v.type = type;
-  switch (type) {
-    case GgufType::UINT8: v.u64 = c.read<uint8_t>("uint8 value"); break;
-    case GgufType::INT8: v.i64 = c.read<int8_t>("int8 value"); break;
-    case GgufType::UINT16: v.u64 = c.read<uint16_t>("uint16 value"); break;
-    case GgufType::INT16: v.i64 = c.read<int16_t>("int16 value"); break;
-    case GgufType::UINT32: v.u64 = c.read<uint32_t>("uint32 value"); break;
-    case GgufType::INT32: v.i64 = c.read<int32_t>("int32 value"); break;
-    case GgufType::UINT64: v.u64 = c.read<uint64_t>("uint64 value"); break;
-    case GgufType::INT64: v.i64 = c.read<int64_t>("int64 value"); break;
-    case GgufType::FLOAT32: v.f64 = c.read<float>("float32 value"); break;
-    case GgufType::FLOAT64: v.f64 = c.read<double>("float64 value"); break;
-    case GgufType::BOOL:
-      v.u64 = c.read<uint8_t>("bool value");
-      if (v.u64 > 1) c.fail(fmt::format("invalid bool value {}", v.u64));
-      break;
-    case GgufType::STRING: c.read_string("string", v.str); break;
-    case GgufType::ARRAY: read_array(c, v, depth); break;
+  void read(GgufType type, int depth, GgufValue& v) {
+    v.type = type;
+    switch (type) {
+      case GgufType::UINT8: v.u64 = c_.read<uint8_t>("uint8 value"); break;
+      case GgufType::INT8: v.i64 = c_.read<int8_t>("int8 value"); break;
+      case GgufType::UINT16: v.u64 = c_.read<uint16_t>("uint16 value"); break;
+      case GgufType::INT16: v.i64 = c_.read<int16_t>("int16 value"); break;
+      case GgufType::UINT32: v.u64 = c_.read<uint32_t>("uint32 value"); break;
+      case GgufType::INT32: v.i64 = c_.read<int32_t>("int32 value"); break;
+      case GgufType::UINT64: v.u64 = c_.read<uint64_t>("uint64 value"); break;
+      case GgufType::INT64: v.i64 = c_.read<int64_t>("int64 value"); break;
+      case GgufType::FLOAT32: v.f64 = c_.read<float>("float32 value"); break;
+      case GgufType::FLOAT64: v.f64 = c_.read<double>("float64 value"); break;
+      case GgufType::BOOL:
+        v.u64 = c_.read<uint8_t>("bool value");
+        if (v.u64 > 1) c_.fail(fmt::format("invalid bool value {}", v.u64));
+        break;
+      case GgufType::STRING: c_.read_string("string", v.str); break;
+      case GgufType::ARRAY: read_array(v, depth); break;
+    }
   }
-}
+
+ private:
+  void read_array(GgufValue& v, int depth) {
+    if (depth >= kMaxArrayDepth) {
+      c_.fail(fmt::format("arrays nested deeper than {} levels", kMaxArrayDepth));
+    }
+    v.array_type = read_type(c_, "array element type");
+    const uint64_t count = c_.read<uint64_t>("array length");
+    if (count > c_.remaining() / min_encoded_size(v.array_type)) {
+      c_.fail(fmt::format("array of {} {} elements cannot fit in the {} bytes left before end "
+                          "of file",
+                          count, gguf_type_name(v.array_type), c_.remaining()));
+    }
+    charge(count);
+    // Elements are parsed in place: vocabularies hold tens of thousands of them.
+    v.array.resize(count);
+    for (GgufValue& e : v.array) read(v.array_type, depth + 1, e);
+  }
+
+  Cursor& c_;
+  uint64_t values_left_ = kMaxMetadataValues;
+};
 
 uint64_t align_up(uint64_t x, uint64_t alignment) {
   return (x + alignment - 1) & ~(alignment - 1);
@@ -252,6 +279,9 @@ void GgufFile::Impl::parse_header(Cursor& c, uint64_t& n_tensors, uint64_t& n_kv
   }
   n_tensors = c.read<uint64_t>("tensor count");
   n_kv = c.read<uint64_t>("metadata count");
+  if (n_tensors > kMaxTensors) {
+    c.fail(fmt::format("tensor count {} exceeds the limit of {}", n_tensors, kMaxTensors));
+  }
   // Bound both counts by the bytes left before reserving anything for them.
   if (n_kv > c.remaining() / kMinKvBytes || n_tensors > c.remaining() / kMinTensorInfoBytes ||
       n_kv * kMinKvBytes + n_tensors * kMinTensorInfoBytes > c.remaining()) {
@@ -263,6 +293,8 @@ void GgufFile::Impl::parse_header(Cursor& c, uint64_t& n_tensors, uint64_t& n_kv
 }
 
 void GgufFile::Impl::parse_metadata(Cursor& c, uint64_t n_kv) {
+  ValueReader values(c);
+  values.charge(n_kv);
   metadata.reserve(n_kv);
   for (uint64_t i = 0; i < n_kv; ++i) {
     GgufKv kv;
@@ -271,7 +303,7 @@ void GgufFile::Impl::parse_metadata(Cursor& c, uint64_t n_kv) {
     if (metadata_index.contains(kv.key)) {
       c.fail(fmt::format("duplicate metadata key '{}'", kv.key));
     }
-    read_value(c, read_type(c, "metadata value type"), 0, kv.value);
+    values.read(read_type(c, "metadata value type"), 0, kv.value);
     metadata_index.emplace(kv.key, metadata.size());
     metadata.push_back(std::move(kv));
   }

@@ -1,0 +1,111 @@
+// The host refuses each kind of broken plugin with a message naming the file and reason.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/plugin_host/plugin_loader.h"
+#include "tessera/engine.h"
+
+namespace tsr {
+namespace {
+
+struct Refusal {
+  const char* variant;
+  const char* expected;  // substring of the error message
+  tsr_status status;
+};
+
+class BrokenPluginTest : public ::testing::TestWithParam<Refusal> {};
+
+TEST_P(BrokenPluginTest, IsRefusedWithReason) {
+  const std::string name = std::string("broken_") + GetParam().variant;
+  try {
+    Plugin::find(TSR_PLUGIN_BACKEND, name, {BROKEN_PLUGIN_DIR});
+    FAIL() << "plugin " << name << " was accepted";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("libtessera_backend_" + name + ".so"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(GetParam().expected), std::string::npos) << msg;
+    EXPECT_EQ(e.status(), GetParam().status) << msg;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Abi, BrokenPluginTest,
+    ::testing::Values(
+        Refusal{"major", "built for ABI 2.0, this host has ABI 1.0", TSR_STATUS_ABI_MISMATCH},
+        Refusal{"newer_minor", "built for ABI 1.1, newer than this host's ABI 1.0",
+                TSR_STATUS_ABI_MISMATCH},
+        Refusal{"small_desc", "descriptor is 8 bytes, smaller than", TSR_STATUS_ABI_MISMATCH},
+        Refusal{"small_table", "backend table is 16 bytes, smaller than", TSR_STATUS_ABI_MISMATCH},
+        Refusal{"missing_entry", "required entry 'matmul' is NULL", TSR_STATUS_ABI_MISMATCH},
+        Refusal{"null_table", "function table is NULL", TSR_STATUS_ABI_MISMATCH},
+        Refusal{"no_symbol", "does not export tsr_plugin_query", TSR_STATUS_ABI_MISMATCH},
+        Refusal{"declines", "declined to serve this host", TSR_STATUS_ABI_MISMATCH},
+        Refusal{"wrong_kind", "is a quant plugin, expected backend", TSR_STATUS_ABI_MISMATCH},
+        Refusal{"wrong_name", "calls itself 'somebody_else'", TSR_STATUS_ABI_MISMATCH}),
+    [](const auto& info) { return std::string(info.param.variant); });
+
+TEST(PluginLoader, MissingPluginNamesFileAndDirectories) {
+  try {
+    Plugin::find(TSR_PLUGIN_BACKEND, "nonexistent", {BROKEN_PLUGIN_DIR, "/nowhere"});
+    FAIL();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("libtessera_backend_nonexistent.so"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("/nowhere"), std::string::npos) << msg;
+    EXPECT_EQ(e.status(), TSR_STATUS_NOT_FOUND);
+  }
+}
+
+TEST(PluginLoader, NotASharedLibraryIsRefused) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "fake_plugins";
+  std::filesystem::create_directories(dir);
+  const auto file = dir / "libtessera_backend_fake.so";
+  { std::FILE* f = std::fopen(file.c_str(), "w"); std::fputs("not an ELF file", f); std::fclose(f); }
+  try {
+    Plugin::find(TSR_PLUGIN_BACKEND, "fake", {dir});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("could not be loaded"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PluginLoader, RealCpuBackendLoads) {
+  auto plugin = Plugin::find(TSR_PLUGIN_BACKEND, "cpu", {TESSERA_PLUGIN_DIR});
+  EXPECT_EQ(plugin->name(), "cpu");
+  EXPECT_EQ(plugin->desc().abi_major, TSR_ABI_MAJOR);
+}
+
+TEST(PluginLoader, SearchOrderConfigThenEnvThenExecutable) {
+  ::setenv("TESSERA_PLUGIN_PATH", "/env/a:/env/b", 1);
+  const auto dirs = plugin_search_dirs("/from/config");
+  ::unsetenv("TESSERA_PLUGIN_PATH");
+  ASSERT_GE(dirs.size(), 4u);
+  EXPECT_EQ(dirs[0], "/from/config");
+  EXPECT_EQ(dirs[1], "/env/a");
+  EXPECT_EQ(dirs[2], "/env/b");
+  EXPECT_EQ(dirs[3].filename(), "tessera");  // <exe dir>/../lib/tessera
+}
+
+// Through the public C API: the engine refuses the plugin and says why.
+TEST(PluginLoader, EngineCreateReportsBrokenBackend) {
+  const std::string toml = "plugin_dir = \"" BROKEN_PLUGIN_DIR "\"\n"
+                           "[model]\npath = \"/dev/null\"\n"
+                           "[backend]\nplugin = \"broken_major\"\n";
+  tsr_engine_params params = tsr_engine_default_params();
+  params.config_toml = toml.c_str();
+  tsr_engine* engine = nullptr;
+  tsr_error* error = nullptr;
+  EXPECT_EQ(tsr_engine_create(&params, &engine, &error), TSR_STATUS_ABI_MISMATCH);
+  EXPECT_EQ(engine, nullptr);
+  ASSERT_NE(error, nullptr);
+  EXPECT_NE(std::string(tsr_error_message(error)).find("ABI 2.0"), std::string::npos)
+      << tsr_error_message(error);
+  tsr_error_free(error);
+}
+
+}  // namespace
+}  // namespace tsr
