@@ -19,11 +19,12 @@ function(tessera_add_plugin kind name)
     PREFIX "lib" OUTPUT_NAME "tessera_${kind}_${name}"
     LIBRARY_OUTPUT_DIRECTORY ${TESSERA_PLUGIN_OUTPUT_DIR}
     C_VISIBILITY_PRESET hidden CXX_VISIBILITY_PRESET hidden)
-  # Plugins must not reach into core/: the build enforces it by refusing the link.
-  get_target_property(libs ${target} LINK_LIBRARIES)
-  if("tessera_core" IN_LIST libs)
-    message(FATAL_ERROR "plugin ${target} links tessera_core; plugins see only plugin_api")
-  endif()
+  # Plugins see only the stable ABI: linking any core library is a configuration error.
+  foreach(lib ${P_LIBRARIES})
+    if(lib MATCHES "^tessera_" AND NOT lib MATCHES "^tessera_(plugin_api|sdk)$")
+      message(FATAL_ERROR "plugin ${target} links ${lib}; plugins may use only plugin_api and sdk")
+    endif()
+  endforeach()
   install(TARGETS ${target} LIBRARY DESTINATION ${TESSERA_PLUGIN_INSTALL_DIR})
 endfunction()
 

@@ -126,9 +126,12 @@ std::string parse_error(const std::vector<uint8_t>& bytes) {
   return "";
 }
 
-#define EXPECT_PARSE_ERROR(bytes, substring) EXPECT_THAT_SUBSTRING(parse_error(bytes), substring)
-#define EXPECT_THAT_SUBSTRING(text, substring) \
-  EXPECT_NE((text).find(substring), std::string::npos) << "message: " << (text)
+::testing::AssertionResult contains(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "\"" << part << "\" is not in: " << text;
+}
+
+#define EXPECT_PARSE_ERROR(bytes, part) EXPECT_TRUE(contains(parse_error(bytes), part))
 
 // ---- raw builder for files the writer would refuse to produce ----------------------------
 
@@ -257,14 +260,16 @@ void expect_everything(const GgufFile& f, uint32_t alignment) {
     EXPECT_EQ(t->ne, c.ne);
     EXPECT_EQ(t->nbytes, c.nbytes);
     EXPECT_EQ(t->offset % alignment, 0u);
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(f.tensor_data(*t)) % alignment, 0u) << c.name;
+    // In memory, as aligned as the file up to a page (what a mapping guarantees).
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(f.tensor_data(*t)) % std::min(alignment, 4096u), 0u)
+        << c.name;
     const std::vector<uint8_t> data = random_bytes(c.nbytes, seed++);
     EXPECT_EQ(std::memcmp(f.tensor_data(*t), data.data(), data.size()), 0) << c.name;
   }
 }
 
 TEST(GgufRoundTrip, FromBytesEveryValueAndTensorType) {
-  for (const uint32_t alignment : {32u, 64u, 1u}) {
+  for (const uint32_t alignment : {32u, 64u, 1u, 8192u}) {
     SCOPED_TRACE(alignment);
     GgufWriter w;
     add_everything(w, alignment);
@@ -355,12 +360,12 @@ TEST(GgufGetters, IntegersConvertWhenInRange) {
   EXPECT_EQ(f->get_int("i64_neg"), -1);
   EXPECT_EQ(f->get_int("missing"), std::nullopt);
   EXPECT_EQ(f->get_u32("missing"), std::nullopt);
-  EXPECT_THAT_SUBSTRING(getter_error([&] { f->get_u32("i8"); }), "does not fit in uint32");
-  EXPECT_THAT_SUBSTRING(getter_error([&] { f->get_u32("u64_small"); }), "does not fit in uint32");
-  EXPECT_THAT_SUBSTRING(getter_error([&] { f->get_int("u64_big"); }), "does not fit in int64");
-  EXPECT_THAT_SUBSTRING(getter_error([&] { f->get_int("str"); }), "'str' has type string");
-  EXPECT_THAT_SUBSTRING(getter_error([&] { f->get_int("bool"); }), "expected an integer");
-  EXPECT_THAT_SUBSTRING(getter_error([&] { f->get_int("f64"); }), "getters.gguf");
+  EXPECT_TRUE(contains(getter_error([&] { f->get_u32("i8"); }), "does not fit in uint32"));
+  EXPECT_TRUE(contains(getter_error([&] { f->get_u32("u64_small"); }), "does not fit in uint32"));
+  EXPECT_TRUE(contains(getter_error([&] { f->get_int("u64_big"); }), "does not fit in int64"));
+  EXPECT_TRUE(contains(getter_error([&] { f->get_int("str"); }), "'str' has type string"));
+  EXPECT_TRUE(contains(getter_error([&] { f->get_int("bool"); }), "expected an integer"));
+  EXPECT_TRUE(contains(getter_error([&] { f->get_int("f64"); }), "getters.gguf"));
 }
 
 TEST(GgufGetters, OtherScalars) {
@@ -372,25 +377,25 @@ TEST(GgufGetters, OtherScalars) {
   EXPECT_EQ(f->get_string("missing"), std::nullopt);
   EXPECT_EQ(f->get_bool("missing"), std::nullopt);
   EXPECT_EQ(f->find("missing"), nullptr);
-  EXPECT_THAT_SUBSTRING(getter_error([&] { f->get_float("u8"); }), "expected a float");
-  EXPECT_THAT_SUBSTRING(getter_error([&] { f->get_string("u8"); }), "expected string");
-  EXPECT_THAT_SUBSTRING(getter_error([&] { f->get_bool("u8"); }), "expected bool");
+  EXPECT_TRUE(contains(getter_error([&] { f->get_float("u8"); }), "expected a float"));
+  EXPECT_TRUE(contains(getter_error([&] { f->get_string("u8"); }), "expected string"));
+  EXPECT_TRUE(contains(getter_error([&] { f->get_bool("u8"); }), "expected bool"));
 }
 
 TEST(GgufGetters, Arrays) {
   const auto f = getter_file();
   EXPECT_EQ(f->get_i32_array("u8_array"), std::vector<int32_t>{255});
   EXPECT_EQ(f->get_i32_array("missing"), std::nullopt);
-  EXPECT_THAT_SUBSTRING(getter_error([&] { f->get_i32_array("i64_array"); }),
-                        "element 1 (1099511627776) does not fit in int32");
-  EXPECT_THAT_SUBSTRING(getter_error([&] { f->get_i32_array("u64_array"); }), "does not fit");
-  EXPECT_THAT_SUBSTRING(getter_error([&] { f->get_i32_array("f64_array"); }),
-                        "is an array of float64");
-  EXPECT_THAT_SUBSTRING(getter_error([&] { f->get_i32_array("u8"); }), "has type uint8");
-  EXPECT_THAT_SUBSTRING(getter_error([&] { f->get_f32_array("f64_array"); }),
-                        "expected an array of float32");
-  EXPECT_THAT_SUBSTRING(getter_error([&] { f->get_string_array("nested"); }),
-                        "is an array of array");
+  EXPECT_TRUE(contains(getter_error([&] { f->get_i32_array("i64_array"); }),
+                       "element 1 (1099511627776) does not fit in int32"));
+  EXPECT_TRUE(contains(getter_error([&] { f->get_i32_array("u64_array"); }), "does not fit"));
+  EXPECT_TRUE(
+      contains(getter_error([&] { f->get_i32_array("f64_array"); }), "is an array of float64"));
+  EXPECT_TRUE(contains(getter_error([&] { f->get_i32_array("u8"); }), "has type uint8"));
+  EXPECT_TRUE(contains(getter_error([&] { f->get_f32_array("f64_array"); }),
+                       "expected an array of float32"));
+  EXPECT_TRUE(
+      contains(getter_error([&] { f->get_string_array("nested"); }), "is an array of array"));
 }
 
 // ---- rendering ----------------------------------------------------------------------------
@@ -438,65 +443,65 @@ std::string writer_error(const std::function<void(GgufWriter&)>& misuse) {
 
 TEST(GgufWriterValidation, RefusesBadTensors) {
   const std::vector<uint8_t> data(64);
-  EXPECT_THAT_SUBSTRING(writer_error([&](GgufWriter& w) {
-                          w.add_tensor("t", GgmlType::F32, {4, 4}, std::span(data).first(60));
-                        }),
-                        "shape needs 64 bytes of F32, data has 60");
-  EXPECT_THAT_SUBSTRING(
-      writer_error([&](GgufWriter& w) { w.add_tensor("t", GgmlType::Q8_0, {16}, data); }),
-      "not a multiple of the Q8_0 block size 32");
-  EXPECT_THAT_SUBSTRING(
-      writer_error([&](GgufWriter& w) { w.add_tensor("t", GgmlType::F32, {}, data); }),
-      "dimension count 0");
-  EXPECT_THAT_SUBSTRING(writer_error([&](GgufWriter& w) {
-                          w.add_tensor("t", GgmlType::F32, {1, 1, 1, 1, 16}, data);
-                        }),
-                        "dimension count 5");
-  EXPECT_THAT_SUBSTRING(writer_error([&](GgufWriter& w) {
-                          w.add_tensor("t", GgmlType::F32, {16, 0}, data);
-                        }),
-                        "must be positive");
-  EXPECT_THAT_SUBSTRING(
-      writer_error([&](GgufWriter& w) {
-        w.add_tensor("t", GgmlType::F32, {int64_t{1} << 40, int64_t{1} << 40}, data);
-      }),
-      "element count overflows");
-  EXPECT_THAT_SUBSTRING(
+  EXPECT_TRUE(contains(writer_error([&](GgufWriter& w) {
+                         w.add_tensor("t", GgmlType::F32, {4, 4}, std::span(data).first(60));
+                       }),
+                       "shape needs 64 bytes of F32, data has 60"));
+  EXPECT_TRUE(
+      contains(writer_error([&](GgufWriter& w) { w.add_tensor("t", GgmlType::Q8_0, {16}, data); }),
+               "not a multiple of the Q8_0 block size 32"));
+  EXPECT_TRUE(
+      contains(writer_error([&](GgufWriter& w) { w.add_tensor("t", GgmlType::F32, {}, data); }),
+               "dimension count 0"));
+  EXPECT_TRUE(contains(writer_error([&](GgufWriter& w) {
+                         w.add_tensor("t", GgmlType::F32, {1, 1, 1, 1, 16}, data);
+                       }),
+                       "dimension count 5"));
+  EXPECT_TRUE(contains(writer_error([&](GgufWriter& w) {
+                         w.add_tensor("t", GgmlType::F32, {16, 0}, data);
+                       }),
+                       "must be positive"));
+  EXPECT_TRUE(
+      contains(writer_error([&](GgufWriter& w) {
+                 w.add_tensor("t", GgmlType::F32, {int64_t{1} << 40, int64_t{1} << 40}, data);
+               }),
+               "element count overflows"));
+  EXPECT_TRUE(contains(
       writer_error([&](GgufWriter& w) { w.add_tensor("t", static_cast<GgmlType>(4), {16}, data); }),
-      "unknown type 4");
-  EXPECT_THAT_SUBSTRING(writer_error([&](GgufWriter& w) {
-                          w.add_tensor("t", GgmlType::F32, {16}, data);
-                          w.add_tensor("t", GgmlType::F32, {16}, data);
-                        }),
-                        "duplicate tensor name 't'");
+      "unknown type 4"));
+  EXPECT_TRUE(contains(writer_error([&](GgufWriter& w) {
+                         w.add_tensor("t", GgmlType::F32, {16}, data);
+                         w.add_tensor("t", GgmlType::F32, {16}, data);
+                       }),
+                       "duplicate tensor name 't'"));
 }
 
 TEST(GgufWriterValidation, RefusesBadMetadata) {
-  EXPECT_THAT_SUBSTRING(writer_error([](GgufWriter& w) {
-                          w.add_u32("k", 1);
-                          w.add_u32("k", 2);
-                        }),
-                        "duplicate metadata key 'k'");
-  EXPECT_THAT_SUBSTRING(writer_error([](GgufWriter& w) { w.add_u32("", 1); }),
-                        "empty metadata key");
-  EXPECT_THAT_SUBSTRING(writer_error([](GgufWriter& w) { w.add_u32("general.alignment", 64); }),
-                        "set_alignment");
-  EXPECT_THAT_SUBSTRING(writer_error([](GgufWriter& w) { w.set_alignment(48); }),
-                        "alignment 48 is not a nonzero power of two");
-  EXPECT_THAT_SUBSTRING(writer_error([](GgufWriter& w) { w.set_alignment(0); }), "alignment 0");
-  EXPECT_THAT_SUBSTRING(
-      writer_error([](GgufWriter& w) { w.add("k", uint_value(GgufType::UINT8, 256)); }),
-      "out of range for uint8");
-  EXPECT_THAT_SUBSTRING(writer_error([](GgufWriter& w) {
-                          w.add("k", array_value(GgufType::INT32, {string_value("x")}));
-                        }),
-                        "array of int32 holds a string element");
-  EXPECT_THAT_SUBSTRING(
+  EXPECT_TRUE(contains(writer_error([](GgufWriter& w) {
+                         w.add_u32("k", 1);
+                         w.add_u32("k", 2);
+                       }),
+                       "duplicate metadata key 'k'"));
+  EXPECT_TRUE(
+      contains(writer_error([](GgufWriter& w) { w.add_u32("", 1); }), "empty metadata key"));
+  EXPECT_TRUE(contains(writer_error([](GgufWriter& w) { w.add_u32("general.alignment", 64); }),
+                       "set_alignment"));
+  EXPECT_TRUE(contains(writer_error([](GgufWriter& w) { w.set_alignment(48); }),
+                       "alignment 48 is not a nonzero power of two"));
+  EXPECT_TRUE(contains(writer_error([](GgufWriter& w) { w.set_alignment(0); }), "alignment 0"));
+  EXPECT_TRUE(
+      contains(writer_error([](GgufWriter& w) { w.add("k", uint_value(GgufType::UINT8, 256)); }),
+               "out of range for uint8"));
+  EXPECT_TRUE(contains(writer_error([](GgufWriter& w) {
+                         w.add("k", array_value(GgufType::INT32, {string_value("x")}));
+                       }),
+                       "array of int32 holds a string element"));
+  EXPECT_TRUE(contains(
       writer_error([](GgufWriter& w) { w.add("k", uint_value(static_cast<GgufType>(13), 0)); }),
-      "invalid value type 13");
+      "invalid value type 13"));
   GgufValue deep = uint_value(GgufType::UINT8, 0);
   for (int depth = 0; depth < 17; ++depth) deep = array_value(deep.type, {deep});
-  EXPECT_THAT_SUBSTRING(writer_error([&](GgufWriter& w) { w.add("k", deep); }), "nested deeper");
+  EXPECT_TRUE(contains(writer_error([&](GgufWriter& w) { w.add("k", deep); }), "nested deeper"));
 }
 
 TEST(GgufWriterValidation, WriteToBadPathIsAnIoError) {
@@ -505,7 +510,7 @@ TEST(GgufWriterValidation, WriteToBadPathIsAnIoError) {
     ADD_FAILURE() << "write succeeded";
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), TSR_STATUS_IO_ERROR);
-    EXPECT_THAT_SUBSTRING(std::string(e.what()), "/nonexistent-dir/x.gguf");
+    EXPECT_TRUE(contains(std::string(e.what()), "/nonexistent-dir/x.gguf"));
   }
 }
 
@@ -524,13 +529,13 @@ Error open_error(const std::string& path) {
 TEST(GgufOpen, MissingFileIsAnIoError) {
   const Error e = open_error("/nonexistent-dir/model.gguf");
   EXPECT_EQ(e.status(), TSR_STATUS_IO_ERROR);
-  EXPECT_THAT_SUBSTRING(std::string(e.what()), "/nonexistent-dir/model.gguf: cannot open");
+  EXPECT_TRUE(contains(std::string(e.what()), "/nonexistent-dir/model.gguf: cannot open"));
 }
 
 TEST(GgufOpen, DirectoryIsAnIoError) {
   const Error e = open_error(::testing::TempDir());
   EXPECT_EQ(e.status(), TSR_STATUS_IO_ERROR);
-  EXPECT_THAT_SUBSTRING(std::string(e.what()), "not a regular file");
+  EXPECT_TRUE(contains(std::string(e.what()), "not a regular file"));
 }
 
 TEST(GgufOpen, EmptyFileIsTruncated) {
@@ -538,7 +543,7 @@ TEST(GgufOpen, EmptyFileIsTruncated) {
   std::ofstream(tmp.path()).close();
   const Error e = open_error(tmp.path());
   EXPECT_EQ(e.status(), TSR_STATUS_INVALID_ARGUMENT);
-  EXPECT_THAT_SUBSTRING(std::string(e.what()), "truncated");
+  EXPECT_TRUE(contains(std::string(e.what()), "truncated"));
 }
 
 // ---- hand-built malformed files -----------------------------------------------------------
@@ -557,14 +562,30 @@ TEST(GgufMalformed, Header) {
 
 TEST(GgufMalformed, AbsurdCounts) {
   for (const uint64_t n : {uint64_t{1} << 31, ~uint64_t{0}, uint64_t{1000}}) {
-    EXPECT_PARSE_ERROR(RawGguf().header(0, n).kv_u32("a", 1).bytes(), "cannot fit");
-    EXPECT_PARSE_ERROR(RawGguf().header(n, 0).tensor("w", {8}, 0, 0).bytes(), "cannot fit");
+    EXPECT_PARSE_ERROR(RawGguf().header(0, n).kv_u32("a", 1).bytes(),
+                       std::to_string(n) + " metadata entries and 0 tensor infos cannot fit");
   }
+  EXPECT_PARSE_ERROR(RawGguf().header(1000, 0).tensor("w", {8}, 0, 0).bytes(),
+                     "1000 tensor infos cannot fit");
+  EXPECT_PARSE_ERROR(RawGguf().header(~uint64_t{0}, 0).bytes(),
+                     "tensor count 18446744073709551615 exceeds the limit of 1048576");
+  EXPECT_PARSE_ERROR(RawGguf().header((1 << 20) + 1, 0).bytes(), "exceeds the limit");
+}
+
+// Values cost far more memory parsed than in the file, so their number is capped even when
+// the file holds them: here 2 keys + 2 elements + 2^22 - 1 elements, one over the limit.
+TEST(GgufMalformed, MetadataValueLimit) {
+  const uint64_t n = (uint64_t{1} << 22) - 1;
+  RawGguf r;
+  r.header(0, 2).str("a").u32(9).u32(0).u64(2).zeros(2).str("b").u32(9).u32(0).u64(n).zeros(n);
+  EXPECT_PARSE_ERROR(r.bytes(), "metadata holds more than 4194304 values");
 }
 
 TEST(GgufMalformed, StringsAndArrays) {
+  EXPECT_PARSE_ERROR(RawGguf().header(0, 1).u64(1000).zeros(16).bytes(),
+                     "metadata key of 1000 bytes runs past the end of file (16 bytes left)");
   EXPECT_PARSE_ERROR(RawGguf().header(0, 1).u64(~uint64_t{0}).zeros(16).bytes(),
-                     "metadata key of 18446744073709551615 bytes runs past the end of file");
+                     "metadata key of 18446744073709551615 bytes is longer than the limit");
   EXPECT_PARSE_ERROR(RawGguf().header(0, 1).str("k").u32(8).u64(100).str("short").bytes(),
                      "string of 100 bytes runs past the end of file");
   // An array of uint32 whose count needs 4 bytes per element; 16 bytes follow.

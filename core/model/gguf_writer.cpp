@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <set>
 
@@ -24,6 +25,10 @@ constexpr uint32_t kMaxDims = 4;
 constexpr int kMaxArrayDepth = 16;  // as deep as the reader accepts
 constexpr const char* kAlignmentKey = "general.alignment";
 
+uint64_t align_up(uint64_t x, uint64_t alignment) {
+  return (x + alignment - 1) / alignment * alignment;
+}
+
 [[noreturn]] void fail(const std::string& problem) {
   throw Error("GGUF writer: " + problem);
 }
@@ -32,19 +37,20 @@ class ByteSink {
  public:
   template <class T>
   void put(T v) {
-    const auto* p = reinterpret_cast<const uint8_t*>(&v);
-    out_.insert(out_.end(), p, p + sizeof v);
+    put_bytes({reinterpret_cast<const uint8_t*>(&v), sizeof v});
   }
   void put_string(std::string_view s) {
     put<uint64_t>(s.size());
-    out_.insert(out_.end(), s.begin(), s.end());
+    put_bytes({reinterpret_cast<const uint8_t*>(s.data()), s.size()});
   }
-  void put_bytes(std::span<const uint8_t> b) { out_.insert(out_.end(), b.begin(), b.end()); }
-  void pad_to(uint64_t alignment) {
-    out_.resize((out_.size() + alignment - 1) / alignment * alignment);
+  // resize + memcpy rather than insert(): GCC 12 warns falsely about insert into an
+  // empty vector (-Wstringop-overflow).
+  void put_bytes(std::span<const uint8_t> b) {
+    const size_t at = out_.size();
+    out_.resize(at + b.size());
+    if (!b.empty()) std::memcpy(out_.data() + at, b.data(), b.size());
   }
-  size_t size() const { return out_.size(); }
-  void resize(size_t n) { out_.resize(n); }
+  void pad_to(uint64_t alignment) { out_.resize(align_up(out_.size(), alignment)); }
   std::vector<uint8_t> take() { return std::move(out_); }
 
  private:
@@ -123,17 +129,18 @@ void put_kv(ByteSink& out, const GgufKv& kv) {
   put_value(out, kv.value);
 }
 
-// Byte size of a tensor of `type` and shape `ne`, validating the shape.
-uint64_t tensor_nbytes(const std::string& name, GgmlType type, const std::vector<int64_t>& ne) {
+// The info of a tensor of `type` and shape `ne` (offset left 0), validating the shape.
+GgufTensorInfo tensor_info(std::string name, GgmlType type, std::vector<int64_t> ne) {
   const std::optional<GgmlTypeTraits> traits = ggml_type_traits(static_cast<uint32_t>(type));
   if (!traits) fail(fmt::format("tensor '{}': unknown type {}", name, static_cast<uint32_t>(type)));
   if (ne.empty() || ne.size() > kMaxDims) {
     fail(fmt::format("tensor '{}': dimension count {} is not in 1..{}", name, ne.size(), kMaxDims));
   }
-  int64_t n = 1;
+  GgufTensorInfo t;
+  t.nelements = 1;
   for (const int64_t d : ne) {
     if (d <= 0) fail(fmt::format("tensor '{}': dimension {} must be positive", name, d));
-    if (__builtin_mul_overflow(n, d, &n)) {
+    if (__builtin_mul_overflow(t.nelements, d, &t.nelements)) {
       fail(fmt::format("tensor '{}': element count overflows", name));
     }
   }
@@ -141,12 +148,14 @@ uint64_t tensor_nbytes(const std::string& name, GgmlType type, const std::vector
     fail(fmt::format("tensor '{}': ne[0] = {} is not a multiple of the {} block size {}", name,
                      ne[0], traits->name, traits->block_elems));
   }
-  uint64_t nbytes = 0;
-  if (__builtin_mul_overflow(static_cast<uint64_t>(n) / traits->block_elems,
-                             uint64_t{traits->block_bytes}, &nbytes)) {
+  if (__builtin_mul_overflow(static_cast<uint64_t>(t.nelements) / traits->block_elems,
+                             uint64_t{traits->block_bytes}, &t.nbytes)) {
     fail(fmt::format("tensor '{}': byte size overflows", name));
   }
-  return nbytes;
+  t.name = std::move(name);
+  t.type = type;
+  t.ne = std::move(ne);
+  return t;
 }
 
 GgufValue scalar_u64(GgufType type, uint64_t v) {
@@ -169,16 +178,57 @@ struct GgufWriter::Impl {
   std::vector<Tensor> tensors;
   std::set<std::string, std::less<>> tensor_names;
 
-  std::vector<GgufKv> all_metadata() const;
+  using Sink = std::function<void(std::span<const uint8_t>)>;
+  void emit(const Sink& sink) const;
+  std::vector<uint8_t> header(const std::vector<uint64_t>& offsets) const;
 };
 
-// The user's metadata in insertion order, then general.alignment when it is not the default.
-std::vector<GgufKv> GgufWriter::Impl::all_metadata() const {
-  std::vector<GgufKv> all = metadata;
-  if (alignment != kDefaultAlignment) {
-    all.push_back({kAlignmentKey, scalar_u64(GgufType::UINT32, alignment)});
+// Everything before the data section, padded to the alignment: the user's metadata in
+// insertion order, then general.alignment when it is not the default.
+std::vector<uint8_t> GgufWriter::Impl::header(const std::vector<uint64_t>& offsets) const {
+  const bool alignment_key = alignment != kDefaultAlignment;
+  ByteSink out;
+  out.put(kMagic);
+  out.put(kVersion);
+  out.put<uint64_t>(tensors.size());
+  out.put<uint64_t>(metadata.size() + (alignment_key ? 1 : 0));
+  for (const GgufKv& kv : metadata) put_kv(out, kv);
+  if (alignment_key) put_kv(out, {kAlignmentKey, scalar_u64(GgufType::UINT32, alignment)});
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const GgufTensorInfo& info = tensors[i].info;
+    out.put_string(info.name);
+    out.put(static_cast<uint32_t>(info.ne.size()));
+    for (const int64_t d : info.ne) out.put(d);
+    out.put(static_cast<uint32_t>(info.type));
+    out.put(offsets[i]);
   }
-  return all;
+  out.pad_to(alignment);
+  return out.take();
+}
+
+// Hands the file to `sink` piece by piece, so that write() never holds a second copy of
+// the tensor data.
+void GgufWriter::Impl::emit(const Sink& sink) const {
+  std::vector<uint64_t> offsets;  // in the data section, each aligned
+  uint64_t end = 0;
+  for (const Tensor& t : tensors) {
+    offsets.push_back(align_up(end, alignment));
+    end = offsets.back() + t.info.nbytes;
+  }
+  sink(header(offsets));
+  static constexpr uint8_t kZeros[4096] = {};
+  const auto pad = [&](uint64_t n) {
+    for (; n > 0; n -= std::min<uint64_t>(n, sizeof kZeros)) {
+      sink({kZeros, std::min<uint64_t>(n, sizeof kZeros)});
+    }
+  };
+  uint64_t pos = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    pad(offsets[i] - pos);
+    sink(tensors[i].data);
+    pos = offsets[i] + tensors[i].info.nbytes;
+  }
+  pad(align_up(pos, alignment) - pos);
 }
 
 GgufWriter::GgufWriter() : impl_(std::make_unique<Impl>()) {}
@@ -270,72 +320,40 @@ void GgufWriter::add_i32_array(std::string key, const std::vector<int32_t>& v) {
 void GgufWriter::add_tensor(std::string name, GgmlType type, std::vector<int64_t> ne,
                             std::span<const uint8_t> data) {
   if (impl_->tensor_names.contains(name)) fail(fmt::format("duplicate tensor name '{}'", name));
-  const uint64_t nbytes = tensor_nbytes(name, type, ne);
-  if (data.size() != nbytes) {
-    fail(fmt::format("tensor '{}': shape needs {} bytes of {}, data has {}", name, nbytes,
+  Impl::Tensor t{tensor_info(name, type, std::move(ne)), {}};
+  if (data.size() != t.info.nbytes) {
+    fail(fmt::format("tensor '{}': shape needs {} bytes of {}, data has {}", name, t.info.nbytes,
                      ggml_type_traits(static_cast<uint32_t>(type))->name, data.size()));
   }
-  Impl::Tensor t;
-  t.info.name = name;
-  t.info.type = type;
-  t.info.nbytes = nbytes;
-  t.info.nelements = 1;
-  for (const int64_t d : ne) t.info.nelements *= d;
-  t.info.ne = std::move(ne);
   t.data.assign(data.begin(), data.end());
   impl_->tensor_names.insert(std::move(name));
   impl_->tensors.push_back(std::move(t));
 }
 
 std::vector<uint8_t> GgufWriter::to_bytes() const {
-  const std::vector<GgufKv> metadata = impl_->all_metadata();
-  const uint64_t alignment = impl_->alignment;
   ByteSink out;
-  out.put(kMagic);
-  out.put(kVersion);
-  out.put<uint64_t>(impl_->tensors.size());
-  out.put<uint64_t>(metadata.size());
-  for (const GgufKv& kv : metadata) put_kv(out, kv);
-
-  // Each tensor's data starts aligned, relative to the (aligned) data section.
-  std::vector<uint64_t> offsets;
-  uint64_t end = 0;
-  for (const Impl::Tensor& t : impl_->tensors) {
-    offsets.push_back((end + alignment - 1) / alignment * alignment);
-    end = offsets.back() + t.info.nbytes;
-  }
-  for (size_t i = 0; i < impl_->tensors.size(); ++i) {
-    const GgufTensorInfo& info = impl_->tensors[i].info;
-    out.put_string(info.name);
-    out.put(static_cast<uint32_t>(info.ne.size()));
-    for (const int64_t d : info.ne) out.put(d);
-    out.put(static_cast<uint32_t>(info.type));
-    out.put(offsets[i]);
-  }
-  out.pad_to(alignment);
-  const size_t data_start = out.size();
-  for (size_t i = 0; i < impl_->tensors.size(); ++i) {
-    out.resize(data_start + offsets[i]);
-    out.put_bytes(impl_->tensors[i].data);
-  }
-  out.pad_to(alignment);
+  impl_->emit([&](std::span<const uint8_t> bytes) { out.put_bytes(bytes); });
   return out.take();
 }
 
 void GgufWriter::write(const std::string& path) const {
-  const std::vector<uint8_t> bytes = to_bytes();
   FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) {
     throw Error(fmt::format("{}: cannot create: {}", path, std::strerror(errno)),
                 TSR_STATUS_IO_ERROR);
   }
-  const bool written = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  const int write_errno = errno;
-  const bool closed = std::fclose(f) == 0;
-  if (!written || !closed) {
-    throw Error(
-        fmt::format("{}: cannot write: {}", path, std::strerror(written ? errno : write_errno)),
-        TSR_STATUS_IO_ERROR);
+  int error = 0;  // the first failure's errno; later writes are skipped
+  impl_->emit([&](std::span<const uint8_t> bytes) {
+    if (error != 0) return;
+    errno = 0;
+    if (std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) {
+      error = errno != 0 ? errno : EIO;
+    }
+  });
+  if (std::fclose(f) != 0 && error == 0) error = errno;
+  if (error != 0) {
+    throw Error(fmt::format("{}: cannot write: {}", path, std::strerror(error)),
+                TSR_STATUS_IO_ERROR);
   }
 }
 

@@ -72,7 +72,9 @@ void op_rope(OpContext& ctx, const tsr_rope_params& p) {
   const int32_t* pos = as_i32(p.positions, x.rows, "rope positions");
   require(p.n_rot > 0 && p.n_rot % 2 == 0 && p.n_rot <= head_dim,
           "rope: n_rot must be even and at most head_dim");
-  require(p.mode == TSR_ROPE_NORMAL || p.mode == TSR_ROPE_NEOX, "rope: unknown mode");
+  int32_t mode = 0;  // read as an int: a C caller may pass any (see as_matrix on dtype)
+  std::memcpy(&mode, &p.mode, sizeof(mode));
+  require(mode == TSR_ROPE_NORMAL || mode == TSR_ROPE_NEOX, "rope: unknown mode");
   require(p.freq_base > 0 && p.freq_scale > 0, "rope: frequency base and scale must be > 0");
   const int half = p.n_rot / 2;
   std::vector<double> inv_freq(half);
@@ -89,8 +91,8 @@ void op_rope(OpContext& ctx, const tsr_rope_params& p) {
       float* v = x.row<float>(r) + h * head_dim;
       for (int i = 0; i < half; ++i) {
         // NORMAL pairs adjacent dims, NEOX pairs dim i with dim i + n_rot/2.
-        const int a = p.mode == TSR_ROPE_NORMAL ? 2 * i : i;
-        const int b = p.mode == TSR_ROPE_NORMAL ? 2 * i + 1 : i + half;
+        const int a = mode == TSR_ROPE_NORMAL ? 2 * i : i;
+        const int b = mode == TSR_ROPE_NORMAL ? 2 * i + 1 : i + half;
         const float x0 = v[a], x1 = v[b];
         v[a] = x0 * cs[i] - x1 * sn[i];
         v[b] = x0 * sn[i] + x1 * cs[i];
@@ -133,10 +135,14 @@ void validate_attention(const AttentionShape& s, int32_t block_size, const int32
   require(qsl[0] == 0 && qsl[s.num_seqs] == s.n,
           "attention: query_start_loc must run from 0 to the number of tokens");
   for (int64_t q = 0; q < s.num_seqs; ++q) {
-    require(qsl[q + 1] >= qsl[q], "attention: query_start_loc must not decrease");
-    require(seq_lens[q] >= 0 && (seq_lens[q] + block_size - 1) / block_size <= s.max_blocks,
+    // Bounded by n as well: a later decrease must not let these rows run past the batch.
+    require(qsl[q + 1] >= qsl[q] && qsl[q + 1] <= s.n,
+            "attention: query_start_loc must not decrease nor pass the number of tokens");
+    // In 64 bits: seq_len + block_size - 1 overflows int32 for seq_len near INT32_MAX.
+    const int64_t blocks = (int64_t{seq_lens[q]} + block_size - 1) / block_size;
+    require(seq_lens[q] >= 0 && blocks <= s.max_blocks,
             "attention: seq_len " + std::to_string(seq_lens[q]) + " exceeds the block table");
-    for (int32_t b = 0; b < (seq_lens[q] + block_size - 1) / block_size; ++b) {
+    for (int64_t b = 0; b < blocks; ++b) {
       const int64_t block = tables[q * s.max_blocks + b];
       require(block >= 0 && (block + 1) * block_size <= s.num_slots,
               "attention: block " + std::to_string(block) + " outside the cache");

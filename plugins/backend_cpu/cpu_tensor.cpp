@@ -1,5 +1,7 @@
 #include "cpu_tensor.h"
 
+#include <cstring>
+
 #include "cpu_dtype.h"
 #include "tessera/sdk/status.hpp"
 
@@ -22,10 +24,18 @@ Matrix as_matrix(const tsr_tensor* t, const char* what) {
   require(t->data != nullptr, name + " has no data");
   require(t->ndim >= 1 && t->ndim <= TSR_MAX_DIMS, name + ": bad ndim");
   for (int d = 0; d < t->ndim; ++d) require(t->shape[d] > 0, name + ": empty dimension");
+  // A C caller may store any int as dtype; loading one outside the enum's range as
+  // tsr_dtype is undefined behaviour in C++, so read it as an int and check it first.
+  static_assert(sizeof(tsr_dtype) == sizeof(int32_t));
+  int32_t dtype_value = 0;
+  std::memcpy(&dtype_value, &t->dtype, sizeof(dtype_value));
+  require(dtype_value >= 0 && dtype_value < TSR_DTYPE_COUNT_,
+          name + ": unsupported dtype " + std::to_string(dtype_value));
+  const auto dtype = static_cast<tsr_dtype>(dtype_value);
   const int64_t elems_per_row_last = t->shape[t->ndim - 1];
-  const int64_t last_row_bytes = row_bytes(t->dtype, elems_per_row_last);
-  require(last_row_bytes > 0, name + ": unsupported dtype " + std::to_string(t->dtype));
-  require(elems_per_row_last % (t->dtype == TSR_DTYPE_Q8_0 || t->dtype == TSR_DTYPE_Q4_0 ? 32 : 1) == 0,
+  const int64_t last_row_bytes = row_bytes(dtype, elems_per_row_last);
+  require(last_row_bytes > 0, name + ": unsupported dtype " + std::to_string(dtype));
+  require(elems_per_row_last % (dtype == TSR_DTYPE_Q8_0 || dtype == TSR_DTYPE_Q4_0 ? 32 : 1) == 0,
           name + ": row length not a multiple of the block size");
   // Inner dims (1..ndim-2) must be packed so a row is contiguous.
   int64_t packed = last_row_bytes;
@@ -35,7 +45,7 @@ Matrix as_matrix(const tsr_tensor* t, const char* what) {
   }
   Matrix m;
   m.data = static_cast<uint8_t*>(t->data);
-  m.dtype = t->dtype;
+  m.dtype = dtype;
   m.rows = t->ndim == 1 ? 1 : t->shape[0];
   m.cols = packed / last_row_bytes * elems_per_row_last;
   m.row_stride = t->ndim == 1 ? packed : t->strides[0];

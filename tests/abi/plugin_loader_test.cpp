@@ -17,6 +17,8 @@ struct Refusal {
   tsr_status status;
 };
 
+void PrintTo(const Refusal& r, std::ostream* os) { *os << r.variant; }
+
 class BrokenPluginTest : public ::testing::TestWithParam<Refusal> {};
 
 TEST_P(BrokenPluginTest, IsRefusedWithReason) {

@@ -20,6 +20,8 @@ struct Case {
   const char* reference;
 };
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.model; }
+
 class ReferenceTest : public ::testing::TestWithParam<Case> {};
 
 std::unique_ptr<Engine> make_engine(const std::string& model_path) {
