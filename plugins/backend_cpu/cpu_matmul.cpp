@@ -56,7 +56,23 @@ float dot_f32(const float* a, const float* b, int64_t n) {
   return sum;
 }
 
+// oneDNN sizes its parallel regions by omp_get_max_threads(), a setting of the calling
+// thread that backend_create made on its own thread only and that every later
+// backend_create overwrites; so each call sets this backend's count and restores the
+// caller's.
+class OmpThreadsScope {
+ public:
+  explicit OmpThreadsScope(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
+  ~OmpThreadsScope() { omp_set_num_threads(saved_); }
+  OmpThreadsScope(const OmpThreadsScope&) = delete;
+  OmpThreadsScope& operator=(const OmpThreadsScope&) = delete;
+
+ private:
+  int saved_;
+};
+
 void gemm_onednn(OpContext& ctx, const Matrix& out, const Matrix& x, const Matrix& w) {
+  const OmpThreadsScope threads(ctx.n_threads);
   dnnl::matmul& prim = ctx.matmul->get(x.rows, x.cols, w.rows, x.row_stride / 4,
                                        w.row_stride / 4, out.row_stride / 4);
   auto& cache = *ctx.matmul;
