@@ -7,7 +7,7 @@ PACKAGES=(
   libtomlplusplus-dev libspdlog-dev libfmt-dev
   libboost-dev libboost-filesystem-dev
   libdnnl-dev
-  nlohmann-json3-dev libcli11-dev
+  nlohmann-json3-dev libcli11-dev libxxhash-dev
   libgtest-dev libgmock-dev
 )
 

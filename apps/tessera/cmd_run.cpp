@@ -53,16 +53,6 @@ std::vector<std::string> read_prompts(const std::string& path) {
   return prompts;
 }
 
-const char* finish_name(tsr_finish_reason r) {
-  switch (r) {
-    case TSR_FINISH_STOP: return "stop";
-    case TSR_FINISH_LENGTH: return "length";
-    case TSR_FINISH_ABORT: return "abort";
-    case TSR_FINISH_ERROR: return "error";
-    default: return "none";
-  }
-}
-
 Config load_config(const RunFlags& f) {
   Config c = f.config.empty() ? Config{} : config_parse_file(f.config);
   if (!f.model.empty()) c.model.path = f.model;
@@ -74,71 +64,84 @@ Config load_config(const RunFlags& f) {
   return c;
 }
 
-GenerateOptions options_from(const RunFlags& f) {
-  GenerateOptions o;
-  o.max_tokens = f.n_predict < 0 ? INT32_MAX : f.n_predict;
-  o.temperature = f.temperature;
-  if (f.seed >= 0) o.seed = static_cast<uint64_t>(f.seed);
-  o.ignore_eos = f.ignore_eos;
-  return o;
+RequestParams request_from(const RunFlags& f, std::vector<int32_t> prompt) {
+  RequestParams p;
+  p.prompt = std::move(prompt);
+  p.max_tokens = f.n_predict < 0 ? INT32_MAX : f.n_predict;
+  p.temperature = f.temperature;
+  if (f.seed >= 0) p.seed = static_cast<uint64_t>(f.seed);
+  p.ignore_eos = f.ignore_eos;
+  return p;
 }
 
-void log_stats(const GenerateResult& r) {
-  const double pp = r.prompt_ms > 0 ? r.prompt_tokens * 1000.0 / r.prompt_ms : 0;
-  const size_t decoded = r.tokens.empty() ? 0 : r.tokens.size() - 1;
-  const double tg = r.decode_ms > 0 ? decoded * 1000.0 / r.decode_ms : 0;
-  spdlog::info("prompt: {} tokens in {:.1f} ms ({:.1f} tok/s); generated {} tokens, "
-               "{:.1f} ms ({:.1f} tok/s); finish: {}",
-               r.prompt_tokens, r.prompt_ms, pp, r.tokens.size(), r.decode_ms, tg,
-               finish_name(r.finish_reason));
+void log_stats(const RequestStats& s, tsr_finish_reason reason) {
+  const double pp = s.ttft_ms > 0 ? s.prompt_tokens * 1000.0 / s.ttft_ms : 0;
+  const double tg = s.tpot_ms > 0 ? 1000.0 / s.tpot_ms : 0;
+  spdlog::info("prompt: {} tokens ({} cached), first token after {:.1f} ms ({:.1f} tok/s); "
+               "generated {} tokens at {:.1f} tok/s; finish: {}",
+               s.prompt_tokens, s.cached_tokens, s.ttft_ms, pp, s.completion_tokens, tg,
+               finish_reason_name(reason));
 }
 
 int run_single(Engine& engine, const RunFlags& f) {
   if (f.echo) std::fwrite(f.prompt.data(), 1, f.prompt.size(), stdout);
-  GenerateOptions o = options_from(f);
-  o.on_token = [](int32_t, std::string_view piece) {
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
-    std::fflush(stdout);
-    return true;
-  };
-  const GenerateResult r = engine.generate(f.prompt, o);
+  const GenerateResult r =
+      engine.generate(request_from(f, engine.tokenize(f.prompt)), [](const RequestOutput& out) {
+        std::fwrite(out.text.data(), 1, out.text.size(), stdout);
+        std::fflush(stdout);
+      });
   std::fputc('\n', stdout);
-  log_stats(r);
+  if (r.finish_reason == TSR_FINISH_ERROR) throw Error(r.error);
+  log_stats(r.stats, r.finish_reason);
   return 0;
 }
 
-nlohmann::json completion_json(const std::string& prompt, const GenerateResult* r,
-                               const std::string& error) {
-  nlohmann::json j{{"prompt", prompt}};
-  if (r == nullptr) {
-    j.update({{"text", ""}, {"ids", nlohmann::json::array()}, {"finish_reason", "error"},
-              {"error", error}});
-    return j;
-  }
-  j.update({{"text", r->text}, {"ids", r->tokens}, {"prompt_tokens", r->prompt_tokens},
-            {"cached_tokens", 0}, {"completion_tokens", r->tokens.size()},
-            {"finish_reason", finish_name(r->finish_reason)}});
+nlohmann::json completion_json(const std::string& prompt, const GenerateResult& r) {
+  nlohmann::json j{{"prompt", prompt}, {"text", r.text}, {"ids", r.tokens},
+                   {"prompt_tokens", r.stats.prompt_tokens},
+                   {"cached_tokens", r.stats.cached_tokens},
+                   {"completion_tokens", r.stats.completion_tokens},
+                   {"finish_reason", finish_reason_name(r.finish_reason)}};
+  if (r.finish_reason == TSR_FINISH_ERROR) j["error"] = r.error;
   return j;
 }
 
+// All prompts go to the scheduler at once; results print in input order.
 int run_file(Engine& engine, const RunFlags& f) {
-  int status = 0;
-  for (const std::string& prompt : read_prompts(f.prompt_file)) {
+  const std::vector<std::string> prompts = read_prompts(f.prompt_file);
+  std::vector<GenerateResult> results(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
     try {
-      const GenerateResult r = engine.generate(prompt, options_from(f));
-      if (f.json) {
-        std::puts(completion_json(prompt, &r, "").dump(-1, ' ', false,
-                                                       nlohmann::json::error_handler_t::replace).c_str());
-      } else {
-        std::printf("%s%s\n", f.echo ? prompt.c_str() : "", r.text.c_str());
-      }
-      log_stats(r);
+      engine.submit(request_from(f, engine.tokenize(prompts[i])), [&results, i](const RequestOutput& out) {
+        GenerateResult& r = results[i];
+        r.tokens.insert(r.tokens.end(), out.tokens.begin(), out.tokens.end());
+        r.text += out.text;
+        r.finish_reason = out.finish_reason;
+        r.error = out.error;
+        r.stats = out.stats;
+      });
     } catch (const Error& e) {
-      status = 1;
-      if (!f.json) throw;
-      std::puts(completion_json(prompt, nullptr, e.what()).dump().c_str());
+      results[i].finish_reason = TSR_FINISH_ERROR;
+      results[i].error = e.what();
     }
   }
+  while (engine.step()) {
+  }
+  int status = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const GenerateResult& r = results[i];
+    if (r.finish_reason == TSR_FINISH_ERROR) status = 1;
+    if (f.json) {
+      std::puts(completion_json(prompts[i], r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    } else if (r.finish_reason == TSR_FINISH_ERROR) {
+      spdlog::error("prompt {}: {}", i + 1, r.error);
+    } else {
+      std::printf("%s%s\n", f.echo ? prompts[i].c_str() : "", r.text.c_str());
+    }
+  }
+  const EngineStats s = engine.stats();
+  spdlog::info("{} prompts; prefix cache hit rate {:.1f}%; {} preemptions", prompts.size(),
+               100 * s.prefix_hit_rate, s.preemptions);
   return status;
 }
 

@@ -2,26 +2,26 @@
 
 #include <spdlog/spdlog.h>
 
-#include <chrono>
-#include <random>
+#include <atomic>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
 
+#include "core/engine/step_batch_builder.h"
 #include "core/error.h"
 #include "core/kv/kv_cache.h"
+#include "core/kv/kv_cache_manager.h"
 #include "core/model/gguf.h"
 #include "core/model/llama_forward.h"
 #include "core/plugin_host/backend.h"
 #include "core/plugin_host/plugin_loader.h"
-#include "samplers/sampling.h"
+#include "core/sched/scheduler.h"
 
 namespace tsr {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
 
 // Logs load progress in 10 % steps for files large enough to take a while.
 LoadProgress progress_logger(const std::string& what) {
@@ -46,6 +46,18 @@ void require_optional_plugins(const Config& c, const std::vector<std::filesystem
   for (const std::string& p : c.constraints.plugins) Plugin::find(TSR_PLUGIN_CONSTRAINT, p, dirs);
 }
 
+struct Submission {
+  RequestId id;
+  RequestParams params;
+  OutputCallback on_output;
+  Clock::time_point arrival;
+};
+
+struct Live {
+  std::unique_ptr<Request> request;
+  OutputCallback on_output;
+};
+
 }  // namespace
 
 struct Engine::Impl {
@@ -56,10 +68,35 @@ struct Engine::Impl {
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<KvCache> cache;
   std::unique_ptr<LlamaForward> forward;
+  std::unique_ptr<KvCacheManager> kv;
+  std::unique_ptr<Scheduler> scheduler;
   int32_t n_ctx = 0;
 
+  // Step-thread state.
+  std::unordered_map<RequestId, Live> live;
+  std::vector<float> logits;
+  int64_t finished = 0, steps = 0, generated = 0;
+
+  // Shared with submitting threads.
+  mutable std::mutex inbox_mutex;
+  std::condition_variable inbox_cv;
+  std::vector<Submission> inbox;
+  std::vector<RequestId> cancels;
+  std::atomic<RequestId> next_id{1};
+  std::thread worker;
+  bool stopping = false;       // guarded by inbox_mutex
+  std::atomic<bool> background{false};
+  mutable std::mutex stats_mutex;
+  EngineStats stats;
+
   void load();
-  StepBatch step_batch(std::span<const int32_t> tokens, int32_t first_pos) const;
+  bool step();
+  void admit(std::vector<Submission>& subs, std::vector<RequestId>& cancel_ids, Clock::time_point now);
+  void finish(Request& r, tsr_finish_reason reason, Clock::time_point now);
+  void execute(const SchedulerOutput& out, Clock::time_point now);
+  void deliver(std::vector<Request*>& touched);
+  void publish_stats();
+  void run_background();
 };
 
 void Engine::Impl::load() {
@@ -74,40 +111,146 @@ void Engine::Impl::load() {
   gguf = GgufFile::open(config.model.path);
   model = LlamaModel::load(gguf, *backend, progress_logger(config.model.path));
   tokenizer = Tokenizer::create(vocab_from_gguf(*gguf));
-  if (tokenizer->n_tokens() != model->hparams().n_vocab) {
-    throw Error(config.model.path + ": the vocabulary has " +
-                std::to_string(tokenizer->n_tokens()) + " tokens, the embedding " +
-                std::to_string(model->hparams().n_vocab));
-  }
   const LlamaHParams& hp = model->hparams();
+  if (tokenizer->n_tokens() != hp.n_vocab) {
+    throw Error(config.model.path + ": the vocabulary has " + std::to_string(tokenizer->n_tokens()) +
+                " tokens, the embedding " + std::to_string(hp.n_vocab));
+  }
   KvCacheShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim, config.cache.block_size, 0};
   shape.num_blocks = kv_cache_num_blocks(shape, config.cache.memory_bytes, hp.n_ctx_train,
                                          config.scheduler.max_seqs);
   cache = std::make_unique<KvCache>(*backend, shape);
   forward = std::make_unique<LlamaForward>(*model, *backend, *cache);
+  kv = std::make_unique<KvCacheManager>(shape.num_blocks, shape.block_size,
+                                        config.cache.prefix_caching);
+  scheduler = std::make_unique<Scheduler>(config.scheduler, *kv);
   n_ctx = hp.n_ctx_train;
+  publish_stats();
 }
 
-// One sequence occupying blocks 0, 1, 2, ...: slot = position.
-StepBatch Engine::Impl::step_batch(std::span<const int32_t> tokens, int32_t first_pos) const {
-  StepBatch b;
-  const int32_t n = static_cast<int32_t>(tokens.size());
-  const int32_t block_size = cache->shape().block_size;
-  b.tokens.assign(tokens.begin(), tokens.end());
-  for (int32_t i = 0; i < n; ++i) {
-    b.positions.push_back(first_pos + i);
-    b.slot_mapping.push_back(first_pos + i);
+void Engine::Impl::admit(std::vector<Submission>& subs, std::vector<RequestId>& cancel_ids,
+                         Clock::time_point now) {
+  for (Submission& s : subs) {
+    auto r = std::make_unique<Request>(s.id, std::move(s.params), *tokenizer, s.arrival);
+    scheduler->add(r.get());
+    live.emplace(s.id, Live{std::move(r), std::move(s.on_output)});
   }
-  b.query_start_loc = {0, n};
-  b.seq_lens = {first_pos + n};
-  b.max_blocks = (first_pos + n + block_size - 1) / block_size;
-  for (int32_t blk = 0; blk < b.max_blocks; ++blk) b.block_tables.push_back(blk);
-  b.logit_rows = {n - 1};
-  return b;
+  for (RequestId id : cancel_ids) {
+    auto it = live.find(id);
+    if (it != live.end()) finish(*it->second.request, TSR_FINISH_ABORT, now);
+  }
+}
+
+void Engine::Impl::finish(Request& r, tsr_finish_reason reason, Clock::time_point now) {
+  r.finish(reason, now);
+  scheduler->remove(&r);
+}
+
+void Engine::Impl::execute(const SchedulerOutput& out, Clock::time_point now) {
+  const auto copies = kv->take_copies();
+  if (!copies.empty()) copy_kv_blocks(*backend, *cache, copies);
+  const StepBatch batch = build_step_batch(out, *kv);
+  forward->run(batch, logits);
+  int32_t row = 0;
+  for (const ScheduledChunk& c : out.chunks) {
+    Request& r = *c.request;
+    r.num_computed += c.num_new_tokens;
+    kv->commit(r.id(), r.tokens(), r.num_computed, r.cache_key());
+    if (r.num_computed < r.num_tokens()) continue;  // a prefill chunk: no token yet
+    const std::span<const float> row_logits(logits.data() + size_t(row++) * model->hparams().n_vocab,
+                                            model->hparams().n_vocab);
+    r.sample_and_append(row_logits, n_ctx, now);
+    ++generated;
+    if (r.finished()) scheduler->remove(&r);
+  }
+}
+
+void Engine::Impl::deliver(std::vector<Request*>& touched) {
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  for (Request* r : touched) {
+    const RequestId id = r->id();
+    RequestOutput out = r->take_output();
+    auto it = live.find(id);
+    if (it->second.on_output) it->second.on_output(out);
+    if (out.finished) {
+      ++finished;
+      live.erase(it);
+    }
+  }
+}
+
+bool Engine::Impl::step() {
+  std::vector<Submission> subs;
+  std::vector<RequestId> cancel_ids;
+  {
+    std::lock_guard lock(inbox_mutex);
+    subs.swap(inbox);
+    cancel_ids.swap(cancels);
+  }
+  const Clock::time_point now = Clock::now();
+  admit(subs, cancel_ids, now);
+  std::vector<Request*> touched;
+  for (auto& [id, l] : live) {
+    if (l.request->finished()) touched.push_back(l.request.get());
+    else if (l.request->past_deadline(now)) {
+      finish(*l.request, TSR_FINISH_LENGTH, now);
+      touched.push_back(l.request.get());
+    }
+  }
+  const SchedulerOutput out = scheduler->schedule(now);
+  if (!out.chunks.empty()) {
+    try {
+      execute(out, Clock::now());
+    } catch (const std::exception& e) {
+      // A failed step fails the requests in it; the engine itself stays usable.
+      spdlog::error("step failed: {}", e.what());
+      for (const ScheduledChunk& c : out.chunks) {
+        c.request->finish(TSR_FINISH_ERROR, Clock::now(), e.what());
+        scheduler->remove(c.request);
+      }
+    }
+    ++steps;
+  }
+  for (const ScheduledChunk& c : out.chunks) touched.push_back(c.request);
+  deliver(touched);
+  publish_stats();
+  return !live.empty();
+}
+
+void Engine::Impl::publish_stats() {
+  EngineStats s;
+  s.kv_blocks_total = kv->pool().num_blocks();
+  s.kv_blocks_free = kv->num_free_blocks();
+  s.kv_blocks_used = kv->num_used_blocks();
+  s.kv_blocks_cached = kv->pool().num_cached();
+  s.prompt_tokens = scheduler->prefix_queries();
+  s.cached_prompt_tokens = scheduler->prefix_hits();
+  s.prefix_hit_rate = s.prompt_tokens > 0 ? double(s.cached_prompt_tokens) / s.prompt_tokens : 0;
+  s.num_waiting = static_cast<int32_t>(scheduler->num_waiting());
+  s.num_running = static_cast<int32_t>(scheduler->num_running());
+  s.requests_finished = finished;
+  s.preemptions = scheduler->total_preemptions();
+  s.steps = steps;
+  s.generated_tokens = generated;
+  std::lock_guard lock(stats_mutex);
+  stats = s;
+}
+
+void Engine::Impl::run_background() {
+  for (;;) {
+    {
+      std::unique_lock lock(inbox_mutex);
+      inbox_cv.wait(lock, [&] { return stopping || !inbox.empty() || !cancels.empty() || !live.empty(); });
+      if (stopping) return;
+    }
+    step();
+  }
 }
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Engine::~Engine() = default;
+
+Engine::~Engine() { stop(); }
 
 std::unique_ptr<Engine> Engine::create(const Config& config) {
   auto impl = std::make_unique<Impl>();
@@ -121,59 +264,92 @@ const Tokenizer& Engine::tokenizer() const { return *impl_->tokenizer; }
 const LlamaHParams& Engine::hparams() const { return impl_->model->hparams(); }
 int32_t Engine::context_length() const { return impl_->n_ctx; }
 
-GenerateResult Engine::generate(std::string_view prompt, const GenerateOptions& options) {
-  const std::vector<int32_t> ids = impl_->tokenizer->encode(prompt, true, false);
-  return generate(ids, options);
+std::vector<int32_t> Engine::tokenize(std::string_view text) const {
+  return impl_->tokenizer->encode(text, true, false);
 }
 
-GenerateResult Engine::generate(std::span<const int32_t> prompt, const GenerateOptions& opt) {
+RequestId Engine::submit(RequestParams params, OutputCallback on_output) {
   Impl& m = *impl_;
-  if (prompt.empty()) throw Error("the prompt is empty");
-  if (static_cast<int32_t>(prompt.size()) > m.n_ctx) {
-    throw Error("the prompt has " + std::to_string(prompt.size()) +
-                " tokens; the context holds " + std::to_string(m.n_ctx));
+  if (params.prompt.empty()) throw Error("the prompt is empty");
+  if (static_cast<int32_t>(params.prompt.size()) >= m.n_ctx) {
+    throw Error("the prompt has " + std::to_string(params.prompt.size()) +
+                " tokens; the context holds " + std::to_string(m.n_ctx) + " (prompt and output)");
   }
-  if (opt.max_tokens < 0) throw Error("max_tokens must be >= 0");
-  if (opt.temperature < 0) throw Error("temperature must be >= 0");
-  const uint64_t seed = opt.seed ? *opt.seed : std::random_device{}();
-  if (!opt.seed && opt.temperature > 0) spdlog::info("sampling seed: {}", seed);
-  std::mt19937_64 rng(seed);
+  for (int32_t t : params.prompt) {
+    if (t < 0 || t >= m.tokenizer->n_tokens()) throw Error("prompt token id " + std::to_string(t) + " is out of range");
+  }
+  if (params.max_tokens < 0) throw Error("max_tokens must be >= 0");
+  if (!(params.temperature >= 0)) throw Error("temperature must be >= 0");
+  const RequestId id = m.next_id++;
+  {
+    std::lock_guard lock(m.inbox_mutex);
+    m.inbox.push_back({id, std::move(params), std::move(on_output), Clock::now()});
+  }
+  m.inbox_cv.notify_one();
+  return id;
+}
 
-  GenerateResult r;
-  r.prompt_tokens = static_cast<int32_t>(prompt.size());
-  std::vector<int32_t> pending(prompt.begin(), prompt.end());
-  int32_t pos = 0;
-  std::vector<float> logits;
-  const auto t0 = Clock::now();
-  const int32_t chunk = std::max(1, m.config.scheduler.max_batch_tokens);
-  while (static_cast<int32_t>(r.tokens.size()) < opt.max_tokens) {
-    // Prompts longer than the token budget are processed in chunks.
-    for (size_t done = 0; done < pending.size(); done += chunk) {
-      const size_t n = std::min(pending.size() - done, size_t(chunk));
-      m.forward->run(m.step_batch(std::span(pending).subspan(done, n), pos), logits);
-      pos += static_cast<int32_t>(n);
-    }
-    if (opt.on_logits) opt.on_logits(logits);
-    const int32_t token = opt.temperature == 0 ? sample_greedy(logits)
-                                               : sample_temperature(logits, opt.temperature, rng);
-    if (r.tokens.empty()) r.prompt_ms = ms_since(t0);
-    r.tokens.push_back(token);
-    if (!opt.ignore_eos && m.tokenizer->is_eog(token)) {
-      r.finish_reason = TSR_FINISH_STOP;
-      break;
-    }
-    const std::string piece = m.tokenizer->token_to_piece(token);
-    r.text += piece;
-    if (opt.on_token && !opt.on_token(token, piece)) {
-      r.finish_reason = TSR_FINISH_ABORT;
-      break;
-    }
-    if (pos >= m.n_ctx) break;  // the next token would not fit
-    pending.assign(1, token);
+void Engine::cancel(RequestId id) {
+  {
+    std::lock_guard lock(impl_->inbox_mutex);
+    impl_->cancels.push_back(id);
   }
-  if (r.finish_reason == TSR_FINISH_NONE) r.finish_reason = TSR_FINISH_LENGTH;
-  r.decode_ms = r.tokens.empty() ? 0 : ms_since(t0) - r.prompt_ms;
-  return r;
+  impl_->inbox_cv.notify_one();
+}
+
+bool Engine::step() {
+  if (impl_->background) throw Error("step() while the background thread runs", TSR_STATUS_INVALID_ARGUMENT);
+  return impl_->step();
+}
+
+void Engine::start() {
+  Impl& m = *impl_;
+  if (m.background.exchange(true)) return;
+  {
+    std::lock_guard lock(m.inbox_mutex);
+    m.stopping = false;
+  }
+  m.worker = std::thread([&m] { m.run_background(); });
+}
+
+void Engine::stop() {
+  Impl& m = *impl_;
+  if (!m.background) return;
+  {
+    std::lock_guard lock(m.inbox_mutex);
+    m.stopping = true;
+  }
+  m.inbox_cv.notify_all();
+  m.worker.join();
+  m.background = false;
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lock(impl_->stats_mutex);
+  return impl_->stats;
+}
+
+GenerateResult Engine::generate(RequestParams params, OutputCallback on_output) {
+  auto result = std::make_shared<GenerateResult>();
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> finished = done->get_future();
+  submit(std::move(params), [result, done, on_output](const RequestOutput& out) {
+    if (on_output) on_output(out);
+    result->tokens.insert(result->tokens.end(), out.tokens.begin(), out.tokens.end());
+    result->text += out.text;
+    if (out.finished) {
+      result->finish_reason = out.finish_reason;
+      result->error = out.error;
+      result->stats = out.stats;
+      done->set_value();
+    }
+  });
+  if (impl_->background) {
+    finished.wait();
+  } else {
+    while (finished.wait_for(std::chrono::seconds(0)) != std::future_status::ready) impl_->step();
+  }
+  return std::move(*result);
 }
 
 }  // namespace tsr

@@ -1,55 +1,82 @@
-// The engine behind engine.h: configuration, backend, model, tokenizer and KV cache wired
-// together, with generation for one request at a time. Externally synchronized.
+// The engine behind engine.h: configuration, backend, model, tokenizer, paged KV cache,
+// scheduler and requests wired together.
+//
+// Thread-safety: submit(), cancel(), stats() and generate() are thread-safe. step() runs
+// one engine step on the calling thread (step-driven mode); start() moves stepping to a
+// background thread instead, and step() is then refused. Output callbacks run on the
+// thread that steps.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "core/config/config.h"
 #include "core/model/llama_model.h"
+#include "core/request/request.h"
 #include "core/tokenizer/tokenizer.h"
-#include "tessera/engine.h"
 
 namespace tsr {
 
-struct GenerateOptions {
-  int32_t max_tokens = 128;
-  float temperature = 0.8f;       // 0 = greedy
-  std::optional<uint64_t> seed;   // absent: random (logged)
-  bool ignore_eos = false;
-  // Called per generated token with its piece; return false to stop (finish: abort).
-  std::function<bool(int32_t token, std::string_view piece)> on_token;
-  // Called with the logits row each generated token was chosen from.
-  std::function<void(std::span<const float> logits)> on_logits;
+using OutputCallback = std::function<void(const RequestOutput&)>;
+
+struct EngineStats {
+  int32_t kv_blocks_total = 0;
+  int32_t kv_blocks_used = 0;    // referenced by running requests
+  int32_t kv_blocks_cached = 0;  // holding a cached prefix (used or free)
+  int32_t kv_blocks_free = 0;    // unreferenced, including cached ones
+  int64_t prompt_tokens = 0;     // over all scheduled requests
+  int64_t cached_prompt_tokens = 0;
+  double prefix_hit_rate = 0;    // cached_prompt_tokens / prompt_tokens
+  int32_t num_waiting = 0;
+  int32_t num_running = 0;
+  int64_t requests_finished = 0;
+  int64_t preemptions = 0;
+  int64_t steps = 0;
+  int64_t generated_tokens = 0;
 };
 
+// Everything one finished request produced, for callers that want it all at once.
 struct GenerateResult {
   std::vector<int32_t> tokens;
   std::string text;
-  int32_t prompt_tokens = 0;
   tsr_finish_reason finish_reason = TSR_FINISH_NONE;
-  double prompt_ms = 0;
-  double decode_ms = 0;
+  std::string error;
+  RequestStats stats;
 };
 
 class Engine {
  public:
   // Loads everything `config` names. Throws tsr::Error naming what failed.
   static std::unique_ptr<Engine> create(const Config& config);
-  ~Engine();
+  ~Engine();  // stops the background thread; unfinished requests are dropped
 
   const Config& config() const;
   const Tokenizer& tokenizer() const;
   const LlamaHParams& hparams() const;
   int32_t context_length() const;
 
-  GenerateResult generate(std::span<const int32_t> prompt, const GenerateOptions& options);
-  GenerateResult generate(std::string_view prompt, const GenerateOptions& options);
+  // Queues a request; `on_output` (may be empty) receives each increment. Throws
+  // tsr::Error for an empty prompt or one that leaves no room in the context.
+  RequestId submit(RequestParams params, OutputCallback on_output);
+  // Finishes the request as "abort" at the next step; unknown or finished ids are ignored.
+  void cancel(RequestId id);
+
+  // One step: admits submissions, schedules, runs the model, delivers outputs.
+  // Returns false when no request is left.
+  bool step();
+  void start();  // background-thread mode
+  void stop();
+
+  EngineStats stats() const;
+
+  // Submits and waits for the result (stepping itself unless the background thread runs);
+  // `on_output` (may be empty) also sees each increment as it comes.
+  GenerateResult generate(RequestParams params, OutputCallback on_output = {});
+  std::vector<int32_t> tokenize(std::string_view text) const;  // with BOS as the model wants
 
  private:
   struct Impl;

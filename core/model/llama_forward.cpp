@@ -64,7 +64,7 @@ void LlamaForward::run(const StepBatch& b, std::vector<float>& logits) {
   const LlamaHParams& hp = model_.hparams();
   const int32_t n = b.num_tokens();
   const int32_t n_out = static_cast<int32_t>(b.logit_rows.size());
-  if (n == 0 || n_out == 0 || n_out > n || b.num_seqs() == 0 || b.max_blocks <= 0 ||
+  if (n == 0 || n_out > n || b.num_seqs() == 0 || b.max_blocks <= 0 ||
       b.positions.size() != size_t(n) || b.slot_mapping.size() != size_t(n) ||
       b.query_start_loc.size() != size_t(b.num_seqs() + 1) ||
       b.block_tables.size() != size_t(b.num_seqs()) * b.max_blocks) {
@@ -99,13 +99,17 @@ void LlamaForward::run(const StepBatch& b, std::vector<float>& logits) {
     attention_block(l, b);
     ffn_block(l);
   }
+  logits.resize(size_t(n_out) * hp.n_vocab);
+  if (n_out == 0) {  // a step of prefill chunks only: no token to sample yet
+    backend_.synchronize();
+    return;
+  }
   // Only the rows whose logits are wanted go through the output head.
   backend_.get_rows({sizeof(tsr_get_rows_params), &s_->last, &s_->x, &s_->logit_rows});
   backend_.rms_norm({sizeof(tsr_rms_norm_params), &s_->last_norm, &s_->last,
                      &model_.output_norm(), hp.rms_eps, 0});
   s_->out_logits = tensor_make(TSR_DTYPE_F32, s_->logits->base(), {n_out, hp.n_vocab});
   backend_.matmul({sizeof(tsr_matmul_params), &s_->out_logits, &s_->last_norm, &model_.output()});
-  logits.resize(size_t(n_out) * hp.n_vocab);
   backend_.read(*s_->logits, 0, logits.data(), logits.size() * sizeof(float));
   backend_.synchronize();
 }

@@ -28,8 +28,7 @@ std::unique_ptr<Backend> Backend::create(std::shared_ptr<Plugin> plugin, int32_t
   const auto* iface = static_cast<const tsr_backend_iface*>(plugin->iface());
   const std::string what = "backend '" + plugin->name() + "'";
   int32_t count = 0;
-  tsr_error* err = nullptr;
-  check_status(iface->device_count(&count, &err), err, what);
+  call_plugin(what, [&](tsr_error** e) { return iface->device_count(&count, e); });
   if (device < 0 || device >= count) {
     throw Error(what + ": device " + std::to_string(device) + " does not exist (" +
                     std::to_string(count) + " device(s))",
@@ -37,14 +36,15 @@ std::unique_ptr<Backend> Backend::create(std::shared_ptr<Plugin> plugin, int32_t
   }
   tsr_device_props props{};
   props.struct_size = sizeof(props);
-  check_status(iface->device_props(device, &props, &err), err, what);
+  call_plugin(what, [&](tsr_error** e) { return iface->device_props(device, &props, e); });
 
-  tsr_backend_params params{sizeof(tsr_backend_params), device, threads, nullptr};
+  const tsr_backend_params params{sizeof(tsr_backend_params), device, threads, nullptr};
   tsr_backend* handle = nullptr;
-  check_status(iface->backend_create(&params, &handle, &err), err, what);
+  call_plugin(what, [&](tsr_error** e) { return iface->backend_create(&params, &handle, e); });
   std::unique_ptr<Backend> backend(new Backend(std::move(plugin), handle));
   backend->props_ = props;
-  check_status(iface->stream_create(handle, &backend->stream_, &err), err, what + " stream");
+  call_plugin(what + " stream",
+              [&](tsr_error** e) { return iface->stream_create(handle, &backend->stream_, e); });
   spdlog::info("backend '{}' on device {}: {}", backend->name_, device, props.name);
   return backend;
 }
@@ -62,9 +62,8 @@ void Backend::free_buffer(tsr_buffer* buffer) { iface_->buffer_free(handle_, buf
 
 std::unique_ptr<BackendBuffer> Backend::alloc(uint64_t size) {
   tsr_buffer* buffer = nullptr;
-  tsr_error* err = nullptr;
-  check_status(iface_->buffer_alloc(handle_, size, &buffer, &err), err,
-               "allocating " + std::to_string(size) + " bytes on backend '" + name_ + "'");
+  call_plugin("allocating " + std::to_string(size) + " bytes on backend '" + name_ + "'",
+              [&](tsr_error** e) { return iface_->buffer_alloc(handle_, size, &buffer, e); });
   return std::unique_ptr<BackendBuffer>(new BackendBuffer(this, buffer, size));
 }
 
@@ -72,19 +71,20 @@ std::unique_ptr<BackendBuffer> Backend::upload(
     void* ptr, uint64_t size, const std::function<void(uint64_t, uint64_t)>& progress) {
   constexpr uint64_t kChunk = 64ull << 20;
   auto* bytes = static_cast<uint8_t*>(ptr);
+  const bool wrap = iface_->buffer_from_host != nullptr;
   std::unique_ptr<BackendBuffer> buffer;
-  if (iface_->buffer_from_host != nullptr) {
+  if (wrap) {
     tsr_buffer* handle = nullptr;
-    tsr_error* err = nullptr;
-    check_status(iface_->buffer_from_host(handle_, ptr, size, &handle, &err), err,
-                 "wrapping host memory on backend '" + name_ + "'");
+    call_plugin("wrapping host memory on backend '" + name_ + "'", [&](tsr_error** e) {
+      return iface_->buffer_from_host(handle_, ptr, size, &handle, e);
+    });
     buffer.reset(new BackendBuffer(this, handle, size));
   } else {
     buffer = alloc(size);
   }
   for (uint64_t done = 0; done < size;) {
     const uint64_t n = std::min(kChunk, size - done);
-    if (iface_->buffer_from_host != nullptr) {
+    if (wrap) {  // fault the pages in now rather than during the first step
       volatile uint8_t sink = 0;
       for (uint64_t off = 0; off < n; off += 4096) sink = sink + bytes[done + off];
     } else {
@@ -97,33 +97,32 @@ std::unique_ptr<BackendBuffer> Backend::upload(
 }
 
 void Backend::write(BackendBuffer& dst, uint64_t offset, const void* src, uint64_t size) {
-  tsr_error* err = nullptr;
-  check_status(iface_->buffer_write(handle_, stream_, dst.handle(), offset, src, size, &err),
-               err, "buffer_write");
+  call_plugin("buffer_write", [&](tsr_error** e) {
+    return iface_->buffer_write(handle_, stream_, dst.handle(), offset, src, size, e);
+  });
 }
 
 void Backend::read(const BackendBuffer& src, uint64_t offset, void* dst, uint64_t size) {
-  tsr_error* err = nullptr;
-  check_status(iface_->buffer_read(handle_, stream_, src.handle(), offset, dst, size, &err),
-               err, "buffer_read");
+  call_plugin("buffer_read", [&](tsr_error** e) {
+    return iface_->buffer_read(handle_, stream_, src.handle(), offset, dst, size, e);
+  });
 }
 
 void Backend::memset(BackendBuffer& dst, uint64_t offset, int value, uint64_t size) {
-  tsr_error* err = nullptr;
-  check_status(
-      iface_->buffer_memset(handle_, stream_, dst.handle(), offset, value, size, &err), err,
-      "buffer_memset");
+  call_plugin("buffer_memset", [&](tsr_error** e) {
+    return iface_->buffer_memset(handle_, stream_, dst.handle(), offset, value, size, e);
+  });
 }
 
 void Backend::synchronize() {
-  tsr_error* err = nullptr;
-  check_status(iface_->stream_synchronize(handle_, stream_, &err), err, "stream_synchronize");
+  call_plugin("stream_synchronize",
+              [&](tsr_error** e) { return iface_->stream_synchronize(handle_, stream_, e); });
 }
 
-#define TSR_BACKEND_OP(op, params_type)                                            \
-  void Backend::op(const params_type& p) {                                         \
-    tsr_error* err = nullptr;                                                      \
-    check_status(iface_->op(handle_, stream_, &p, &err), err, "backend op " #op); \
+#define TSR_BACKEND_OP(op, params_type)                                          \
+  void Backend::op(const params_type& p) {                                       \
+    call_plugin("backend op " #op,                                               \
+                [&](tsr_error** e) { return iface_->op(handle_, stream_, &p, e); }); \
   }
 TSR_BACKEND_OP(get_rows, tsr_get_rows_params)
 TSR_BACKEND_OP(rms_norm, tsr_rms_norm_params)

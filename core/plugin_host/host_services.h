@@ -18,4 +18,13 @@ tsr_error* error_new(tsr_status status, std::string message);
 // `error` (may be NULL) and frees it.
 void check_status(tsr_status status, tsr_error* error, const std::string& what);
 
+// Calls a plugin entry `call(tsr_error**)` and throws tsr::Error with `what` as context
+// when it fails. (The status is read before the error: argument order is unspecified.)
+template <class Call>
+void call_plugin(const std::string& what, Call&& call) {
+  tsr_error* error = nullptr;
+  const tsr_status status = call(&error);
+  check_status(status, error, what);
+}
+
 }  // namespace tsr

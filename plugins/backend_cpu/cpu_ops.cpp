@@ -268,16 +268,24 @@ void op_copy_blocks(OpContext& ctx, const tsr_copy_blocks_params& p) {
           "copy_blocks: pairs must be [n, 2]");
   int64_t n_values = 0;
   const int32_t* pairs = as_i32(p.pairs, -1, "copy_blocks pairs", &n_values);
+  // Every cache and pair is checked before anything is copied: a failed call changes nothing.
+  std::vector<Matrix> caches;
   for (int32_t c = 0; c < p.n_caches; ++c) {
-    const Matrix cache = as_matrix(p.caches[c], "copy_blocks cache");
-    const int64_t n_blocks = cache.rows / p.block_size;
-    const size_t block_bytes = static_cast<size_t>(cache.row_stride) * p.block_size;
+    caches.push_back(as_matrix(p.caches[c], "copy_blocks cache"));
+    const int64_t n_blocks = caches.back().rows / p.block_size;
+    for (int64_t i = 0; i < n_values; ++i) {
+      require(pairs[i] >= 0 && pairs[i] < n_blocks, "copy_blocks: block id out of range");
+    }
+  }
+  // Row by row, copying only each row's own bytes: a padded row stride may span another
+  // tensor's rows (K and V interleaved), and the last row's padding may lie past the buffer.
+  for (const Matrix& cache : caches) {
+    const size_t bytes = static_cast<size_t>(row_bytes(cache.dtype, cache.cols));
     for (int64_t i = 0; i + 1 < n_values; i += 2) {
-      require(pairs[i] >= 0 && pairs[i] < n_blocks && pairs[i + 1] >= 0 &&
-                  pairs[i + 1] < n_blocks,
-              "copy_blocks: block id out of range");
-      std::memmove(cache.row<uint8_t>(int64_t(pairs[i + 1]) * p.block_size),
-                   cache.row<uint8_t>(int64_t(pairs[i]) * p.block_size), block_bytes);
+      for (int64_t r = 0; r < p.block_size; ++r) {
+        std::memmove(cache.row<uint8_t>(int64_t(pairs[i + 1]) * p.block_size + r),
+                     cache.row<uint8_t>(int64_t(pairs[i]) * p.block_size + r), bytes);
+      }
     }
   }
   (void)ctx;

@@ -1,5 +1,6 @@
 /* A plain C program driving the engine through engine.h: create, tokenize, generate
- * greedily with a streaming callback, check against the reference, destroy. */
+ * greedily with a streaming callback, run two requests in step mode and poll them,
+ * read the statistics, check against the reference, destroy. */
 #include <stdio.h>
 #include <string.h>
 
@@ -10,17 +11,18 @@
 typedef struct {
   char text[4096];
   size_t len;
-  int calls;
+  int32_t tokens;
+  int finished;
 } collected;
 
-static int32_t on_token(void* user, int32_t token, const char* piece, size_t len) {
+static int32_t on_output(void* user, const tsr_output* out) {
   collected* c = (collected*)user;
-  (void)token;
-  if (c->len + len < sizeof c->text) {
-    memcpy(c->text + c->len, piece, len);
-    c->len += len;
+  if (c->len + out->text_len < sizeof c->text) {
+    memcpy(c->text + c->len, out->text, out->text_len);
+    c->len += out->text_len;
   }
-  c->calls++;
+  c->tokens += (int32_t)out->n_tokens;
+  c->finished = out->finished;
   return 0;
 }
 
@@ -57,28 +59,67 @@ int main(void) {
   const int32_t expected_ids[] = {1, 403, 407, 261, 378};
   if (n_ids != 5 || memcmp(ids, expected_ids, sizeof expected_ids) != 0) return fail("prompt ids", NULL);
 
-  tsr_generate_params gen = tsr_generate_default_params();
-  gen.max_tokens = 10;
-  gen.temperature = 0.0f;
-  gen.ignore_eos = 1;
-  collected out = {{0}, 0, 0};
-  tsr_generate_result result;
-  memset(&result, 0, sizeof result);
-  result.struct_size = sizeof result;
-  if (tsr_engine_generate(engine, prompt, strlen(prompt), &gen, on_token, &out, &result, &error) !=
-      TSR_STATUS_OK) {
-    return fail("generate", error);
-  }
+  /* One-shot generation with a streaming callback. */
+  tsr_request_params req = tsr_request_default_params();
+  req.prompt = prompt;
+  req.prompt_len = strlen(prompt);
+  req.max_tokens = 10;
+  req.temperature = 0.0f;
+  req.ignore_eos = 1;
+  req.callback = on_output;
+  collected out = {{0}, 0, 0, 0};
+  req.user_data = &out;
+  tsr_request_stats stats;
+  memset(&stats, 0, sizeof stats);
+  stats.struct_size = sizeof stats;
+  if (tsr_engine_generate(engine, &req, &stats, &error) != TSR_STATUS_OK) return fail("generate", error);
   const char* expected = ", there was a little girl named Lily";
-  if (out.calls != 10 || result.completion_tokens != 10 || result.prompt_tokens != 5 ||
-      result.finish_reason != TSR_FINISH_LENGTH || out.len != strlen(expected) ||
-      memcmp(out.text, expected, out.len) != 0) {
-    fprintf(stderr, "got %d calls, text '%.*s'\n", out.calls, (int)out.len, out.text);
+  if (out.tokens != 10 || !out.finished || stats.completion_tokens != 10 || stats.prompt_tokens != 5 ||
+      out.len != strlen(expected) || memcmp(out.text, expected, out.len) != 0) {
+    fprintf(stderr, "got %d tokens, text '%.*s'\n", out.tokens, (int)out.len, out.text);
     return fail("generated text", NULL);
   }
 
+  /* Step-driven mode with polling: two requests, the second shares the first's prefix. */
+  req.callback = NULL;
+  req.user_data = NULL;
+  req.max_tokens = 12;
+  tsr_request_id ids2[2];
+  for (int i = 0; i < 2; ++i) {
+    if (tsr_engine_submit(engine, &req, &ids2[i], &error) != TSR_STATUS_OK) return fail("submit", error);
+  }
+  int32_t active = 1;
+  while (active > 0) {
+    if (tsr_engine_step(engine, &active, &error) != TSR_STATUS_OK) return fail("step", error);
+  }
+  for (int i = 0; i < 2; ++i) {
+    char text[256];
+    int32_t got[32];
+    tsr_poll_result poll;
+    memset(&poll, 0, sizeof poll);
+    poll.struct_size = sizeof poll;
+    poll.ids = got;
+    poll.ids_capacity = 32;
+    poll.text = text;
+    poll.text_capacity = sizeof text;
+    if (tsr_engine_poll(engine, ids2[i], &poll, &error) != TSR_STATUS_OK) return fail("poll", error);
+    if (!poll.finished || poll.n_ids != 12 || poll.finish_reason != TSR_FINISH_LENGTH ||
+        poll.text_len < strlen(expected) || memcmp(text, expected, strlen(expected)) != 0) {
+      return fail("polled output", NULL);
+    }
+  }
+  tsr_engine_stats es;
+  memset(&es, 0, sizeof es);
+  es.struct_size = sizeof es;
+  if (tsr_engine_get_stats(engine, &es, &error) != TSR_STATUS_OK) return fail("stats", error);
+  if (es.kv_blocks_used != 0 || es.requests_finished != 3 || es.cached_prompt_tokens != 0) {
+    /* Prompts of 5 tokens never fill a 16-token block, so nothing is served from cache. */
+    return fail("engine stats", NULL);
+  }
+
   /* Bad input returns an error, never aborts. */
-  if (tsr_engine_generate(engine, NULL, 5, &gen, NULL, NULL, NULL, &error) != TSR_STATUS_INVALID_ARGUMENT) {
+  req.prompt = NULL;
+  if (tsr_engine_generate(engine, &req, NULL, &error) != TSR_STATUS_INVALID_ARGUMENT) {
     return fail("NULL prompt accepted", error);
   }
   tsr_error_free(error);

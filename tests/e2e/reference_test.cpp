@@ -61,14 +61,15 @@ TEST_P(ReferenceTest, GreedyIdsAndTopLogitsMatch) {
     EXPECT_EQ(engine->tokenizer().encode(ref["prompt"].get<std::string>(), true, false), prompt_ids);
 
     std::vector<std::vector<float>> first_rows;
-    GenerateOptions o;
-    o.max_tokens = static_cast<int32_t>(expected.size());
-    o.temperature = 0;
-    o.ignore_eos = true;
-    o.on_logits = [&](std::span<const float> row) {
+    RequestParams p;
+    p.prompt = prompt_ids;
+    p.max_tokens = static_cast<int32_t>(expected.size());
+    p.temperature = 0;
+    p.ignore_eos = true;
+    p.on_logits = [&](std::span<const float> row) {
       if (first_rows.size() < 4) first_rows.emplace_back(row.begin(), row.end());
     };
-    const GenerateResult r = engine->generate(prompt_ids, o);
+    const GenerateResult r = engine->generate(std::move(p));
     EXPECT_EQ(r.tokens, expected) << ref["prompt"];
     EXPECT_EQ(r.text, ref["greedy_text"].get<std::string>());
     ASSERT_EQ(first_rows.size(), 4u);

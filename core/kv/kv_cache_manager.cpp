@@ -1,0 +1,97 @@
+#include "core/kv/kv_cache_manager.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace tsr {
+
+KvCacheManager::KvCacheManager(int32_t num_blocks, int32_t block_size, bool prefix_caching)
+    : pool_(num_blocks, prefix_caching), block_size_(block_size) {
+  if (block_size <= 0) throw Error("block_size must be > 0");
+}
+
+int32_t KvCacheManager::claim_cached_prefix(SeqId seq, std::span<const int32_t> tokens,
+                                            uint64_t extra) {
+  Seq& s = seqs_[seq];
+  if (!pool_.caching() || !s.blocks.empty() || tokens.size() < 2) return 0;
+  // At most tokens-1 positions may come from the cache: the last one must be computed.
+  const auto usable = tokens.first((tokens.size() - 1) / block_size_ * block_size_);
+  std::vector<BlockHash> hashes;
+  block_hashes_extend(hashes, usable, block_size_, extra);
+  for (const BlockHash& h : hashes) {
+    KvBlock* b = pool_.find_cached(h);
+    if (b == nullptr) break;
+    pool_.touch(b);
+    s.blocks.push_back(b);
+    s.hashes.push_back(h);
+  }
+  s.num_cached = static_cast<int32_t>(s.blocks.size());
+  return s.num_cached * block_size_;
+}
+
+bool KvCacheManager::make_private(Seq& s, int32_t index) {
+  KvBlock* shared = s.blocks[index];
+  if (shared->ref_cnt == 1 && !shared->hash) return true;
+  std::vector<KvBlock*> fresh;
+  if (!pool_.allocate(1, fresh)) return false;
+  copies_.emplace_back(shared->id, fresh[0]->id);
+  pool_.release(shared);
+  s.blocks[index] = fresh[0];
+  return true;
+}
+
+bool KvCacheManager::allocate(SeqId seq, int32_t num_tokens, int32_t first_write) {
+  Seq& s = seqs_[seq];
+  const int32_t needed = (num_tokens + block_size_ - 1) / block_size_;
+  const int32_t have = static_cast<int32_t>(s.blocks.size());
+  const int32_t write_block = first_write / block_size_;
+  // A block about to be written that others share (a fork's partial block) or that the
+  // cache still offers needs a private copy first: one more block from the pool.
+  const bool needs_copy = write_block < have && (s.blocks[write_block]->ref_cnt > 1 ||
+                                                  s.blocks[write_block]->hash.has_value());
+  const int32_t extra = std::max(0, needed - have) + (needs_copy ? 1 : 0);
+  if (extra > pool_.num_free()) return false;
+  if (needs_copy && !make_private(s, write_block)) return false;
+  return pool_.allocate(std::max(0, needed - have), s.blocks);
+}
+
+void KvCacheManager::commit(SeqId seq, std::span<const int32_t> tokens, int32_t num_committed,
+                            uint64_t extra) {
+  if (!pool_.caching()) return;
+  Seq& s = seqs_[seq];
+  const int32_t limit = std::min<int32_t>(num_committed, static_cast<int32_t>(s.blocks.size()) * block_size_);
+  block_hashes_extend(s.hashes, tokens.first(std::min<size_t>(tokens.size(), limit)), block_size_, extra);
+  for (; s.num_cached < static_cast<int32_t>(s.hashes.size()); ++s.num_cached) {
+    pool_.cache(s.blocks[s.num_cached], s.hashes[s.num_cached]);
+  }
+}
+
+void KvCacheManager::fork(SeqId parent, SeqId child) {
+  const Seq& p = seqs_.at(parent);
+  Seq& c = seqs_[child];
+  if (!c.blocks.empty()) throw Error("fork into a sequence that has blocks", TSR_STATUS_INTERNAL);
+  c = p;
+  for (KvBlock* b : c.blocks) pool_.touch(b);
+}
+
+void KvCacheManager::free(SeqId seq) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return;
+  // Last blocks first: the free queue then evicts a sequence's tail before its prefix,
+  // which other requests are likelier to share.
+  for (auto b = it->second.blocks.rbegin(); b != it->second.blocks.rend(); ++b) pool_.release(*b);
+  seqs_.erase(it);
+}
+
+std::span<KvBlock* const> KvCacheManager::blocks(SeqId seq) const {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return {};
+  return it->second.blocks;
+}
+
+std::vector<std::pair<int32_t, int32_t>> KvCacheManager::take_copies() {
+  return std::exchange(copies_, {});
+}
+
+}  // namespace tsr

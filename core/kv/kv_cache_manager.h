@@ -1,0 +1,67 @@
+// Per-sequence block tables on top of the block pool: prefix-cache lookup, slot
+// allocation with copy-on-write, caching of full blocks, forks and freeing.
+// Not thread-safe: the engine's step thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/kv/block_pool.h"
+
+namespace tsr {
+
+using SeqId = uint64_t;
+
+class KvCacheManager {
+ public:
+  KvCacheManager(int32_t num_blocks, int32_t block_size, bool prefix_caching);
+
+  int32_t block_size() const { return block_size_; }
+  const BlockPool& pool() const { return pool_; }
+
+  // Claims the longest cached prefix of `tokens` for a sequence that has no blocks yet, in
+  // whole blocks and leaving at least the last token to compute (its logits are needed).
+  // Returns the number of tokens whose KV is now in place.
+  int32_t claim_cached_prefix(SeqId seq, std::span<const int32_t> tokens, uint64_t extra);
+
+  // Ensures blocks for the first `num_tokens` positions, making the block at position
+  // `first_write` private if it is shared (copy-on-write). Returns false, changing
+  // nothing, when the pool cannot supply the blocks.
+  bool allocate(SeqId seq, int32_t num_tokens, int32_t first_write);
+
+  // Hashes and caches the full blocks among the first `num_committed` tokens (tokens whose
+  // KV is computed and final: never draft tokens).
+  void commit(SeqId seq, std::span<const int32_t> tokens, int32_t num_committed, uint64_t extra);
+
+  // The child shares every block of the parent, the partial last one included.
+  void fork(SeqId parent, SeqId child);
+
+  // Releases every block of the sequence; full blocks stay cached until evicted.
+  void free(SeqId seq);
+
+  std::span<KvBlock* const> blocks(SeqId seq) const;
+  // Block copies (src, dst) that copy-on-write decided since the last call.
+  std::vector<std::pair<int32_t, int32_t>> take_copies();
+
+  int32_t num_free_blocks() const { return pool_.num_free(); }
+  int32_t num_used_blocks() const { return pool_.num_blocks() - pool_.num_free(); }
+
+ private:
+  struct Seq {
+    std::vector<KvBlock*> blocks;
+    std::vector<BlockHash> hashes;  // of the full committed blocks, in order
+    int32_t num_cached = 0;          // leading blocks already offered to the cache
+  };
+
+  bool make_private(Seq& s, int32_t block_index);
+
+  BlockPool pool_;
+  int32_t block_size_;
+  std::unordered_map<SeqId, Seq> seqs_;
+  std::vector<std::pair<int32_t, int32_t>> copies_;
+};
+
+}  // namespace tsr

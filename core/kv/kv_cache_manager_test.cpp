@@ -1,0 +1,129 @@
+#include "core/kv/kv_cache_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+namespace tsr {
+namespace {
+
+std::vector<int32_t> iota_tokens(int n, int start = 0) {
+  std::vector<int32_t> t(n);
+  std::iota(t.begin(), t.end(), start);
+  return t;
+}
+
+std::vector<int32_t> ids(std::span<KvBlock* const> blocks) {
+  std::vector<int32_t> out;
+  for (const KvBlock* b : blocks) out.push_back(b->id);
+  return out;
+}
+
+TEST(FreeBlockQueue, IsLruAndRemovesInConstantTime) {
+  BlockPool pool(4, true);
+  std::vector<KvBlock*> got;
+  ASSERT_TRUE(pool.allocate(4, got));
+  EXPECT_EQ(pool.num_free(), 0);
+  EXPECT_FALSE(pool.allocate(1, got));
+  pool.release(got[2]);
+  pool.release(got[0]);
+  std::vector<KvBlock*> again;
+  ASSERT_TRUE(pool.allocate(1, again));
+  EXPECT_EQ(again[0]->id, 2);  // least recently freed first
+}
+
+TEST(KvCacheManager, AllocatesWholeBlocksAndFreesAll) {
+  KvCacheManager kv(8, 4, true);
+  ASSERT_TRUE(kv.allocate(1, 10, 0));
+  EXPECT_EQ(kv.blocks(1).size(), 3u);
+  ASSERT_TRUE(kv.allocate(1, 12, 10));
+  EXPECT_EQ(kv.blocks(1).size(), 3u);
+  ASSERT_TRUE(kv.allocate(1, 13, 12));
+  EXPECT_EQ(kv.blocks(1).size(), 4u);
+  EXPECT_FALSE(kv.allocate(2, 20, 0));  // 5 blocks, 4 free: refused, nothing taken
+  EXPECT_EQ(kv.num_free_blocks(), 4);
+  kv.free(1);
+  EXPECT_EQ(kv.num_free_blocks(), 8);
+}
+
+TEST(KvCacheManager, SharesCachedPrefixAcrossSequences) {
+  KvCacheManager kv(16, 4, true);
+  const auto tokens = iota_tokens(10);
+  ASSERT_TRUE(kv.allocate(1, 10, 0));
+  kv.commit(1, tokens, 10, 0);
+  EXPECT_EQ(kv.pool().num_cached(), 2);  // two full blocks
+  // Same first 8 tokens, different tail: both full blocks are reused.
+  auto other = tokens;
+  other[9] = 99;
+  EXPECT_EQ(kv.claim_cached_prefix(2, other, 0), 8);
+  EXPECT_EQ(kv.blocks(2)[0], kv.blocks(1)[0]);
+  EXPECT_EQ(kv.blocks(2)[0]->ref_cnt, 2);
+  // Another salt sees nothing.
+  EXPECT_EQ(kv.claim_cached_prefix(3, other, 42), 0);
+}
+
+TEST(KvCacheManager, LeavesTheLastTokenToCompute) {
+  KvCacheManager kv(16, 4, true);
+  const auto tokens = iota_tokens(8);
+  ASSERT_TRUE(kv.allocate(1, 8, 0));
+  kv.commit(1, tokens, 8, 0);
+  EXPECT_EQ(kv.claim_cached_prefix(2, tokens, 0), 4);  // 8 cached, but 7 usable -> 1 block
+}
+
+TEST(KvCacheManager, CachedBlocksSurviveFreeUntilEvicted) {
+  KvCacheManager kv(4, 4, true);
+  const auto tokens = iota_tokens(9);
+  ASSERT_TRUE(kv.allocate(1, 9, 0));
+  kv.commit(1, tokens, 9, 0);
+  kv.free(1);
+  EXPECT_EQ(kv.num_free_blocks(), 4);
+  EXPECT_EQ(kv.pool().num_cached(), 2);
+  EXPECT_EQ(kv.claim_cached_prefix(2, tokens, 0), 8);
+  kv.free(2);
+  // A sequence that needs the whole pool evicts the cached blocks.
+  ASSERT_TRUE(kv.allocate(3, 16, 0));
+  EXPECT_EQ(kv.pool().num_cached(), 0);
+}
+
+TEST(KvCacheManager, ForkSharesAndCopyOnWriteSeparates) {
+  KvCacheManager kv(8, 4, true);
+  ASSERT_TRUE(kv.allocate(1, 6, 0));  // blocks: one full, one partial
+  kv.fork(1, 2);
+  EXPECT_EQ(ids(kv.blocks(1)), ids(kv.blocks(2)));
+  EXPECT_EQ(kv.blocks(1)[1]->ref_cnt, 2);
+  // Sequence 2 writes position 6 inside the shared partial block: it gets a copy.
+  ASSERT_TRUE(kv.allocate(2, 7, 6));
+  const auto copies = kv.take_copies();
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].first, kv.blocks(1)[1]->id);
+  EXPECT_EQ(copies[0].second, kv.blocks(2)[1]->id);
+  EXPECT_NE(kv.blocks(1)[1], kv.blocks(2)[1]);
+  EXPECT_EQ(kv.blocks(1)[0], kv.blocks(2)[0]);  // the full block stays shared
+  EXPECT_EQ(kv.blocks(1)[1]->ref_cnt, 1);
+  // Sequence 1 now owns its partial block alone: no copy.
+  ASSERT_TRUE(kv.allocate(1, 7, 6));
+  EXPECT_TRUE(kv.take_copies().empty());
+  kv.free(1);
+  kv.free(2);
+  EXPECT_EQ(kv.num_free_blocks(), 8);
+}
+
+TEST(KvCacheManager, DraftTokensNeverEnterTheCache) {
+  KvCacheManager kv(8, 4, true);
+  const auto tokens = iota_tokens(8);
+  ASSERT_TRUE(kv.allocate(1, 8, 0));
+  kv.commit(1, tokens, 5, 0);  // 3 of the 8 positions hold unverified draft tokens
+  EXPECT_EQ(kv.pool().num_cached(), 1);
+}
+
+TEST(KvCacheManager, WithoutCachingNothingIsShared) {
+  KvCacheManager kv(8, 4, false);
+  const auto tokens = iota_tokens(9);
+  ASSERT_TRUE(kv.allocate(1, 9, 0));
+  kv.commit(1, tokens, 9, 0);
+  EXPECT_EQ(kv.claim_cached_prefix(2, tokens, 0), 0);
+  EXPECT_EQ(kv.pool().num_cached(), 0);
+}
+
+}  // namespace
+}  // namespace tsr

@@ -1,0 +1,145 @@
+#include "core/request/request.h"
+
+#include <spdlog/spdlog.h>
+
+#include "core/error.h"
+#include "core/kv/block_hash.h"
+#include "samplers/sampling.h"
+
+namespace tsr {
+
+namespace {
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+uint64_t seed_of(const RequestParams& p) {
+  return p.seed ? *p.seed : std::random_device{}() ^ (uint64_t(std::random_device{}()) << 32);
+}
+
+}  // namespace
+
+const char* request_state_name(RequestState s) {
+  switch (s) {
+    case RequestState::WAITING: return "waiting";
+    case RequestState::RUNNING: return "running";
+    case RequestState::PREEMPTED: return "preempted";
+    case RequestState::FINISHED: return "finished";
+  }
+  return "unknown";
+}
+
+const char* finish_reason_name(tsr_finish_reason r) {
+  switch (r) {
+    case TSR_FINISH_STOP: return "stop";
+    case TSR_FINISH_LENGTH: return "length";
+    case TSR_FINISH_ABORT: return "abort";
+    case TSR_FINISH_ERROR: return "error";
+    default: return "none";
+  }
+}
+
+Request::Request(RequestId id, RequestParams params, const Tokenizer& tokenizer,
+                 Clock::time_point now)
+    : id_(id),
+      params_(std::move(params)),
+      tokenizer_(tokenizer),
+      tokens_(params_.prompt),
+      num_prompt_(static_cast<int32_t>(params_.prompt.size())),
+      cache_key_(block_hash_extra(params_.cache_salt)),
+      rng_(seed_of(params_)),
+      detok_(tokenizer),
+      stop_(params_.stop),
+      arrival_(now) {}
+
+void Request::on_scheduled(Clock::time_point now, int32_t cached_tokens) {
+  state_ = RequestState::RUNNING;
+  if (scheduled_once_) return;
+  scheduled_once_ = true;
+  first_scheduled_ = now;
+  cached_tokens_ = cached_tokens;
+}
+
+void Request::on_preempted() {
+  state_ = RequestState::PREEMPTED;
+  num_computed = 0;
+  ++preemptions_;
+}
+
+void Request::release_text(std::string_view piece) {
+  const StopMatcher::Result r = stop_.push(piece);
+  out_text_ += r.text;
+  if (r.stopped && !finished()) {
+    state_ = RequestState::FINISHED;
+    finish_reason_ = TSR_FINISH_STOP;
+  }
+}
+
+int32_t Request::sample_and_append(std::span<const float> logits, int32_t n_ctx,
+                                   Clock::time_point now) {
+  if (params_.on_logits) params_.on_logits(logits);
+  const int32_t token = params_.temperature == 0
+                            ? sample_greedy(logits)
+                            : sample_temperature(logits, params_.temperature, rng_);
+  if (num_output_tokens() == 0) first_token_ = now;
+  tokens_.push_back(token);
+  out_tokens_.push_back(token);
+  if (!params_.ignore_eos && tokenizer_.is_eog(token)) {
+    finish(TSR_FINISH_STOP, now);
+    return token;
+  }
+  release_text(detok_.push(token));
+  if (finished()) {
+    finished_at_ = now;  // a stop string matched
+  } else if (num_output_tokens() >= params_.max_tokens || num_tokens() >= n_ctx) {
+    finish(TSR_FINISH_LENGTH, now);
+  }
+  return token;
+}
+
+void Request::finish(tsr_finish_reason reason, Clock::time_point now, std::string error) {
+  if (finished()) return;
+  // Text held back for a possible stop string or an unfinished character is final now.
+  release_text(detok_.flush());
+  if (!finished()) out_text_ += stop_.flush();
+  state_ = RequestState::FINISHED;
+  finish_reason_ = reason;
+  error_ = std::move(error);
+  finished_at_ = now;
+}
+
+bool Request::past_deadline(Clock::time_point now) const {
+  return params_.timeout_ms && ms_between(arrival_, now) > *params_.timeout_ms;
+}
+
+RequestOutput Request::take_output() {
+  RequestOutput out;
+  out.id = id_;
+  out.tokens = std::exchange(out_tokens_, {});
+  out.text = std::exchange(out_text_, {});
+  out.finished = finished();
+  out.finish_reason = finish_reason_;
+  out.error = error_;
+  out.stats = stats();
+  return out;
+}
+
+RequestStats Request::stats() const {
+  RequestStats s;
+  s.prompt_tokens = num_prompt_;
+  s.completion_tokens = num_output_tokens();
+  s.cached_tokens = cached_tokens_;
+  s.preemptions = preemptions_;
+  if (scheduled_once_) s.queue_ms = ms_between(arrival_, first_scheduled_);
+  if (s.completion_tokens > 0) s.ttft_ms = ms_between(arrival_, first_token_);
+  if (finished()) {
+    s.e2e_ms = ms_between(arrival_, finished_at_);
+    if (s.completion_tokens > 1) {
+      s.tpot_ms = ms_between(first_token_, finished_at_) / (s.completion_tokens - 1);
+    }
+  }
+  return s;
+}
+
+}  // namespace tsr

@@ -1,0 +1,119 @@
+// One generation request through its lifecycle:
+//   waiting -> running <-> preempted -> finished (stop | length | abort | error).
+// Owned and mutated by the engine's step thread only; submission and cancellation from
+// other threads go through the engine's inbox.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/request/detokenizer.h"
+#include "core/request/stop_matcher.h"
+#include "tessera/engine.h"
+
+namespace tsr {
+
+using RequestId = uint64_t;
+using Clock = std::chrono::steady_clock;
+
+struct RequestParams {
+  std::vector<int32_t> prompt;       // token ids, BOS included where the model wants it
+  int32_t max_tokens = 128;
+  float temperature = 0.8f;          // 0 = greedy
+  std::optional<uint64_t> seed;      // absent: random
+  bool ignore_eos = false;
+  std::vector<std::string> stop;     // stop strings, excluded from the text
+  int32_t priority = 0;              // policy "priority": lower runs first
+  std::optional<double> timeout_ms;  // deadline from arrival; finishes as "length"
+  std::string cache_salt;            // requests share cached prefixes only with equal salts
+  // C++ callers only: the logits row each generated token is sampled from.
+  std::function<void(std::span<const float>)> on_logits;
+};
+
+enum class RequestState { WAITING, RUNNING, PREEMPTED, FINISHED };
+const char* request_state_name(RequestState s);
+const char* finish_reason_name(tsr_finish_reason r);
+
+struct RequestStats {
+  double queue_ms = 0;        // arrival -> first scheduled
+  double ttft_ms = 0;         // arrival -> first token
+  double tpot_ms = 0;         // mean time per output token after the first
+  double e2e_ms = 0;          // arrival -> finished
+  int32_t prompt_tokens = 0;
+  int32_t cached_tokens = 0;  // prompt tokens served from the prefix cache (first schedule)
+  int32_t completion_tokens = 0;
+  int32_t preemptions = 0;
+};
+
+// What a step produced for one request: the increment since the last output.
+struct RequestOutput {
+  RequestId id = 0;
+  std::vector<int32_t> tokens;
+  std::string text;
+  bool finished = false;
+  tsr_finish_reason finish_reason = TSR_FINISH_NONE;
+  std::string error;  // with TSR_FINISH_ERROR
+  RequestStats stats;
+};
+
+class Request {
+ public:
+  Request(RequestId id, RequestParams params, const Tokenizer& tokenizer, Clock::time_point now);
+
+  RequestId id() const { return id_; }
+  const RequestParams& params() const { return params_; }
+  RequestState state() const { return state_; }
+  tsr_finish_reason finish_reason() const { return finish_reason_; }
+  bool finished() const { return state_ == RequestState::FINISHED; }
+
+  // Prompt and generated tokens; KV exists for the first num_computed of them.
+  std::span<const int32_t> tokens() const { return tokens_; }
+  int32_t num_tokens() const { return static_cast<int32_t>(tokens_.size()); }
+  int32_t num_prompt_tokens() const { return num_prompt_; }
+  int32_t num_output_tokens() const { return num_tokens() - num_prompt_; }
+  int32_t num_computed = 0;
+  uint64_t cache_key() const { return cache_key_; }
+  Clock::time_point arrival() const { return arrival_; }
+
+  void on_scheduled(Clock::time_point now, int32_t cached_tokens);
+  void on_preempted();
+  // Samples the next token from its logits row; appends it and applies stop criteria.
+  int32_t sample_and_append(std::span<const float> logits, int32_t n_ctx, Clock::time_point now);
+  void finish(tsr_finish_reason reason, Clock::time_point now, std::string error = {});
+  bool past_deadline(Clock::time_point now) const;
+
+  // The increment since the last call (tokens, text, and the final state).
+  RequestOutput take_output();
+  RequestStats stats() const;
+
+ private:
+  void release_text(std::string_view piece);
+
+  RequestId id_;
+  RequestParams params_;
+  const Tokenizer& tokenizer_;
+  std::vector<int32_t> tokens_;
+  int32_t num_prompt_;
+  uint64_t cache_key_;
+  std::mt19937_64 rng_;
+  IncrementalDetokenizer detok_;
+  StopMatcher stop_;
+  RequestState state_ = RequestState::WAITING;
+  tsr_finish_reason finish_reason_ = TSR_FINISH_NONE;
+  std::string error_;
+  std::vector<int32_t> out_tokens_;  // not yet taken
+  std::string out_text_;
+  bool final_taken_ = false;
+  Clock::time_point arrival_, first_scheduled_, first_token_, finished_at_;
+  bool scheduled_once_ = false;
+  int32_t cached_tokens_ = 0;
+  int32_t preemptions_ = 0;
+};
+
+}  // namespace tsr

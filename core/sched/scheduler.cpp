@@ -1,0 +1,118 @@
+#include "core/sched/scheduler.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace tsr {
+
+Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager& kv) : config_(config), kv_(kv) {
+  if (config_.max_batch_tokens <= 0 || config_.max_seqs <= 0) {
+    throw Error("scheduler: max_batch_tokens and max_seqs must be > 0");
+  }
+}
+
+// fcfs: arrival order. priority: lower value first, then arrival order.
+bool Scheduler::runs_before(const Request* a, const Request* b) const {
+  if (config_.policy == "priority" && a->params().priority != b->params().priority) {
+    return a->params().priority < b->params().priority;
+  }
+  return a->arrival() < b->arrival() || (a->arrival() == b->arrival() && a->id() < b->id());
+}
+
+void Scheduler::add(Request* r) {
+  auto pos = std::find_if(waiting_.begin(), waiting_.end(),
+                          [&](const Request* w) { return runs_before(r, w); });
+  waiting_.insert(pos, r);
+}
+
+void Scheduler::remove(Request* r) {
+  std::erase(running_, r);
+  std::erase(waiting_, r);
+  kv_.free(r->id());
+}
+
+int32_t Scheduler::chunk_limit(const Request& r, int32_t budget) const {
+  int32_t n = std::min(r.num_tokens() - r.num_computed, budget);
+  if (config_.prefill_chunk > 0) n = std::min(n, config_.prefill_chunk);
+  return n;
+}
+
+// The running request that runs last under the policy is the one to give way.
+Request* Scheduler::pick_victim() const {
+  return *std::max_element(running_.begin(), running_.end(),
+                           [&](const Request* a, const Request* b) { return runs_before(a, b); });
+}
+
+void Scheduler::preempt(Request* victim, SchedulerOutput& out, int32_t& budget) {
+  auto scheduled = std::find_if(out.chunks.begin(), out.chunks.end(),
+                                [&](const ScheduledChunk& c) { return c.request == victim; });
+  if (scheduled != out.chunks.end()) {
+    budget += scheduled->num_new_tokens;
+    out.num_tokens -= scheduled->num_new_tokens;
+    out.chunks.erase(scheduled);
+  }
+  std::erase(running_, victim);
+  kv_.free(victim->id());  // its full blocks stay in the prefix cache
+  victim->on_preempted();
+  waiting_.push_front(victim);
+  out.preempted.push_back(victim);
+  ++preemptions_;
+}
+
+void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget, Clock::time_point now) {
+  std::vector<Request*> order = running_;
+  std::sort(order.begin(), order.end(), [&](auto* a, auto* b) { return runs_before(a, b); });
+  for (Request* r : order) {
+    if (budget == 0) break;
+    if (std::find(running_.begin(), running_.end(), r) == running_.end()) continue;  // preempted
+    const int32_t n = chunk_limit(*r, budget);
+    if (n <= 0) continue;
+    bool fits = kv_.allocate(r->id(), r->num_computed + n, r->num_computed);
+    while (!fits) {
+      Request* victim = pick_victim();
+      preempt(victim, out, budget);
+      if (victim == r) break;
+      fits = kv_.allocate(r->id(), r->num_computed + n, r->num_computed);
+    }
+    if (!fits) continue;
+    r->on_scheduled(now, 0);
+    out.chunks.push_back({r, n});
+    out.num_tokens += n;
+    budget -= n;
+  }
+}
+
+void Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget, Clock::time_point now) {
+  while (!waiting_.empty() && budget > 0 &&
+         running_.size() < static_cast<size_t>(config_.max_seqs)) {
+    Request* r = waiting_.front();
+    const int32_t cached = kv_.claim_cached_prefix(r->id(), r->tokens(), r->cache_key());
+    r->num_computed = cached;
+    const int32_t n = chunk_limit(*r, budget);
+    if (!kv_.allocate(r->id(), r->num_computed + n, r->num_computed)) {
+      kv_.free(r->id());  // give the claimed prefix back; retry next step
+      r->num_computed = 0;
+      break;
+    }
+    waiting_.pop_front();
+    running_.push_back(r);
+    prefix_queries_ += r->num_tokens();
+    prefix_hits_ += cached;
+    r->on_scheduled(now, cached);
+    out.chunks.push_back({r, n});
+    out.num_tokens += n;
+    budget -= n;
+  }
+}
+
+SchedulerOutput Scheduler::schedule(Clock::time_point now) {
+  SchedulerOutput out;
+  int32_t budget = config_.max_batch_tokens;
+  schedule_running(out, budget, now);
+  // Admitting new work in a step that had to preempt would only thrash.
+  if (out.preempted.empty()) schedule_waiting(out, budget, now);
+  return out;
+}
+
+}  // namespace tsr

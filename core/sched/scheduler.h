@@ -1,0 +1,62 @@
+// The token-budget scheduler. One rule, no phases: every request has num_computed tokens
+// catching up with its token count; each step spends `max_batch_tokens` over running
+// requests first, then waiting ones. Continuous batching, chunked prefill, prefix-cache
+// hits and preemption by recompute all follow from it.
+// Not thread-safe: the engine's step thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "core/config/config.h"
+#include "core/kv/kv_cache_manager.h"
+#include "core/request/request.h"
+
+namespace tsr {
+
+struct ScheduledChunk {
+  Request* request;
+  int32_t num_new_tokens;  // positions num_computed .. num_computed + num_new_tokens - 1
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledChunk> chunks;
+  std::vector<Request*> preempted;
+  int32_t num_tokens = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& config, KvCacheManager& kv);
+
+  void add(Request* r);  // joins the waiting queue as the policy orders it
+  SchedulerOutput schedule(Clock::time_point now);
+  // Removes a request from the queues and frees its blocks (finished or aborted).
+  void remove(Request* r);
+
+  size_t num_waiting() const { return waiting_.size(); }
+  size_t num_running() const { return running_.size(); }
+  bool empty() const { return waiting_.empty() && running_.empty(); }
+  int64_t total_preemptions() const { return preemptions_; }
+  // Tokens of requests admitted from the waiting queue, and those found in the prefix cache.
+  int64_t prefix_queries() const { return prefix_queries_; }
+  int64_t prefix_hits() const { return prefix_hits_; }
+
+ private:
+  int32_t chunk_limit(const Request& r, int32_t budget) const;
+  bool runs_before(const Request* a, const Request* b) const;
+  Request* pick_victim() const;
+  void preempt(Request* victim, SchedulerOutput& out, int32_t& budget);
+  void schedule_running(SchedulerOutput& out, int32_t& budget, Clock::time_point now);
+  void schedule_waiting(SchedulerOutput& out, int32_t& budget, Clock::time_point now);
+
+  SchedulerConfig config_;
+  KvCacheManager& kv_;
+  std::deque<Request*> waiting_;
+  std::vector<Request*> running_;
+  int64_t preemptions_ = 0;
+  int64_t prefix_queries_ = 0, prefix_hits_ = 0;
+};
+
+}  // namespace tsr

@@ -1,0 +1,1080 @@
+// The CPU backend's ops, called through the loaded plugin, against naive double-precision
+// references written here from the ABI's definitions (tessera/backend.h), not from the
+// kernels. Data is random with fixed seeds; the error measure is
+// max|ours - ref| / max(1, max|ref|). Quantized weights are compared with their exact
+// dequantization, so the bound measures the kernel, not the format's rounding.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <random>
+#include <source_location>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/model/float_convert.h"
+#include "core/plugin_host/backend.h"
+#include "core/plugin_host/plugin_loader.h"
+#include "core/plugin_host/tensor.h"
+#include "tessera/engine.h"
+
+namespace tsr {
+namespace {
+
+constexpr double kTol = 1e-5;
+
+std::shared_ptr<Plugin> cpu_plugin() {
+  static auto plugin = Plugin::find(TSR_PLUGIN_BACKEND, "cpu", {TESSERA_PLUGIN_DIR});
+  return plugin;
+}
+
+// One backend per thread count for the whole run: setting up oneDNN is slow under ASan.
+Backend& backend(int threads = 1) {
+  static std::map<int, std::unique_ptr<Backend>> backends;
+  auto& b = backends[threads];
+  if (!b) b = Backend::create(cpu_plugin(), 0, threads);
+  return *b;
+}
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1, float hi = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// max|ours - ref| / max(1, max|ref|); a NaN or infinity in `ours` counts as infinite error
+// (std::max would silently drop it).
+double norm_err(const std::vector<float>& ours, const std::vector<double>& ref) {
+  EXPECT_EQ(ours.size(), ref.size());
+  double diff = 0, mag = 0;
+  for (size_t i = 0; i < std::min(ours.size(), ref.size()); ++i) {
+    if (!std::isfinite(ours[i])) return INFINITY;
+    diff = std::max(diff, std::abs(ours[i] - ref[i]));
+    mag = std::max(mag, std::abs(ref[i]));
+  }
+  return diff / std::max(1.0, mag);
+}
+
+// ---- tensors in backend buffers ----
+
+// A tensor in its own backend buffer, rows optionally padded (row stride > packed row).
+// The buffer starts as 0xFF bytes, NaN as f32: a kernel that reads a byte it should not
+// shows up as NaN in its results, and one that writes into the padding shows in
+// pad_untouched().
+struct DevTensor {
+  Backend* be = nullptr;
+  std::unique_ptr<BackendBuffer> buf;
+  tsr_tensor t{};
+  int64_t rows = 0, packed = 0, stride = 0;  // stride, packed: bytes per row
+
+  const tsr_tensor* get() const { return &t; }
+
+  std::vector<uint8_t> bytes() const {
+    std::vector<uint8_t> all(buf->size());
+    be->read(*buf, 0, all.data(), all.size());
+    return all;
+  }
+  template <class T = float>
+  std::vector<T> rows_as() const {  // the rows, packed
+    const std::vector<uint8_t> all = bytes();
+    std::vector<T> v(static_cast<size_t>(rows * packed) / sizeof(T));
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(reinterpret_cast<uint8_t*>(v.data()) + r * packed, all.data() + r * stride,
+                  packed);
+    }
+    return v;
+  }
+  std::vector<float> floats() const { return rows_as<float>(); }
+  bool pad_untouched() const {
+    const std::vector<uint8_t> all = bytes();
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t b = packed; b < stride; ++b) {
+        if (all[r * stride + b] != 0xFF) return false;
+      }
+    }
+    return true;
+  }
+};
+
+// `pad` bytes after each row; `host` (packed rows, may be NULL) is written through the
+// backend, as the ABI requires of host data.
+DevTensor make_tensor(tsr_dtype dtype, std::initializer_list<int64_t> shape,
+                      const void* host = nullptr, int64_t pad = 0, Backend& be = backend()) {
+  DevTensor d;
+  d.be = &be;
+  d.t = tensor_make(dtype, nullptr, shape);
+  const bool one_d = d.t.ndim == 1;
+  d.rows = one_d ? 1 : d.t.shape[0];
+  d.packed = one_d ? dtype_row_bytes(dtype, d.t.shape[0]) : d.t.strides[0];
+  d.stride = d.packed + pad;
+  if (!one_d) d.t.strides[0] = d.stride;
+  d.buf = be.alloc(static_cast<uint64_t>(d.rows * d.stride));
+  be.memset(*d.buf, 0, 0xFF, d.buf->size());
+  d.t.data = d.buf->base();
+  if (host != nullptr) {
+    for (int64_t r = 0; r < d.rows; ++r) {
+      be.write(*d.buf, r * d.stride, static_cast<const uint8_t*>(host) + r * d.packed, d.packed);
+    }
+  }
+  return d;
+}
+
+template <class T>
+DevTensor upload(const std::vector<T>& host, tsr_dtype dtype, std::initializer_list<int64_t> shape,
+                 int64_t pad = 0, Backend& be = backend()) {
+  DevTensor d = make_tensor(dtype, shape, host.data(), pad, be);
+  EXPECT_EQ(host.size() * sizeof(T), static_cast<size_t>(d.rows * d.packed));
+  return d;
+}
+
+DevTensor upload_i32(const std::vector<int32_t>& v, Backend& be = backend()) {
+  return upload(v, TSR_DTYPE_I32, {static_cast<int64_t>(v.size())}, 0, be);
+}
+
+// ---- failing calls, straight through the plugin's C table ----
+
+// A plugin handle of its own for calls expected to fail, so that the test reads the
+// plugin's status and error object itself rather than what a host wrapper makes of them.
+// Tensors may live in backend()'s buffers: CPU buffers are plain host memory.
+struct RawBackend {
+  const tsr_backend_iface* iface = static_cast<const tsr_backend_iface*>(cpu_plugin()->iface());
+  tsr_backend* handle = nullptr;
+  tsr_stream* stream = nullptr;
+
+  RawBackend() {
+    const tsr_backend_params params{sizeof(tsr_backend_params), 0, 1, nullptr};
+    EXPECT_EQ(iface->backend_create(&params, &handle, nullptr), TSR_STATUS_OK);
+    EXPECT_EQ(iface->stream_create(handle, &stream, nullptr), TSR_STATUS_OK);
+  }
+  ~RawBackend() {
+    iface->stream_destroy(handle, stream);
+    iface->backend_destroy(handle);
+  }
+};
+
+RawBackend& raw() {
+  static RawBackend r;
+  return r;
+}
+
+#define TSR_RAW_OP(op, params_type)                                \
+  tsr_status raw_op(const params_type& p, tsr_error** error) {     \
+    return raw().iface->op(raw().handle, raw().stream, &p, error); \
+  }
+TSR_RAW_OP(get_rows, tsr_get_rows_params)
+TSR_RAW_OP(rms_norm, tsr_rms_norm_params)
+TSR_RAW_OP(matmul, tsr_matmul_params)
+TSR_RAW_OP(rope, tsr_rope_params)
+TSR_RAW_OP(kv_write, tsr_kv_write_params)
+TSR_RAW_OP(attention, tsr_attention_params)
+TSR_RAW_OP(silu_mul, tsr_silu_mul_params)
+TSR_RAW_OP(add, tsr_add_params)
+TSR_RAW_OP(copy_blocks, tsr_copy_blocks_params)
+#undef TSR_RAW_OP
+
+// The op taking `p` must fail with INVALID_ARGUMENT and an error whose message contains
+// `what`.
+template <class Params>
+void expect_invalid(const Params& p, const std::string& what,
+                    std::source_location at = std::source_location::current()) {
+  const ::testing::ScopedTrace trace(at.file_name(), static_cast<int>(at.line()), what);
+  tsr_error* error = nullptr;
+  const tsr_status status = raw_op(p, &error);
+  EXPECT_EQ(status, TSR_STATUS_INVALID_ARGUMENT);
+  ASSERT_NE(error, nullptr) << "no error object";
+  const std::string message = tsr_error_message(error);
+  EXPECT_EQ(tsr_error_status(error), status) << message;
+  EXPECT_NE(message.find(what), std::string::npos) << message;
+  tsr_error_free(error);
+}
+
+// ---- weight formats: encoders after GGUF / llama.cpp's reference quantizers ----
+
+// Weights in `dtype` and the exact values they decode to, in double.
+struct Weights {
+  std::vector<uint8_t> bytes;
+  std::vector<double> value;
+};
+
+void put_f16(uint8_t* p, uint16_t h) { std::memcpy(p, &h, 2); }
+
+// Q8_0 block: d = max|x| / 127, q = round(x / d).
+void quantize_q8_0(const float* x, uint8_t* block, double* value) {
+  float amax = 0;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::abs(x[j]));
+  const float d = amax / 127, id = d != 0 ? 1 / d : 0;
+  const uint16_t dh = f32_to_f16(d);
+  put_f16(block, dh);
+  for (int j = 0; j < 32; ++j) {
+    const auto q = static_cast<int8_t>(std::round(x[j] * id));
+    block[2 + j] = static_cast<uint8_t>(q);
+    value[j] = double(f16_to_f32(dh)) * q;
+  }
+}
+
+// Q4_0 block (quantize_row_q4_0_ref): d = (signed max by magnitude) / -8; element j in
+// the low nibble of qs[j], element j + 16 in the high nibble; value (nibble - 8) * d.
+void quantize_q4_0(const float* x, uint8_t* block, double* value) {
+  float amax = 0, max = 0;
+  for (int j = 0; j < 32; ++j) {
+    if (amax < std::abs(x[j])) {
+      amax = std::abs(x[j]);
+      max = x[j];
+    }
+  }
+  const float d = max / -8, id = d != 0 ? 1 / d : 0;
+  const uint16_t dh = f32_to_f16(d);
+  put_f16(block, dh);
+  for (int j = 0; j < 16; ++j) {
+    const int lo = std::min(15, int(static_cast<int8_t>(x[j] * id + 8.5f)));
+    const int hi = std::min(15, int(static_cast<int8_t>(x[j + 16] * id + 8.5f)));
+    block[2 + j] = static_cast<uint8_t>(lo | (hi << 4));
+    value[j] = double(f16_to_f32(dh)) * (lo - 8);
+    value[j + 16] = double(f16_to_f32(dh)) * (hi - 8);
+  }
+}
+
+// Encodes row-major values whose rows are whole blocks (row length a multiple of 32).
+Weights encode(tsr_dtype dtype, const std::vector<float>& src) {
+  const size_t n = src.size();
+  Weights w;
+  w.value.resize(n);
+  w.bytes.resize(static_cast<size_t>(dtype_row_bytes(dtype, static_cast<int64_t>(n))));
+  uint8_t* out = w.bytes.data();
+  for (size_t i = 0; i < n; ++i) {
+    switch (dtype) {
+      case TSR_DTYPE_F32:
+        std::memcpy(out + 4 * i, &src[i], 4);
+        w.value[i] = src[i];
+        break;
+      case TSR_DTYPE_F16:
+        put_f16(out + 2 * i, f32_to_f16(src[i]));
+        w.value[i] = f16_to_f32(f32_to_f16(src[i]));
+        break;
+      case TSR_DTYPE_BF16:
+        put_f16(out + 2 * i, f32_to_bf16(src[i]));
+        w.value[i] = bf16_to_f32(f32_to_bf16(src[i]));
+        break;
+      case TSR_DTYPE_Q8_0:
+        if (i % 32 == 0) quantize_q8_0(&src[i], out + i / 32 * 34, &w.value[i]);
+        break;
+      case TSR_DTYPE_Q4_0:
+        if (i % 32 == 0) quantize_q4_0(&src[i], out + i / 32 * 18, &w.value[i]);
+        break;
+      default:
+        ADD_FAILURE() << "no encoder for " << dtype_name(dtype);
+        return w;
+    }
+  }
+  return w;
+}
+
+const tsr_dtype kWeightDtypes[] = {TSR_DTYPE_F32, TSR_DTYPE_F16, TSR_DTYPE_BF16, TSR_DTYPE_Q8_0,
+                                   TSR_DTYPE_Q4_0};
+
+std::string dtype_param_name(const ::testing::TestParamInfo<tsr_dtype>& info) {
+  return dtype_name(info.param);
+}
+
+// ---- matmul ----
+
+// out[i, j] = sum_c x[i, c] * w[j, c] in double.
+std::vector<double> ref_matmul(const std::vector<float>& x, const std::vector<double>& w, int64_t n,
+                               int64_t k, int64_t m) {
+  std::vector<double> out(static_cast<size_t>(n * m));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < m; ++j) {
+      double sum = 0;
+      for (int64_t c = 0; c < k; ++c) sum += double(x[i * k + c]) * w[j * k + c];
+      out[i * m + j] = sum;
+    }
+  }
+  return out;
+}
+
+tsr_matmul_params matmul_params(const DevTensor& out, const DevTensor& x, const DevTensor& w) {
+  return {sizeof(tsr_matmul_params), out.get(), x.get(), w.get()};
+}
+
+// (k, m): k whole blocks, m odd.
+const std::pair<int64_t, int64_t> kMatmulShapes[] = {{64, 7}, {160, 33}};
+
+class MatmulTest : public ::testing::TestWithParam<std::tuple<tsr_dtype, int64_t>> {};
+
+// n >= 16 with F32 weights takes oneDNN's GEMM; everything else the streaming kernel.
+TEST_P(MatmulTest, MatchesReference) {
+  const auto [dtype, n] = GetParam();
+  uint32_t seed = 100 * static_cast<uint32_t>(dtype) + static_cast<uint32_t>(n);
+  for (const auto& [k, m] : kMatmulShapes) {
+    for (const bool strided : {false, true}) {
+      SCOPED_TRACE("k=" + std::to_string(k) + " m=" + std::to_string(m) +
+                   (strided ? " strided" : " packed"));
+      const std::vector<float> x = random_floats(static_cast<size_t>(n * k), ++seed);
+      const Weights w = encode(dtype, random_floats(static_cast<size_t>(m * k), ++seed));
+      // Row strides that are no multiple of 16 bytes, to catch kernels assuming packing.
+      const DevTensor dx = upload(x, TSR_DTYPE_F32, {n, k}, strided ? 5 * 4 : 0);
+      const DevTensor dw = upload(w.bytes, dtype, {m, k});
+      const DevTensor out = make_tensor(TSR_DTYPE_F32, {n, m}, nullptr, strided ? 3 * 4 : 0);
+      backend().matmul(matmul_params(out, dx, dw));
+      EXPECT_LT(norm_err(out.floats(), ref_matmul(x, w.value, n, k, m)), kTol);
+      EXPECT_TRUE(out.pad_untouched());
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, MatmulTest,
+                         ::testing::Combine(::testing::ValuesIn(kWeightDtypes),
+                                            ::testing::Values(1, 3, 17, 64)),
+                         [](const auto& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) + "_n" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+// F32 weights whose rows are padded: both kernels must honour w's row stride.
+TEST(CpuMatmul, StridedF32Weights) {
+  const int64_t k = 96, m = 21;
+  for (const int64_t n : {3, 17}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const std::vector<float> x = random_floats(static_cast<size_t>(n * k), 7);
+    const std::vector<float> w = random_floats(static_cast<size_t>(m * k), 8);
+    const DevTensor dx = upload(x, TSR_DTYPE_F32, {n, k}, 4);
+    const DevTensor dw = upload(w, TSR_DTYPE_F32, {m, k}, 8 * 4);
+    const DevTensor out = make_tensor(TSR_DTYPE_F32, {n, m}, nullptr, 4);
+    backend().matmul(matmul_params(out, dx, dw));
+    const std::vector<double> wd(w.begin(), w.end());
+    EXPECT_LT(norm_err(out.floats(), ref_matmul(x, wd, n, k, m)), kTol);
+    EXPECT_TRUE(out.pad_untouched());
+  }
+}
+
+TEST(CpuBackend, SupportsTheAbiDtypes) {
+  Backend& be = backend();
+  for (const tsr_dtype d : kWeightDtypes) {
+    EXPECT_TRUE(be.supports(TSR_OP_MATMUL, d)) << dtype_name(d);
+    EXPECT_TRUE(be.supports(TSR_OP_GET_ROWS, d)) << dtype_name(d);
+  }
+  EXPECT_FALSE(be.supports(TSR_OP_MATMUL, TSR_DTYPE_I32));
+  EXPECT_FALSE(be.supports(TSR_OP_RMS_NORM, TSR_DTYPE_F16));
+  EXPECT_TRUE(be.supports(TSR_OP_ATTENTION, TSR_DTYPE_F32));
+}
+
+// ---- get_rows ----
+
+class GetRowsTest : public ::testing::TestWithParam<tsr_dtype> {};
+
+// Decoding is exact for every dtype (f16 scale times a small integer fits a float), so
+// the result must equal the reference dequantization bit for bit.
+TEST_P(GetRowsTest, DecodesSelectedRows) {
+  const tsr_dtype dtype = GetParam();
+  const int64_t rows = 11, d = 96;
+  const Weights table = encode(dtype, random_floats(static_cast<size_t>(rows * d), 21, -3, 3));
+  const std::vector<int32_t> ids = {3, 0, 10, 3, 7};
+  const int64_t n = static_cast<int64_t>(ids.size());
+  const DevTensor dt = upload(table.bytes, dtype, {rows, d});
+  const DevTensor di = upload_i32(ids);
+  const DevTensor out = make_tensor(TSR_DTYPE_F32, {n, d}, nullptr, 12);
+  backend().get_rows({sizeof(tsr_get_rows_params), out.get(), dt.get(), di.get()});
+  std::vector<double> ref;
+  for (const int32_t id : ids) {
+    ref.insert(ref.end(), table.value.begin() + id * d, table.value.begin() + (id + 1) * d);
+  }
+  EXPECT_EQ(norm_err(out.floats(), ref), 0.0);
+  EXPECT_TRUE(out.pad_untouched());
+}
+
+TEST_P(GetRowsTest, OutOfRangeIdIsAnError) {
+  const tsr_dtype dtype = GetParam();
+  const Weights table = encode(dtype, random_floats(4 * 32, 22));
+  const DevTensor dt = upload(table.bytes, dtype, {4, 32});
+  const DevTensor out = make_tensor(TSR_DTYPE_F32, {2, 32});
+  for (const int32_t bad : {4, -1}) {
+    const DevTensor di = upload_i32({0, bad});
+    expect_invalid(tsr_get_rows_params{sizeof(tsr_get_rows_params), out.get(), dt.get(), di.get()},
+                   "id " + std::to_string(bad) + " out of range");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, GetRowsTest, ::testing::ValuesIn(kWeightDtypes), dtype_param_name);
+
+// ---- rms_norm, silu_mul, add ----
+
+const std::pair<int64_t, int64_t> kElementwiseShapes[] = {{1, 7}, {5, 64}, {3, 257}};
+
+std::string shape_trace(int64_t n, int64_t d) {
+  return "shape [" + std::to_string(n) + ", " + std::to_string(d) + "]";
+}
+
+TEST(CpuRmsNorm, MatchesReference) {
+  uint32_t seed = 30;
+  for (const auto& [n, d] : kElementwiseShapes) {
+    // Small inputs make eps matter: their mean square is near it.
+    for (const auto& [in_place, amplitude] :
+         {std::pair{false, 2.0f}, {true, 2.0f}, {false, 0.005f}}) {
+      SCOPED_TRACE(shape_trace(n, d) + (in_place ? " in place" : "") + " amplitude " +
+                   std::to_string(amplitude));
+      const float eps = 1e-5f;
+      const std::vector<float> x =
+          random_floats(static_cast<size_t>(n * d), ++seed, -amplitude, amplitude);
+      const std::vector<float> w = random_floats(static_cast<size_t>(d), ++seed, 0.5, 1.5);
+      const DevTensor dx = upload(x, TSR_DTYPE_F32, {n, d}, 8);
+      const DevTensor dw = upload(w, TSR_DTYPE_F32, {d});
+      const DevTensor fresh = make_tensor(TSR_DTYPE_F32, {n, d}, nullptr, 4);
+      const DevTensor& out = in_place ? dx : fresh;
+      backend().rms_norm({sizeof(tsr_rms_norm_params), out.get(), dx.get(), dw.get(), eps, 0});
+      std::vector<double> ref(x.size());
+      for (int64_t r = 0; r < n; ++r) {
+        double ss = 0;
+        for (int64_t c = 0; c < d; ++c) ss += double(x[r * d + c]) * x[r * d + c];
+        const double scale = 1 / std::sqrt(ss / double(d) + eps);
+        for (int64_t c = 0; c < d; ++c) ref[r * d + c] = x[r * d + c] * scale * w[c];
+      }
+      EXPECT_LT(norm_err(out.floats(), ref), kTol);
+      EXPECT_TRUE(out.pad_untouched());
+    }
+  }
+}
+
+// Which operand the output aliases, for the binary elementwise ops.
+enum class Alias { kNone, kFirst, kSecond };
+
+template <class RunOp, class RefOp>
+void check_binary(RunOp run, RefOp ref_op, uint32_t seed) {
+  for (const auto& [n, d] : kElementwiseShapes) {
+    for (const Alias alias : {Alias::kNone, Alias::kFirst, Alias::kSecond}) {
+      SCOPED_TRACE(shape_trace(n, d) + " alias " + std::to_string(int(alias)));
+      const std::vector<float> a = random_floats(static_cast<size_t>(n * d), ++seed, -6, 6);
+      const std::vector<float> b = random_floats(static_cast<size_t>(n * d), ++seed, -2, 2);
+      const DevTensor da = upload(a, TSR_DTYPE_F32, {n, d}, 4);
+      const DevTensor db = upload(b, TSR_DTYPE_F32, {n, d});
+      const DevTensor fresh = make_tensor(TSR_DTYPE_F32, {n, d}, nullptr, 8);
+      const DevTensor& out = alias == Alias::kFirst ? da : alias == Alias::kSecond ? db : fresh;
+      run(out, da, db);
+      std::vector<double> ref(a.size());
+      for (size_t i = 0; i < a.size(); ++i) ref[i] = ref_op(double(a[i]), double(b[i]));
+      EXPECT_LT(norm_err(out.floats(), ref), kTol);
+      EXPECT_TRUE(out.pad_untouched());
+    }
+  }
+}
+
+TEST(CpuSiluMul, MatchesReference) {
+  check_binary(
+      [](const DevTensor& out, const DevTensor& gate, const DevTensor& up) {
+        backend().silu_mul({sizeof(tsr_silu_mul_params), out.get(), gate.get(), up.get()});
+      },
+      [](double g, double u) { return g / (1 + std::exp(-g)) * u; }, 40);
+}
+
+TEST(CpuAdd, MatchesReference) {
+  check_binary(
+      [](const DevTensor& out, const DevTensor& a, const DevTensor& b) {
+        backend().add({sizeof(tsr_add_params), out.get(), a.get(), b.get()});
+      },
+      [](double a, double b) { return a + b; }, 50);
+}
+
+// ---- rope ----
+
+struct RopeCase {
+  tsr_rope_mode mode;
+  int32_t n_rot, head_dim;
+  float base, scale;
+};
+
+TEST(CpuRope, NormalAndNeoxWithPartialRotaryAndScaledFrequencies) {
+  const RopeCase cases[] = {{TSR_ROPE_NORMAL, 8, 16, 10000, 0.5f},
+                            {TSR_ROPE_NEOX, 8, 16, 10000, 0.25f},
+                            {TSR_ROPE_NORMAL, 32, 32, 500000, 1},
+                            {TSR_ROPE_NEOX, 24, 64, 1e6f, 0.125f}};
+  const std::vector<int32_t> pos = {0, 1, 7, 100, 2047};
+  const int64_t n = static_cast<int64_t>(pos.size()), heads = 3;
+  uint32_t seed = 60;
+  for (const RopeCase& c : cases) {
+    SCOPED_TRACE("mode " + std::to_string(c.mode) + " n_rot " + std::to_string(c.n_rot) +
+                 " head_dim " + std::to_string(c.head_dim));
+    const int64_t hd = c.head_dim;
+    const std::vector<float> x = random_floats(static_cast<size_t>(n * heads * hd), ++seed);
+    const DevTensor dx = upload(x, TSR_DTYPE_F32, {n, heads, hd}, 4);
+    const DevTensor dp = upload_i32(pos);
+    backend().rope({sizeof(tsr_rope_params), dx.get(), dp.get(), c.n_rot, c.mode, c.base, c.scale});
+    std::vector<double> ref(x.begin(), x.end());
+    const int half = c.n_rot / 2;
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t h = 0; h < heads; ++h) {
+        double* v = &ref[static_cast<size_t>((r * heads + h) * hd)];
+        for (int i = 0; i < half; ++i) {
+          const double theta =
+              pos[r] * double(c.scale) * std::pow(double(c.base), -2.0 * i / c.n_rot);
+          const int a = c.mode == TSR_ROPE_NORMAL ? 2 * i : i;
+          const int b = c.mode == TSR_ROPE_NORMAL ? 2 * i + 1 : i + half;
+          const double x0 = v[a], x1 = v[b];
+          v[a] = x0 * std::cos(theta) - x1 * std::sin(theta);
+          v[b] = x0 * std::sin(theta) + x1 * std::cos(theta);
+        }
+      }
+    }
+    const std::vector<float> ours = dx.floats();
+    EXPECT_LT(norm_err(ours, ref), kTol);
+    // Dims past n_rot pass through untouched, bit for bit.
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (int64_t(i) % hd >= c.n_rot) {
+        ASSERT_EQ(ours[i], x[i]) << "element " << i;
+      }
+    }
+    EXPECT_TRUE(dx.pad_untouched());
+  }
+}
+
+// ---- kv_write ----
+
+TEST(CpuKvWrite, WritesMappedSlotsAndSkipsMinusOne) {
+  const int64_t slots = 12, kvh = 2, hd = 8, row = kvh * hd;
+  const std::vector<int32_t> mapping = {3, -1, 0, 11, -1, 6};
+  const int64_t n = static_cast<int64_t>(mapping.size());
+  const std::vector<float> k = random_floats(static_cast<size_t>(n * row), 70);
+  const std::vector<float> v = random_floats(static_cast<size_t>(n * row), 71);
+  const std::vector<float> k_old = random_floats(static_cast<size_t>(slots * row), 72);
+  const std::vector<float> v_old = random_floats(static_cast<size_t>(slots * row), 73);
+  const DevTensor kc = upload(k_old, TSR_DTYPE_F32, {slots, kvh, hd});
+  const DevTensor vc = upload(v_old, TSR_DTYPE_F32, {slots, kvh, hd});
+  const DevTensor dk = upload(k, TSR_DTYPE_F32, {n, kvh, hd}, 4);
+  const DevTensor dv = upload(v, TSR_DTYPE_F32, {n, kvh, hd}, 8);
+  const DevTensor dm = upload_i32(mapping);
+  backend().kv_write(
+      {sizeof(tsr_kv_write_params), kc.get(), vc.get(), dk.get(), dv.get(), dm.get()});
+  std::vector<float> k_want = k_old, v_want = v_old;
+  for (int64_t i = 0; i < n; ++i) {
+    if (mapping[i] < 0) continue;
+    std::copy_n(k.begin() + i * row, row, k_want.begin() + mapping[i] * row);
+    std::copy_n(v.begin() + i * row, row, v_want.begin() + mapping[i] * row);
+  }
+  EXPECT_EQ(kc.floats(), k_want);
+  EXPECT_EQ(vc.floats(), v_want);
+
+  const DevTensor bad = upload_i32({3, -1, 0, 12, -1, 6});
+  expect_invalid(tsr_kv_write_params{sizeof(tsr_kv_write_params), kc.get(), vc.get(), dk.get(),
+                                     dv.get(), bad.get()},
+                 "slot 12 out of range");
+  const DevTensor bad_neg = upload_i32({-2, -1, 0, 1, -1, 6});
+  expect_invalid(tsr_kv_write_params{sizeof(tsr_kv_write_params), kc.get(), vc.get(), dk.get(),
+                                     dv.get(), bad_neg.get()},
+                 "slot -2 out of range");
+}
+
+// ---- paged attention ----
+
+constexpr int64_t kHeads = 8, kKvHeads = 2, kHeadDim = 16;
+const std::vector<int32_t> kSeqLens = {5, 23, 12};
+
+// Three sequences' keys and values, kept contiguously for the reference and written by
+// kv_write into a paged cache through scattered, shuffled block tables. Slots no table
+// names stay NaN, so a kernel reading a wrong slot shows.
+struct PagedCache {
+  int32_t block_size = 0;
+  int64_t max_blocks = 0;
+  std::vector<int32_t> tables;           // [num_seqs, max_blocks], -1 where unused
+  std::vector<std::vector<float>> k, v;  // per sequence: [len, kv_heads, head_dim]
+  DevTensor k_cache, v_cache;
+
+  int64_t slot(size_t s, int64_t t) const {
+    return int64_t(tables[s * max_blocks + t / block_size]) * block_size + t % block_size;
+  }
+};
+
+PagedCache make_paged_cache(int32_t block_size, uint32_t seed, Backend& be = backend()) {
+  PagedCache c;
+  c.block_size = block_size;
+  const int64_t row = kKvHeads * kHeadDim;
+  int64_t used = 0;
+  for (const int32_t len : kSeqLens) {
+    const int64_t blocks = (len + block_size - 1) / block_size;
+    c.max_blocks = std::max(c.max_blocks, blocks + 1);  // a spare column the kernel ignores
+    used += blocks;
+  }
+  const int64_t num_blocks = 2 * used + 1;
+  std::vector<int32_t> ids(static_cast<size_t>(num_blocks));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::mt19937 rng(seed);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  c.tables.assign(kSeqLens.size() * c.max_blocks, -1);
+  size_t next = 0;
+  for (size_t s = 0; s < kSeqLens.size(); ++s) {
+    for (int64_t b = 0; b < (kSeqLens[s] + block_size - 1) / block_size; ++b) {
+      c.tables[s * c.max_blocks + b] = ids[next++];
+    }
+  }
+  // One kv_write for every token, interleaved with -1 rows whose data must land nowhere.
+  std::vector<float> k_rows, v_rows;
+  std::vector<int32_t> mapping;
+  for (size_t s = 0; s < kSeqLens.size(); ++s) {
+    c.k.push_back(random_floats(static_cast<size_t>(kSeqLens[s] * row), seed + 1 + 2 * s));
+    c.v.push_back(random_floats(static_cast<size_t>(kSeqLens[s] * row), seed + 2 + 2 * s));
+    for (int64_t t = 0; t < kSeqLens[s]; ++t) {
+      k_rows.insert(k_rows.end(), c.k[s].begin() + t * row, c.k[s].begin() + (t + 1) * row);
+      v_rows.insert(v_rows.end(), c.v[s].begin() + t * row, c.v[s].begin() + (t + 1) * row);
+      mapping.push_back(static_cast<int32_t>(c.slot(s, t)));
+      if (t % 3 == 0) {
+        k_rows.insert(k_rows.end(), row, 1e30f);
+        v_rows.insert(v_rows.end(), row, 1e30f);
+        mapping.push_back(-1);
+      }
+    }
+  }
+  const int64_t slots = num_blocks * block_size, n = static_cast<int64_t>(mapping.size());
+  c.k_cache = make_tensor(TSR_DTYPE_F32, {slots, kKvHeads, kHeadDim}, nullptr, 0, be);
+  c.v_cache = make_tensor(TSR_DTYPE_F32, {slots, kKvHeads, kHeadDim}, nullptr, 0, be);
+  const DevTensor dk = upload(k_rows, TSR_DTYPE_F32, {n, kKvHeads, kHeadDim}, 0, be);
+  const DevTensor dv = upload(v_rows, TSR_DTYPE_F32, {n, kKvHeads, kHeadDim}, 0, be);
+  const DevTensor dm = upload_i32(mapping, be);
+  be.kv_write({sizeof(tsr_kv_write_params), c.k_cache.get(), c.v_cache.get(), dk.get(), dv.get(),
+               dm.get()});
+  return c;
+}
+
+// Query rows of a batch: for each listed sequence, the positions of its query tokens.
+struct Batch {
+  std::vector<size_t> seqs;
+  std::vector<std::vector<int32_t>> positions;
+
+  int64_t rows() const {
+    int64_t n = 0;
+    for (const auto& p : positions) n += static_cast<int64_t>(p.size());
+    return n;
+  }
+};
+
+// Device operands of one attention call over a batch, for runs and for argument tests.
+struct AttentionCall {
+  const PagedCache* cache = nullptr;
+  DevTensor out, q, tables, seq_lens, qsl, positions;
+
+  // Built on demand: the params point at this object's tensors, which move with it.
+  tsr_attention_params params() const {
+    return {sizeof(tsr_attention_params), out.get(), q.get(), cache->k_cache.get(),
+            cache->v_cache.get(), tables.get(), seq_lens.get(), qsl.get(), positions.get(),
+            cache->block_size, 1 / std::sqrt(float(kHeadDim))};
+  }
+};
+
+AttentionCall make_call(const PagedCache& c, const Batch& b, const std::vector<float>& q,
+                        Backend& be = backend()) {
+  std::vector<int32_t> tables, lens, qsl = {0}, pos;
+  for (size_t i = 0; i < b.seqs.size(); ++i) {
+    const size_t s = b.seqs[i];
+    tables.insert(tables.end(), c.tables.begin() + s * c.max_blocks,
+                  c.tables.begin() + (s + 1) * c.max_blocks);
+    lens.push_back(kSeqLens[s]);
+    qsl.push_back(qsl.back() + static_cast<int32_t>(b.positions[i].size()));
+    pos.insert(pos.end(), b.positions[i].begin(), b.positions[i].end());
+  }
+  const int64_t n = b.rows(), num_seqs = static_cast<int64_t>(b.seqs.size());
+  AttentionCall a;
+  a.cache = &c;
+  a.out = make_tensor(TSR_DTYPE_F32, {n, kHeads, kHeadDim}, nullptr, 4, be);
+  a.q = upload(q, TSR_DTYPE_F32, {n, kHeads, kHeadDim}, 12, be);
+  a.tables = upload(tables, TSR_DTYPE_I32, {num_seqs, c.max_blocks}, 0, be);
+  a.seq_lens = upload_i32(lens, be);
+  a.qsl = upload_i32(qsl, be);
+  a.positions = upload_i32(pos, be);
+  return a;
+}
+
+std::vector<float> run_attention(const PagedCache& c, const Batch& b, const std::vector<float>& q,
+                                 Backend& be = backend()) {
+  AttentionCall a = make_call(c, b, q, be);
+  be.attention(a.params());
+  EXPECT_TRUE(a.out.pad_untouched());
+  return a.out.floats();
+}
+
+// Causal softmax attention over each sequence's contiguous keys 0..pos, in double.
+std::vector<double> ref_attention(const PagedCache& c, const Batch& b,
+                                  const std::vector<float>& q) {
+  const double scale = 1 / std::sqrt(double(kHeadDim));
+  const int64_t group = kHeads / kKvHeads;
+  std::vector<double> out;
+  size_t row = 0;
+  for (size_t i = 0; i < b.seqs.size(); ++i) {
+    const std::vector<float>& k = c.k[b.seqs[i]];
+    const std::vector<float>& v = c.v[b.seqs[i]];
+    for (const int32_t pos : b.positions[i]) {
+      for (int64_t h = 0; h < kHeads; ++h) {
+        const float* qv = &q[(row * kHeads + h) * kHeadDim];
+        const int64_t kv_off = h / group * kHeadDim;
+        std::vector<double> w(static_cast<size_t>(pos + 1));
+        for (int64_t t = 0; t <= pos; ++t) {
+          double dot = 0;
+          for (int64_t d = 0; d < kHeadDim; ++d) {
+            dot += double(qv[d]) * k[(t * kKvHeads) * kHeadDim + kv_off + d];
+          }
+          w[t] = dot * scale;
+        }
+        const double mx = *std::max_element(w.begin(), w.end());
+        double denom = 0;
+        for (double& x : w) denom += (x = std::exp(x - mx));
+        for (int64_t d = 0; d < kHeadDim; ++d) {
+          double acc = 0;
+          for (int64_t t = 0; t <= pos; ++t) {
+            acc += w[t] * v[(t * kKvHeads) * kHeadDim + kv_off + d];
+          }
+          out.push_back(acc / denom);
+        }
+      }
+      ++row;
+    }
+  }
+  return out;
+}
+
+std::vector<int32_t> range(int32_t from, int32_t to) {  // [from, to)
+  std::vector<int32_t> v(static_cast<size_t>(to - from));
+  std::iota(v.begin(), v.end(), from);
+  return v;
+}
+
+// Sequence 0 prefills from scratch, sequence 1 continues a chunked prefill whose first 15
+// keys are already cached, sequence 2 decodes one token.
+Batch mixed_batch() { return {{0, 1, 2}, {range(0, 5), range(15, 23), {11}}}; }
+// One query per sequence at its last position, in a different sequence order.
+Batch decode_batch() { return {{2, 0, 1}, {{11}, {4}, {22}}}; }
+
+class AttentionTest : public ::testing::TestWithParam<int32_t> {};
+
+TEST_P(AttentionTest, MatchesContiguousReference) {
+  const PagedCache c = make_paged_cache(GetParam(), 80);
+  for (const Batch& b : {mixed_batch(), decode_batch()}) {
+    SCOPED_TRACE("rows " + std::to_string(b.rows()));
+    const std::vector<float> q =
+        random_floats(static_cast<size_t>(b.rows() * kHeads * kHeadDim), 90 + b.rows());
+    EXPECT_LT(norm_err(run_attention(c, b, q), ref_attention(c, b, q)), kTol);
+  }
+}
+
+// Each sequence's rows in a batch equal those of the sequence run alone, bit for bit.
+TEST_P(AttentionTest, BatchEqualsSequencesAlone) {
+  const PagedCache c = make_paged_cache(GetParam(), 81);
+  const Batch b = mixed_batch();
+  const int64_t row = kHeads * kHeadDim;
+  const std::vector<float> q = random_floats(static_cast<size_t>(b.rows() * row), 91);
+  const std::vector<float> batched = run_attention(c, b, q);
+  int64_t first = 0;
+  for (size_t i = 0; i < b.seqs.size(); ++i) {
+    const int64_t n = static_cast<int64_t>(b.positions[i].size());
+    const std::vector<float> q_alone(q.begin() + first * row, q.begin() + (first + n) * row);
+    const std::vector<float> alone = run_attention(c, {{b.seqs[i]}, {b.positions[i]}}, q_alone);
+    EXPECT_TRUE(std::equal(alone.begin(), alone.end(), batched.begin() + first * row))
+        << "sequence " << b.seqs[i];
+    first += n;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, AttentionTest, ::testing::Values(4, 16),
+                         [](const auto& info) { return "block" + std::to_string(info.param); });
+
+// ---- copy_blocks ----
+
+TEST(CpuCopyBlocks, CopiesBlocksInEveryCache) {
+  const int32_t block_size = 4, num_blocks = 6, slots = block_size * num_blocks;
+  const std::vector<int32_t> pairs = {0, 3, 5, 1, 2, 4};  // disjoint: order cannot matter
+  // Caches of different dtypes and row widths: the op copies whole rows as bytes.
+  struct Spec {
+    tsr_dtype dtype;
+    int64_t heads, dim;
+  };
+  const Spec specs[] = {{TSR_DTYPE_F32, 2, 8}, {TSR_DTYPE_BF16, 1, 24}, {TSR_DTYPE_Q8_0, 1, 64}};
+  std::vector<DevTensor> caches;
+  std::vector<std::vector<uint8_t>> want;
+  for (const Spec& s : specs) {
+    const int64_t row = dtype_row_bytes(s.dtype, s.heads * s.dim);
+    std::vector<uint8_t> bytes(static_cast<size_t>(slots * row));
+    std::mt19937 rng(static_cast<uint32_t>(100 + caches.size()));
+    for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+    caches.push_back(upload(bytes, s.dtype, {slots, s.heads, s.dim}));
+    for (size_t p = 0; p < pairs.size(); p += 2) {
+      std::memmove(&bytes[pairs[p + 1] * block_size * row], &bytes[pairs[p] * block_size * row],
+                   static_cast<size_t>(block_size * row));
+    }
+    want.push_back(bytes);
+  }
+  std::vector<const tsr_tensor*> ptrs;
+  for (const DevTensor& d : caches) ptrs.push_back(d.get());
+  const DevTensor dp = upload(pairs, TSR_DTYPE_I32, {3, 2});
+  tsr_copy_blocks_params p{sizeof(tsr_copy_blocks_params), ptrs.data(),
+                           static_cast<int32_t>(ptrs.size()), block_size, dp.get()};
+  backend().copy_blocks(p);
+  for (size_t i = 0; i < caches.size(); ++i) {
+    EXPECT_EQ(caches[i].rows_as<uint8_t>(), want[i]) << "cache " << i;
+  }
+
+  const DevTensor bad = upload(std::vector<int32_t>{0, 1, 2, num_blocks}, TSR_DTYPE_I32, {2, 2});
+  p.pairs = bad.get();
+  expect_invalid(p, "block id out of range");
+  for (size_t i = 0; i < caches.size(); ++i) {  // the valid first pair was not applied either
+    EXPECT_EQ(caches[i].rows_as<uint8_t>(), want[i]) << "cache " << i << " after a failed call";
+  }
+}
+
+// K and V interleaved in one buffer: each is a view whose row stride spans the other's
+// row. Copying K's blocks must leave V's rows alone, and copying into V's last block must
+// not write past the buffer's end (its last row has no padding after it).
+TEST(CpuCopyBlocks, InterleavedViewsCopyOnlyTheirOwnRows) {
+  const int32_t block_size = 4, num_blocks = 3, slots = block_size * num_blocks;
+  const int64_t heads = 2, dim = 16, row = heads * dim * 4;  // 128 bytes per row
+  std::vector<uint8_t> bytes(static_cast<size_t>(slots * 2 * row));
+  std::mt19937 rng(140);
+  for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+  Backend& be = backend();
+  auto buf = be.alloc(bytes.size());
+  be.write(*buf, 0, bytes.data(), bytes.size());
+  tsr_tensor k = tensor_make(TSR_DTYPE_F32, buf->base(), {slots, heads, dim});
+  tsr_tensor v = tensor_make(TSR_DTYPE_F32, buf->base() + row, {slots, heads, dim});
+  k.strides[0] = v.strides[0] = 2 * row;
+  const std::vector<int32_t> pairs = {0, 2};  // into the last block
+  const DevTensor dp = upload(pairs, TSR_DTYPE_I32, {1, 2});
+  for (const tsr_tensor* cache : {&k, &v}) {
+    be.copy_blocks({sizeof(tsr_copy_blocks_params), &cache, 1, block_size, dp.get()});
+    const int64_t first = cache == &k ? 0 : row;  // byte offset of this view's rows
+    for (int64_t r = 0; r < block_size; ++r) {
+      std::memcpy(&bytes[(2 * block_size * 2 + 2 * r) * row + first], &bytes[2 * r * row + first],
+                  static_cast<size_t>(row));
+    }
+    std::vector<uint8_t> got(bytes.size());
+    be.read(*buf, 0, got.data(), got.size());
+    EXPECT_EQ(got, bytes) << (cache == &k ? "after copying K" : "after copying V");
+  }
+}
+
+// ---- bad arguments: an error status with a message, never a crash ----
+
+TEST(CpuBadArgs, MatmulOperands) {
+  const std::vector<float> x = random_floats(3 * 64, 110), w = random_floats(5 * 64, 111);
+  const DevTensor dx = upload(x, TSR_DTYPE_F32, {3, 64});
+  const DevTensor dw = upload(w, TSR_DTYPE_F32, {5, 64});
+  const DevTensor out = make_tensor(TSR_DTYPE_F32, {3, 5});
+  expect_invalid(tsr_matmul_params{sizeof(tsr_matmul_params), nullptr, dx.get(), dw.get()},
+                 "matmul out is NULL");
+  expect_invalid(tsr_matmul_params{sizeof(tsr_matmul_params), out.get(), dx.get(), nullptr},
+                 "matmul w is NULL");
+  auto params = matmul_params(out, dx, dw);
+  params.struct_size = sizeof(tsr_matmul_params) - 8;
+  expect_invalid(params, "smaller than tsr_matmul_params");
+
+  const DevTensor x16 = make_tensor(TSR_DTYPE_F16, {3, 64});
+  expect_invalid(matmul_params(out, x16, dw), "must have dtype");
+  const DevTensor x_wide = make_tensor(TSR_DTYPE_F32, {3, 96});
+  expect_invalid(matmul_params(out, x_wide, dw), "columns");
+  const DevTensor out_bad = make_tensor(TSR_DTYPE_F32, {3, 6});
+  expect_invalid(matmul_params(out_bad, dx, dw), "out must be [n, m]");
+  const DevTensor w_i32 = make_tensor(TSR_DTYPE_I32, {5, 64});
+  expect_invalid(matmul_params(out, dx, w_i32), "unsupported weight dtype");
+  DevTensor q_bad = make_tensor(TSR_DTYPE_F32, {5, 40});  // relabelled: 40 is no whole block
+  q_bad.t.dtype = TSR_DTYPE_Q8_0;
+  expect_invalid(matmul_params(out, dx, q_bad), "block size");
+  DevTensor w_99 = make_tensor(TSR_DTYPE_F32, {5, 64});
+  const int32_t no_dtype = 99;  // stored as a plain int, as a C caller may
+  std::memcpy(&w_99.t.dtype, &no_dtype, sizeof(no_dtype));
+  expect_invalid(matmul_params(out, dx, w_99), "unsupported dtype 99");
+
+  tsr_tensor small = *dx.get();
+  small.struct_size = 16;
+  expect_invalid(tsr_matmul_params{sizeof(tsr_matmul_params), out.get(), &small, dw.get()},
+                 "struct_size too small");
+  const DevTensor x3 = make_tensor(TSR_DTYPE_F32, {3, 4, 16});
+  tsr_tensor gappy = *x3.get();
+  gappy.strides[1] = 128;  // inner dim not packed: rows are not contiguous
+  expect_invalid(tsr_matmul_params{sizeof(tsr_matmul_params), out.get(), &gappy, dw.get()},
+                 "not contiguous");
+}
+
+TEST(CpuBadArgs, ElementwiseAndRopeOperands) {
+  const DevTensor a = make_tensor(TSR_DTYPE_F32, {4, 32});
+  const DevTensor b = make_tensor(TSR_DTYPE_F32, {4, 16});
+  const DevTensor w = make_tensor(TSR_DTYPE_F32, {16});
+  const DevTensor a16 = make_tensor(TSR_DTYPE_F16, {4, 32});
+  expect_invalid(tsr_add_params{sizeof(tsr_add_params), a.get(), a.get(), b.get()},
+                 "shapes differ");
+  expect_invalid(tsr_add_params{sizeof(tsr_add_params), a.get(), a16.get(), a.get()},
+                 "must have dtype");
+  expect_invalid(tsr_silu_mul_params{sizeof(tsr_silu_mul_params), a.get(), nullptr, a.get()},
+                 "is NULL");
+  expect_invalid(
+      tsr_rms_norm_params{sizeof(tsr_rms_norm_params), a.get(), a.get(), w.get(), 1e-5f, 0},
+      "weight length");
+  expect_invalid(tsr_rms_norm_params{8, a.get(), a.get(), w.get(), 1e-5f, 0}, "smaller than");
+
+  const DevTensor x = make_tensor(TSR_DTYPE_F32, {2, 2, 16});
+  const DevTensor pos = upload_i32({0, 1});
+  const DevTensor pos3 = upload_i32({0, 1, 2});
+  // The mode goes in as a plain int, as a C caller may pass any.
+  const auto rope = [&](const DevTensor& p, int32_t n_rot, int32_t mode) {
+    tsr_rope_params r{sizeof(tsr_rope_params), x.get(), p.get(), n_rot, TSR_ROPE_NORMAL, 10000, 1};
+    std::memcpy(&r.mode, &mode, sizeof(mode));
+    return r;
+  };
+  expect_invalid(rope(pos, 7, TSR_ROPE_NORMAL), "n_rot");
+  expect_invalid(rope(pos, 18, TSR_ROPE_NEOX), "n_rot");
+  expect_invalid(rope(pos, 8, 5), "unknown mode");
+  expect_invalid(rope(pos3, 8, TSR_ROPE_NORMAL), "expected 2");
+  expect_invalid(
+      tsr_rope_params{sizeof(tsr_rope_params), a.get(), pos.get(), 8, TSR_ROPE_NORMAL, 10000, 1},
+      "[n, heads, head_dim]");
+}
+
+TEST(CpuBadArgs, AttentionOperands) {
+  const PagedCache c = make_paged_cache(4, 120);
+  const Batch b = mixed_batch();
+  const std::vector<float> q =
+      random_floats(static_cast<size_t>(b.rows() * kHeads * kHeadDim), 121);
+  {  // a position at or beyond its sequence's seq_len
+    Batch late = b;
+    late.positions[2] = {12};
+    AttentionCall a = make_call(c, late, q);
+    expect_invalid(a.params(), "position 12 not below seq_len 12");
+  }
+  {  // a block id past the end of the cache
+    PagedCache far = make_paged_cache(4, 120);
+    far.tables[0] = static_cast<int32_t>(far.k_cache.rows / 4);
+    AttentionCall a = make_call(far, b, q);
+    expect_invalid(a.params(), "outside the cache");
+    far.tables[0] = -1;
+    AttentionCall neg = make_call(far, b, q);
+    expect_invalid(neg.params(), "outside the cache");
+  }
+  AttentionCall a = make_call(c, b, q);
+  {  // seq_len needing more blocks than a table row holds
+    const DevTensor lens = upload_i32({5, int32_t(c.max_blocks * 4 + 1), 12});
+    tsr_attention_params p = a.params();
+    p.seq_lens = lens.get();
+    expect_invalid(p, "exceeds the block table");
+  }
+  {  // a seq_len so large that rounding it up to blocks overflows 32 bits
+    const DevTensor lens = upload_i32({5, INT32_MAX, 12});
+    tsr_attention_params p = a.params();
+    p.seq_lens = lens.get();
+    expect_invalid(p, "exceeds the block table");
+  }
+  {  // query_start_loc not ending at the number of rows
+    const DevTensor qsl = upload_i32({0, 5, 13, 13});
+    tsr_attention_params p = a.params();
+    p.query_start_loc = qsl.get();
+    expect_invalid(p, "query_start_loc");
+  }
+  {  // query_start_loc overshooting the rows before coming back: must not read past them.
+     // Every position is 0, valid for any sequence, so only a bound on the rows stops it.
+    const DevTensor qsl = upload_i32({0, 40, 5, 14});
+    const DevTensor zeros = upload_i32(std::vector<int32_t>(static_cast<size_t>(b.rows()), 0));
+    tsr_attention_params p = a.params();
+    p.query_start_loc = qsl.get();
+    p.positions = zeros.get();
+    expect_invalid(p, "query_start_loc");
+  }
+  {  // heads not a multiple of kv_heads
+    const DevTensor q3 = make_tensor(TSR_DTYPE_F32, {b.rows(), 3, kHeadDim});
+    const DevTensor out3 = make_tensor(TSR_DTYPE_F32, {b.rows(), 3, kHeadDim});
+    tsr_attention_params p = a.params();
+    p.q = q3.get();
+    p.out = out3.get();
+    expect_invalid(p, "multiple of kv_heads");
+  }
+  {  // NULL operand, zero block size, short params
+    tsr_attention_params p = a.params();
+    p.positions = nullptr;
+    expect_invalid(p, "positions is NULL");
+    p = a.params();
+    p.block_size = 0;
+    expect_invalid(p, "block_size");
+    p = a.params();
+    p.struct_size = offsetof(tsr_attention_params, block_size);
+    expect_invalid(p, "smaller than");
+  }
+  backend().attention(a.params());  // the untouched call still succeeds
+}
+
+// Straight through the C table: NULL params and NULL backend fail cleanly even when the
+// caller passes no error pointer.
+TEST(CpuBadArgs, NullParamsThroughTheAbi) {
+  const auto* iface = static_cast<const tsr_backend_iface*>(cpu_plugin()->iface());
+  tsr_backend_params bp{sizeof(tsr_backend_params), 0, 1, nullptr};
+  tsr_backend* b = nullptr;
+  ASSERT_EQ(iface->backend_create(&bp, &b, nullptr), TSR_STATUS_OK);
+  EXPECT_EQ(iface->get_rows(b, nullptr, nullptr, nullptr), TSR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(iface->rms_norm(b, nullptr, nullptr, nullptr), TSR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(iface->matmul(b, nullptr, nullptr, nullptr), TSR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(iface->rope(b, nullptr, nullptr, nullptr), TSR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(iface->kv_write(b, nullptr, nullptr, nullptr), TSR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(iface->attention(b, nullptr, nullptr, nullptr), TSR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(iface->silu_mul(b, nullptr, nullptr, nullptr), TSR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(iface->add(b, nullptr, nullptr, nullptr), TSR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(iface->copy_blocks(b, nullptr, nullptr, nullptr), TSR_STATUS_INVALID_ARGUMENT);
+  // Params with every operand NULL.
+  tsr_attention_params ap{};
+  ap.struct_size = sizeof(ap);
+  EXPECT_EQ(iface->attention(b, nullptr, &ap, nullptr), TSR_STATUS_INVALID_ARGUMENT);
+  tsr_copy_blocks_params cp{sizeof(cp), nullptr, 1, 4, nullptr};
+  EXPECT_EQ(iface->copy_blocks(b, nullptr, &cp, nullptr), TSR_STATUS_INVALID_ARGUMENT);
+  tsr_matmul_params mp{sizeof(mp), nullptr, nullptr, nullptr};
+  EXPECT_EQ(iface->matmul(nullptr, nullptr, &mp, nullptr), TSR_STATUS_INVALID_ARGUMENT);
+  iface->backend_destroy(b);
+  bp.struct_size = 8;
+  EXPECT_EQ(iface->backend_create(&bp, &b, nullptr), TSR_STATUS_INVALID_ARGUMENT);
+}
+
+// ---- thread counts: the same bits with 1 and 2 threads ----
+
+// Sizes above the kernels' thresholds for waking the thread pool.
+TEST(CpuThreads, OneAndTwoThreadsAgree) {
+  Backend& one = backend(1);
+  Backend& two = backend(2);
+  {  // matmul: streaming (Q8_0) and oneDNN (F32 with 64 rows)
+    const int64_t k = 256, m = 129;
+    for (const tsr_dtype dtype : {TSR_DTYPE_Q8_0, TSR_DTYPE_F32}) {
+      const int64_t n = dtype == TSR_DTYPE_F32 ? 64 : 3;
+      const std::vector<float> x = random_floats(static_cast<size_t>(n * k), 130);
+      const Weights w = encode(dtype, random_floats(static_cast<size_t>(m * k), 131));
+      std::vector<float> results[2];
+      for (Backend* be : {&one, &two}) {
+        const DevTensor dx = upload(x, TSR_DTYPE_F32, {n, k}, 0, *be);
+        const DevTensor dw = upload(w.bytes, dtype, {m, k}, 0, *be);
+        const DevTensor out = make_tensor(TSR_DTYPE_F32, {n, m}, nullptr, 0, *be);
+        be->matmul(matmul_params(out, dx, dw));
+        results[be == &two] = out.floats();
+      }
+      EXPECT_EQ(results[0], results[1]) << dtype_name(dtype);
+    }
+  }
+  {  // rms_norm over 64 x 1024
+    const int64_t n = 64, d = 1024;
+    const std::vector<float> x = random_floats(static_cast<size_t>(n * d), 132);
+    const std::vector<float> w = random_floats(static_cast<size_t>(d), 133);
+    std::vector<float> results[2];
+    for (Backend* be : {&one, &two}) {
+      const DevTensor dx = upload(x, TSR_DTYPE_F32, {n, d}, 0, *be);
+      const DevTensor dw = upload(w, TSR_DTYPE_F32, {d}, 0, *be);
+      be->rms_norm({sizeof(tsr_rms_norm_params), dx.get(), dx.get(), dw.get(), 1e-6f, 0});
+      results[be == &two] = dx.floats();
+    }
+    EXPECT_EQ(results[0], results[1]);
+  }
+  {  // attention over the mixed batch
+    const Batch b = mixed_batch();
+    const std::vector<float> q =
+        random_floats(static_cast<size_t>(b.rows() * kHeads * kHeadDim), 134);
+    std::vector<float> results[2];
+    for (Backend* be : {&one, &two}) {
+      const PagedCache c = make_paged_cache(4, 135, *be);
+      results[be == &two] = run_attention(c, b, q, *be);
+    }
+    EXPECT_EQ(results[0], results[1]);
+  }
+}
+
+}  // namespace
+}  // namespace tsr
