@@ -1,0 +1,233 @@
+// Batching, chunked prefill, preemption and prefix caching never change greedy output:
+// every stories260K reference prompt yields llama.cpp's greedy ids in each setting.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <thread>
+
+#include "core/engine/engine.h"
+#include "tests/common/shared_data.h"
+
+namespace tsr {
+namespace {
+
+constexpr const char* kModel = "models/stories260K.gguf";
+constexpr const char* kRefs = "models/reference/stories260K.ref.jsonl";
+
+struct Reference {
+  std::vector<int32_t> prompt, greedy;
+};
+
+std::vector<Reference> load_references() {
+  std::vector<Reference> refs;
+  for (const std::string& line : testing::read_lines(testing::shared_path(kRefs))) {
+    const auto j = nlohmann::json::parse(line);
+    refs.push_back({j["prompt_ids"].get<std::vector<int32_t>>(), j["greedy_ids"].get<std::vector<int32_t>>()});
+  }
+  return refs;
+}
+
+Config base_config() {
+  Config c;
+  c.model.path = testing::shared_path(kModel);
+  c.plugin_dir = TESSERA_PLUGIN_DIR;
+  c.backend.threads = 1;
+  return c;
+}
+
+RequestParams greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
+  RequestParams p;
+  p.prompt = std::move(prompt);
+  p.max_tokens = max_tokens;
+  p.temperature = 0;
+  p.ignore_eos = true;
+  return p;
+}
+
+// Submits all requests at once and steps until every one finished.
+std::vector<std::vector<int32_t>> run_batch(Engine& engine, const std::vector<RequestParams>& batch) {
+  std::vector<std::vector<int32_t>> outputs(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    engine.submit(batch[i], [&outputs, i](const RequestOutput& out) {
+      outputs[i].insert(outputs[i].end(), out.tokens.begin(), out.tokens.end());
+    });
+  }
+  while (engine.step()) {
+  }
+  return outputs;
+}
+
+// The five reference prompts plus eleven more of mixed lengths.
+std::vector<RequestParams> mixed_batch(const std::vector<Reference>& refs) {
+  std::vector<RequestParams> batch;
+  for (const Reference& r : refs) batch.push_back(greedy(r.prompt, static_cast<int32_t>(r.greedy.size())));
+  for (int i = 0; i < 11; ++i) {
+    const Reference& r = refs[i % refs.size()];
+    std::vector<int32_t> prompt = r.prompt;
+    prompt.insert(prompt.end(), r.greedy.begin(), r.greedy.begin() + 7 * i + 3);
+    batch.push_back(greedy(prompt, 20 + 9 * i));
+  }
+  return batch;
+}
+
+void expect_references(const std::vector<Reference>& refs,
+                       const std::vector<std::vector<int32_t>>& outputs) {
+  for (size_t i = 0; i < refs.size(); ++i) EXPECT_EQ(outputs[i], refs[i].greedy) << "prompt " << i;
+}
+
+class EngineInvariance : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TSR_REQUIRE_SHARED(kModel);
+    refs_ = load_references();
+  }
+  std::vector<Reference> refs_;
+};
+
+TEST_F(EngineInvariance, AloneMatchesReference) {
+  auto engine = Engine::create(base_config());
+  for (const Reference& r : refs_) {
+    EXPECT_EQ(engine->generate(greedy(r.prompt, 200)).tokens, r.greedy);
+  }
+}
+
+TEST_F(EngineInvariance, BatchOf16MixedLengths) {
+  auto engine = Engine::create(base_config());
+  expect_references(refs_, run_batch(*engine, mixed_batch(refs_)));
+}
+
+TEST_F(EngineInvariance, ChunkedPrefill) {
+  for (int32_t chunk : {1, 7, 64}) {
+    Config c = base_config();
+    c.scheduler.prefill_chunk = chunk;
+    c.scheduler.max_batch_tokens = 96;
+    auto engine = Engine::create(c);
+    SCOPED_TRACE("prefill_chunk " + std::to_string(chunk));
+    expect_references(refs_, run_batch(*engine, mixed_batch(refs_)));
+  }
+}
+
+TEST_F(EngineInvariance, PreemptionByRecompute) {
+  Config c = base_config();
+  // 32 blocks of 16 tokens: one full context; 16 requests of up to 205 tokens cannot all fit.
+  c.cache.memory_bytes = 32 * 20480;
+  auto engine = Engine::create(c);
+  ASSERT_EQ(engine->stats().kv_blocks_total, 32);
+  expect_references(refs_, run_batch(*engine, mixed_batch(refs_)));
+  EXPECT_GT(engine->stats().preemptions, 0);
+  EXPECT_EQ(engine->stats().kv_blocks_used, 0);
+}
+
+TEST_F(EngineInvariance, AfterPrefixCacheHit) {
+  auto engine = Engine::create(base_config());
+  for (const Reference& r : refs_) {
+    // A prompt of several full blocks: the reference prompt and 60 of its greedy tokens.
+    std::vector<int32_t> prompt = r.prompt;
+    prompt.insert(prompt.end(), r.greedy.begin(), r.greedy.begin() + 60);
+    const std::vector<int32_t> expected(r.greedy.begin() + 60, r.greedy.end());
+    const GenerateResult first = engine->generate(greedy(prompt, static_cast<int32_t>(expected.size())));
+    EXPECT_EQ(first.tokens, expected);
+    const GenerateResult second = engine->generate(greedy(prompt, static_cast<int32_t>(expected.size())));
+    EXPECT_EQ(second.tokens, expected);
+    EXPECT_GT(second.stats.cached_tokens, 0);
+  }
+  EXPECT_GT(engine->stats().prefix_hit_rate, 0.0);
+}
+
+TEST_F(EngineInvariance, SharedPrefixDivergesCorrectly) {
+  // Two sampled requests share a cached prompt prefix, then diverge: each must equal the
+  // same request run alone on a fresh engine.
+  const Reference& r = refs_[0];
+  std::vector<int32_t> prompt = r.prompt;
+  prompt.insert(prompt.end(), r.greedy.begin(), r.greedy.begin() + 40);
+  auto sampled = [&](uint64_t seed) {
+    RequestParams p = greedy(prompt, 40);
+    p.temperature = 1.0f;
+    p.seed = seed;
+    return p;
+  };
+  std::vector<std::vector<int32_t>> alone;
+  for (uint64_t seed : {1u, 2u}) alone.push_back(Engine::create(base_config())->generate(sampled(seed)).tokens);
+  ASSERT_NE(alone[0], alone[1]);
+  auto engine = Engine::create(base_config());
+  engine->generate(greedy(prompt, 1));  // caches the prompt's full blocks
+  const auto together = run_batch(*engine, {sampled(1), sampled(2)});
+  EXPECT_EQ(together[0], alone[0]);
+  EXPECT_EQ(together[1], alone[1]);
+  EXPECT_GT(engine->stats().cached_prompt_tokens, 0);
+}
+
+TEST_F(EngineInvariance, CancelReturnsAllBlocks) {
+  auto engine = Engine::create(base_config());
+  const int32_t total = engine->stats().kv_blocks_total;
+  bool finished = false;
+  tsr_finish_reason reason = TSR_FINISH_NONE;
+  const RequestId id = engine->submit(greedy(refs_[0].prompt, 200), [&](const RequestOutput& out) {
+    if (out.finished) {
+      finished = true;
+      reason = out.finish_reason;
+    }
+  });
+  for (int i = 0; i < 30; ++i) engine->step();
+  EXPECT_GT(engine->stats().kv_blocks_used, 0);
+  engine->cancel(id);
+  while (engine->step()) {
+  }
+  EXPECT_TRUE(finished);
+  EXPECT_EQ(reason, TSR_FINISH_ABORT);
+  EXPECT_EQ(engine->stats().kv_blocks_used, 0);
+  EXPECT_EQ(engine->stats().kv_blocks_free, total);
+}
+
+TEST_F(EngineInvariance, BackgroundThreadWithConcurrentSubmitAndCancel) {
+  auto engine = Engine::create(base_config());
+  engine->start();
+  std::atomic<int> finished{0}, aborted{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 4; ++t) {
+    clients.emplace_back([&, t] {
+      for (int i = 0; i < 3; ++i) {
+        const Reference& r = refs_[(t + i) % refs_.size()];
+        if (i == 1) {
+          std::atomic<bool> done{false};
+          const RequestId id = engine->submit(greedy(r.prompt, 200), [&](const RequestOutput& out) {
+            if (out.finished) {
+              if (out.finish_reason == TSR_FINISH_ABORT) ++aborted;
+              done = true;
+            }
+          });
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          engine->cancel(id);
+          while (!done) std::this_thread::yield();
+        } else {
+          EXPECT_EQ(engine->generate(greedy(r.prompt, 50)).tokens,
+                    std::vector<int32_t>(r.greedy.begin(), r.greedy.begin() + 50));
+        }
+        ++finished;
+      }
+    });
+  }
+  for (auto& c : clients) c.join();
+  engine->stop();
+  EXPECT_EQ(finished, 12);
+  EXPECT_EQ(engine->stats().kv_blocks_used, 0);
+  EXPECT_EQ(engine->stats().num_running + engine->stats().num_waiting, 0);
+}
+
+TEST_F(EngineInvariance, StopStringsAndMaxTokens) {
+  auto engine = Engine::create(base_config());
+  RequestParams p = greedy(refs_[0].prompt, 200);
+  p.stop = {"little girl"};
+  const GenerateResult r = engine->generate(p);
+  EXPECT_EQ(r.text, ", there was a ");
+  EXPECT_EQ(r.finish_reason, TSR_FINISH_STOP);
+  RequestParams q = greedy(refs_[0].prompt, 7);
+  const GenerateResult s = engine->generate(q);
+  EXPECT_EQ(s.tokens.size(), 7u);
+  EXPECT_EQ(s.finish_reason, TSR_FINISH_LENGTH);
+}
+
+}  // namespace
+}  // namespace tsr
