@@ -6,6 +6,9 @@ target_compile_options(tessera_warnings INTERFACE
 if(TESSERA_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   add_link_options(-fsanitize=address,undefined)
+elseif(TESSERA_TSAN)
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
 endif()
 
 # tessera_add_plugin(<kind> <name> SOURCES ...): a correctly named MODULE library

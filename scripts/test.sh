@@ -16,3 +16,9 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTESSERA_SANITIZE=ON
 cmake --build build-asan -j "$JOBS"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j "$JOBS"
+
+echo "== ThreadSanitizer build: the engine's own threads (background mode, submit, cancel)"
+cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTESSERA_TSAN=ON
+cmake --build build-tsan -j "$JOBS" --target engine_invariance_test tessera_backend_cpu
+TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" \
+  build-tsan/tests/engine_invariance_test --gtest_brief=1 --gtest_filter='*BackgroundThread*:*Cancel*'

@@ -13,4 +13,7 @@ int cmd_inspect(const std::string& model_path, bool full_arrays);
 // `tessera run`: registers its flags on `app` and returns the action to run after parsing.
 std::function<int()> register_run(CLI::App& app);
 
+// `tessera bench`: likewise.
+std::function<int()> register_bench(CLI::App& app);
+
 }  // namespace tsr::app

@@ -18,6 +18,9 @@ int main(int argc, char** argv) {
   CLI::App* run = app.add_subcommand("run", "generate text from a prompt");
   std::function<int()> run_action = tsr::app::register_run(*run);
 
+  CLI::App* bench = app.add_subcommand("bench", "benchmarks");
+  std::function<int()> bench_action = tsr::app::register_bench(*bench);
+
   CLI::App* inspect = app.add_subcommand("inspect", "print a GGUF file's metadata and tensors");
   std::string inspect_path;
   bool full_arrays = false;
@@ -26,6 +29,7 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   if (run->parsed()) return run_action();
+  if (bench->parsed()) return bench_action();
   if (inspect->parsed()) return tsr::app::cmd_inspect(inspect_path, full_arrays);
   return 1;
 }

@@ -93,7 +93,7 @@ struct Engine::Impl {
   bool step();
   void admit(std::vector<Submission>& subs, std::vector<RequestId>& cancel_ids, Clock::time_point now);
   void finish(Request& r, tsr_finish_reason reason, Clock::time_point now);
-  void execute(const SchedulerOutput& out, Clock::time_point now);
+  void execute(const SchedulerOutput& out);
   void deliver(std::vector<Request*>& touched);
   void publish_stats();
   void run_background();
@@ -146,11 +146,12 @@ void Engine::Impl::finish(Request& r, tsr_finish_reason reason, Clock::time_poin
   scheduler->remove(&r);
 }
 
-void Engine::Impl::execute(const SchedulerOutput& out, Clock::time_point now) {
+void Engine::Impl::execute(const SchedulerOutput& out) {
   const auto copies = kv->take_copies();
   if (!copies.empty()) copy_kv_blocks(*backend, *cache, copies);
   const StepBatch batch = build_step_batch(out, *kv);
   forward->run(batch, logits);
+  const Clock::time_point now = Clock::now();  // tokens exist from here on
   int32_t row = 0;
   for (const ScheduledChunk& c : out.chunks) {
     Request& r = *c.request;
@@ -201,7 +202,7 @@ bool Engine::Impl::step() {
   const SchedulerOutput out = scheduler->schedule(now);
   if (!out.chunks.empty()) {
     try {
-      execute(out, Clock::now());
+      execute(out);
     } catch (const std::exception& e) {
       // A failed step fails the requests in it; the engine itself stays usable.
       spdlog::error("step failed: {}", e.what());

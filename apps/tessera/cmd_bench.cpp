@@ -1,0 +1,175 @@
+// `tessera bench --serving`: the in-process serving benchmark. N requests sharing a
+// prefix go through the engine's background thread at a fixed concurrency, once with
+// prefix caching and once without, in the same run.
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <random>
+
+#include "apps/tessera/commands.h"
+#include "core/config/config.h"
+#include "core/engine/engine.h"
+#include "core/error.h"
+
+namespace tsr::app {
+
+namespace {
+
+struct ServingFlags {
+  std::string model, config;
+  int32_t requests = 32, concurrency = 8, prefix_len = 400, suffix_len = 16, max_tokens = 32;
+  int32_t threads = 0;
+  double slo_ttft_ms = 1000, slo_tpot_ms = 100;
+  uint64_t seed = 1;
+  bool json = false;
+};
+
+struct ServingResult {
+  double wall_s = 0;
+  int64_t output_tokens = 0;
+  std::vector<RequestStats> stats;
+  EngineStats engine;
+};
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double rank = p / 100.0 * double(v.size() - 1);
+  const size_t lo = static_cast<size_t>(rank);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (rank - double(lo));
+}
+
+// Random ordinary tokens (ids 3.. skip the special ones llama vocabularies start with).
+std::vector<std::vector<int32_t>> make_prompts(const ServingFlags& f, int32_t n_vocab) {
+  std::mt19937_64 rng(f.seed);
+  std::uniform_int_distribution<int32_t> token(3, n_vocab - 1);
+  std::vector<int32_t> prefix{1};
+  for (int32_t i = 1; i < f.prefix_len; ++i) prefix.push_back(token(rng));
+  std::vector<std::vector<int32_t>> prompts;
+  for (int32_t r = 0; r < f.requests; ++r) {
+    std::vector<int32_t> p = prefix;
+    for (int32_t i = 0; i < f.suffix_len; ++i) p.push_back(token(rng));
+    prompts.push_back(std::move(p));
+  }
+  return prompts;
+}
+
+ServingResult run_serving(const Config& config, const ServingFlags& f) {
+  auto engine = Engine::create(config);
+  const auto prompts = make_prompts(f, engine->hparams().n_vocab);
+  engine->start();
+  ServingResult result;
+  std::mutex mu;
+  std::condition_variable cv;
+  int32_t in_flight = 0, done = 0;
+  const auto t0 = Clock::now();
+  for (const auto& prompt : prompts) {
+    {
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return in_flight < f.concurrency; });
+      ++in_flight;
+    }
+    RequestParams p;
+    p.prompt = prompt;
+    p.max_tokens = f.max_tokens;
+    p.temperature = 0;
+    p.ignore_eos = true;
+    engine->submit(std::move(p), [&](const RequestOutput& out) {
+      if (!out.finished) return;
+      std::lock_guard lock(mu);
+      result.stats.push_back(out.stats);
+      result.output_tokens += out.stats.completion_tokens;
+      --in_flight;
+      ++done;
+      cv.notify_all();
+    });
+  }
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return done == f.requests; });
+  result.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  result.engine = engine->stats();
+  return result;
+}
+
+nlohmann::json summarize(const ServingResult& r, const ServingFlags& f) {
+  std::vector<double> ttft, tpot;
+  int32_t good = 0;
+  for (const RequestStats& s : r.stats) {
+    ttft.push_back(s.ttft_ms);
+    tpot.push_back(s.tpot_ms);
+    if (s.ttft_ms <= f.slo_ttft_ms && s.tpot_ms <= f.slo_tpot_ms) ++good;
+  }
+  return {{"requests", f.requests},
+          {"concurrency", f.concurrency},
+          {"throughput_tok_s", r.output_tokens / r.wall_s},
+          {"ttft_ms_p50", percentile(ttft, 50)},
+          {"ttft_ms_p99", percentile(ttft, 99)},
+          {"tpot_ms_p50", percentile(tpot, 50)},
+          {"tpot_ms_p99", percentile(tpot, 99)},
+          {"prefix_hit_rate", r.engine.prefix_hit_rate},
+          {"goodput_req_s", good / r.wall_s}};
+}
+
+void print_table(const nlohmann::json& on, const nlohmann::json& off) {
+  std::printf("%-18s %14s %14s\n", "", "prefix cache", "no cache");
+  for (const char* key : {"throughput_tok_s", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50",
+                          "tpot_ms_p99", "prefix_hit_rate", "goodput_req_s"}) {
+    std::printf("%-18s %14.3f %14.3f\n", key, on[key].get<double>(), off[key].get<double>());
+  }
+}
+
+int bench_serving(const ServingFlags& f) {
+  Config config = f.config.empty() ? Config{} : config_parse_file(f.config);
+  if (!f.model.empty()) config.model.path = f.model;
+  if (f.threads > 0) config.backend.threads = f.threads;
+  spdlog::info("serving benchmark: {} requests, concurrency {}, shared prefix {} + {} tokens, {} out",
+               f.requests, f.concurrency, f.prefix_len, f.suffix_len, f.max_tokens);
+  std::vector<nlohmann::json> runs;
+  for (bool caching : {true, false}) {
+    config.cache.prefix_caching = caching;
+    spdlog::info("run {}/2: prefix caching {}", runs.size() + 1, caching ? "on" : "off");
+    runs.push_back(summarize(run_serving(config, f), f));
+  }
+  print_table(runs[0], runs[1]);
+  nlohmann::json out = runs[0];
+  out["no_prefix_cache"] = runs[1];
+  out["ttft_p50_ratio"] = runs[0]["ttft_ms_p50"].get<double>() / runs[1]["ttft_ms_p50"].get<double>();
+  std::printf("ttft p50 with cache / without: %.3f\n", out["ttft_p50_ratio"].get<double>());
+  if (f.json) std::puts(out.dump().c_str());
+  return 0;
+}
+
+}  // namespace
+
+std::function<int()> register_bench(CLI::App& app) {
+  auto f = std::make_shared<ServingFlags>();
+  auto serving = std::make_shared<bool>(false);
+  app.add_flag("--serving", *serving, "in-process serving benchmark (shared prefix, caching on/off)");
+  app.add_option("-m,--model", f->model, "GGUF model file");
+  app.add_option("-c,--config", f->config, "TOML configuration file");
+  app.add_option("-t,--threads", f->threads, "threads");
+  app.add_option("--requests", f->requests, "number of requests")->check(CLI::PositiveNumber);
+  app.add_option("--concurrency", f->concurrency, "requests in flight")->check(CLI::PositiveNumber);
+  app.add_option("--prefix-len", f->prefix_len, "shared prefix tokens (BOS included)")->check(CLI::PositiveNumber);
+  app.add_option("--suffix-len", f->suffix_len, "unique tokens per request")->check(CLI::NonNegativeNumber);
+  app.add_option("--max-tokens", f->max_tokens, "output tokens per request")->check(CLI::PositiveNumber);
+  app.add_option("--slo-ttft-ms", f->slo_ttft_ms, "goodput SLO on TTFT");
+  app.add_option("--slo-tpot-ms", f->slo_tpot_ms, "goodput SLO on TPOT");
+  app.add_option("--seed", f->seed, "seed of the random prompts");
+  app.add_flag("--json", f->json, "print one JSON object as the last line");
+  return [f, serving]() -> int {
+    try {
+      if (!*serving) throw Error("only --serving is available yet (the engine benchmark comes with issue 6)");
+      return bench_serving(*f);
+    } catch (const Error& e) {
+      spdlog::error("{}", e.what());
+      return 1;
+    }
+  };
+}
+
+}  // namespace tsr::app
