@@ -8,8 +8,12 @@ PACKAGES=(
   libboost-dev libboost-filesystem-dev
   libdnnl-dev
   nlohmann-json3-dev libcli11-dev libxxhash-dev
+  libicu-dev
   libgtest-dev libgmock-dev
 )
+
+# The tokenizer tests compare against npm packages; Node.js may come from elsewhere.
+command -v npm >/dev/null || PACKAGES+=(nodejs npm)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

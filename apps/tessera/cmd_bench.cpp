@@ -76,7 +76,7 @@ ServingResult run_serving(const Config& config, const ServingFlags& f) {
     RequestParams p;
     p.prompt = prompt;
     p.max_tokens = f.max_tokens;
-    p.temperature = 0;
+    p.sampling.temperature = 0;
     p.ignore_eos = true;
     engine->submit(std::move(p), [&](const RequestOutput& out) {
       if (!out.finished) return;

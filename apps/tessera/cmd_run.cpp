@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "apps/tessera/commands.h"
@@ -17,8 +18,11 @@ namespace {
 
 struct RunFlags {
   std::string model, prompt, prompt_file, config;
-  int32_t n_predict = 128;
-  float temperature = 0.8f;
+  // Sampling flags left unset take the config's [sampling] defaults.
+  std::optional<int32_t> n_predict, top_k, repeat_last_n;
+  std::optional<float> temperature, top_p, min_p, typical_p, repeat_penalty, presence_penalty,
+      frequency_penalty;
+  std::optional<std::string> samplers;
   int64_t seed = -1;  // -1: random, as llama.cpp's default
   int32_t threads = 0;
   bool ignore_eos = false, echo = false, json = false, verbose = false;
@@ -64,13 +68,23 @@ Config load_config(const RunFlags& f) {
   return c;
 }
 
-RequestParams request_from(const RunFlags& f, std::vector<int32_t> prompt) {
-  RequestParams p;
+RequestParams request_from(const Engine& engine, const RunFlags& f, std::vector<int32_t> prompt) {
+  RequestParams p = engine.request_defaults();
   p.prompt = std::move(prompt);
-  p.max_tokens = f.n_predict < 0 ? INT32_MAX : f.n_predict;
-  p.temperature = f.temperature;
+  if (f.n_predict) p.max_tokens = *f.n_predict < 0 ? INT32_MAX : *f.n_predict;
   if (f.seed >= 0) p.seed = static_cast<uint64_t>(f.seed);
   p.ignore_eos = f.ignore_eos;
+  SamplingParams& s = p.sampling;
+  s.temperature = f.temperature.value_or(s.temperature);
+  s.top_k = f.top_k.value_or(s.top_k);
+  s.top_p = f.top_p.value_or(s.top_p);
+  s.min_p = f.min_p.value_or(s.min_p);
+  s.typical_p = f.typical_p.value_or(s.typical_p);
+  s.repeat_penalty = f.repeat_penalty.value_or(s.repeat_penalty);
+  s.repeat_last_n = f.repeat_last_n.value_or(s.repeat_last_n);
+  s.presence_penalty = f.presence_penalty.value_or(s.presence_penalty);
+  s.frequency_penalty = f.frequency_penalty.value_or(s.frequency_penalty);
+  if (f.samplers) s.order = parse_sampler_order(*f.samplers);
   return p;
 }
 
@@ -86,7 +100,7 @@ void log_stats(const RequestStats& s, tsr_finish_reason reason) {
 int run_single(Engine& engine, const RunFlags& f) {
   if (f.echo) std::fwrite(f.prompt.data(), 1, f.prompt.size(), stdout);
   const GenerateResult r =
-      engine.generate(request_from(f, engine.tokenize(f.prompt)), [](const RequestOutput& out) {
+      engine.generate(request_from(engine, f, engine.tokenize(f.prompt)), [](const RequestOutput& out) {
         std::fwrite(out.text.data(), 1, out.text.size(), stdout);
         std::fflush(stdout);
       });
@@ -112,7 +126,7 @@ int run_file(Engine& engine, const RunFlags& f) {
   std::vector<GenerateResult> results(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     try {
-      engine.submit(request_from(f, engine.tokenize(prompts[i])), [&results, i](const RequestOutput& out) {
+      engine.submit(request_from(engine, f, engine.tokenize(prompts[i])), [&results, i](const RequestOutput& out) {
         GenerateResult& r = results[i];
         r.tokens.insert(r.tokens.end(), out.tokens.begin(), out.tokens.end());
         r.text += out.text;
@@ -152,8 +166,17 @@ std::function<int()> register_run(CLI::App& app) {
   app.add_option("-m,--model", f->model, "GGUF model file");
   auto* p = app.add_option("-p,--prompt", f->prompt, "prompt text");
   app.add_option("-f,--file", f->prompt_file, "file with one prompt per line")->excludes(p);
-  app.add_option("-n,--n-predict", f->n_predict, "tokens to generate (-1: until the context is full)");
-  app.add_option("--temp", f->temperature, "temperature (0: greedy)")->check(CLI::NonNegativeNumber);
+  app.add_option("-n,--n-predict", f->n_predict, "tokens to generate (-1: until the context is full; default 128)");
+  app.add_option("--temp", f->temperature, "temperature, 0 = greedy (default 0.8)");
+  app.add_option("--top-k", f->top_k, "top-k, 0 = off (default 40)");
+  app.add_option("--top-p", f->top_p, "top-p, 1 = off (default 0.95)");
+  app.add_option("--min-p", f->min_p, "min-p, 0 = off (default 0.05)");
+  app.add_option("--typical", f->typical_p, "locally typical sampling, 1 = off (default 1)");
+  app.add_option("--repeat-penalty", f->repeat_penalty, "llama.cpp repetition penalty, 1 = off");
+  app.add_option("--repeat-last-n", f->repeat_last_n, "tokens the repetition penalty looks back (-1: all)");
+  app.add_option("--presence-penalty", f->presence_penalty, "OpenAI presence penalty over the output");
+  app.add_option("--frequency-penalty", f->frequency_penalty, "OpenAI frequency penalty over the output");
+  app.add_option("--samplers", f->samplers, "stage order, e.g. \"penalties;top_k;top_p;min_p;temperature\"");
   app.add_option("-s,--seed", f->seed, "random seed (-1: random)");
   app.add_option("-t,--threads", f->threads, "threads (default: number of cores)")->check(CLI::NonNegativeNumber);
   app.add_option("-c,--config", f->config, "TOML configuration file");

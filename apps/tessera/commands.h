@@ -16,4 +16,10 @@ std::function<int()> register_run(CLI::App& app);
 // `tessera bench`: likewise.
 std::function<int()> register_bench(CLI::App& app);
 
+// `tessera synth OUT`: a random-weight llama GGUF of a preset or given shape.
+std::function<int()> register_synth(CLI::App& app);
+
+// `tessera quantize IN OUT TYPE`: converts a GGUF file's weight matrices.
+std::function<int()> register_quantize(CLI::App& app);
+
 }  // namespace tsr::app

@@ -18,6 +18,8 @@
 #include "core/plugin_host/backend.h"
 #include "core/plugin_host/plugin_loader.h"
 #include "core/sched/scheduler.h"
+#include "core/spec/draft_client.h"
+#include "core/spec/speculation_policy.h"
 
 namespace tsr {
 
@@ -39,11 +41,12 @@ LoadProgress progress_logger(const std::string& what) {
 // asking for one is refused with the plugin and the directories searched, never ignored.
 void require_optional_plugins(const Config& c, const std::vector<std::filesystem::path>& dirs) {
   if (c.quant.scheme != "auto") Plugin::find(TSR_PLUGIN_QUANT, c.quant.scheme, dirs);
-  if (c.speculative.method != "none") {
-    const std::string name = c.speculative.method == "draft_model" ? "model" : c.speculative.method;
-    Plugin::find(TSR_PLUGIN_DRAFT, name, dirs);
-  }
   for (const std::string& p : c.constraints.plugins) Plugin::find(TSR_PLUGIN_CONSTRAINT, p, dirs);
+}
+
+// [speculative] method -> draft plugin name ("draft_model" loads the plugin "model").
+std::string draft_plugin_name(const std::string& method) {
+  return method == "draft_model" ? "model" : method;
 }
 
 struct Submission {
@@ -56,6 +59,8 @@ struct Submission {
 struct Live {
   std::unique_ptr<Request> request;
   OutputCallback on_output;
+  std::unique_ptr<DraftClient::Seq> draft;  // with speculative decoding
+  SpeculationPolicy::State spec;
 };
 
 }  // namespace
@@ -70,12 +75,14 @@ struct Engine::Impl {
   std::unique_ptr<LlamaForward> forward;
   std::unique_ptr<KvCacheManager> kv;
   std::unique_ptr<Scheduler> scheduler;
+  std::unique_ptr<DraftClient> draft;  // NULL without speculative decoding
+  std::unique_ptr<SpeculationPolicy> spec_policy;
   int32_t n_ctx = 0;
 
   // Step-thread state.
   std::unordered_map<RequestId, Live> live;
   std::vector<float> logits;
-  int64_t finished = 0, steps = 0, generated = 0;
+  int64_t finished = 0, steps = 0, generated = 0, drafted = 0, accepted = 0;
 
   // Shared with submitting threads.
   mutable std::mutex inbox_mutex;
@@ -94,6 +101,7 @@ struct Engine::Impl {
   void admit(std::vector<Submission>& subs, std::vector<RequestId>& cancel_ids, Clock::time_point now);
   void finish(Request& r, tsr_finish_reason reason, Clock::time_point now);
   void execute(const SchedulerOutput& out);
+  void propose_drafts();
   void deliver(std::vector<Request*>& touched);
   void publish_stats();
   void run_background();
@@ -125,6 +133,13 @@ void Engine::Impl::load() {
                                         config.cache.prefix_caching);
   scheduler = std::make_unique<Scheduler>(config.scheduler, *kv);
   n_ctx = hp.n_ctx_train;
+  if (config.speculative.method != "none") {
+    auto plugin = Plugin::find(TSR_PLUGIN_DRAFT, draft_plugin_name(config.speculative.method), dirs);
+    draft = std::make_unique<DraftClient>(plugin, config.speculative, hp.n_vocab, config.backend.threads);
+    spec_policy = std::make_unique<SpeculationPolicy>(config.speculative, config.scheduler);
+    spdlog::info("speculative decoding: {} drafts, k = {}{}", config.speculative.method,
+                 config.speculative.num_draft_tokens, config.speculative.adaptive ? " (adaptive)" : "");
+  }
   publish_stats();
 }
 
@@ -133,7 +148,9 @@ void Engine::Impl::admit(std::vector<Submission>& subs, std::vector<RequestId>& 
   for (Submission& s : subs) {
     auto r = std::make_unique<Request>(s.id, std::move(s.params), *tokenizer, s.arrival);
     scheduler->add(r.get());
-    live.emplace(s.id, Live{std::move(r), std::move(s.on_output)});
+    Live l{std::move(r), std::move(s.on_output), nullptr, {}};
+    if (draft) l.draft = draft->open(l.request->tokens());
+    live.emplace(s.id, std::move(l));
   }
   for (RequestId id : cancel_ids) {
     auto it = live.find(id);
@@ -152,17 +169,48 @@ void Engine::Impl::execute(const SchedulerOutput& out) {
   const StepBatch batch = build_step_batch(out, *kv);
   forward->run(batch, logits);
   const Clock::time_point now = Clock::now();  // tokens exist from here on
-  int32_t row = 0;
+  const int32_t n_vocab = model->hparams().n_vocab;
+  size_t row = 0;
   for (const ScheduledChunk& c : out.chunks) {
     Request& r = *c.request;
+    const int32_t before = r.num_tokens();
     r.num_computed += c.num_new_tokens;
+    if (r.num_computed < before) {  // a prefill chunk: no token yet
+      kv->commit(r.id(), r.tokens(), r.num_computed, r.cache_key());
+      continue;
+    }
+    const auto k = static_cast<int32_t>(r.drafts.size());
+    const std::span<const float> rows(logits.data() + row * n_vocab, size_t(k + 1) * n_vocab);
+    row += size_t(k) + 1;
+    const int32_t n_accepted = r.append_verified(rows, n_vocab, n_ctx, now);
+    // KV of rejected drafts stays in the blocks but is overwritten before it is read, and
+    // never reaches the prefix cache: only the accepted positions count as computed.
+    r.num_computed = before + n_accepted;
     kv->commit(r.id(), r.tokens(), r.num_computed, r.cache_key());
-    if (r.num_computed < r.num_tokens()) continue;  // a prefill chunk: no token yet
-    const std::span<const float> row_logits(logits.data() + size_t(row++) * model->hparams().n_vocab,
-                                            model->hparams().n_vocab);
-    r.sample_and_append(row_logits, n_ctx, now);
-    ++generated;
+    generated += r.num_tokens() - before;
+    drafted += k;
+    accepted += n_accepted;
+    Live& l = live.at(r.id());
+    if (l.draft && k > 0) {
+      l.draft->on_verified(n_accepted, r.tokens().back());
+      spec_policy->observe(l.spec, k, n_accepted);
+    }
     if (r.finished()) scheduler->remove(&r);
+  }
+}
+
+// Asks the draft for proposals for every running request that is caught up.
+void Engine::Impl::propose_drafts() {
+  const auto running = static_cast<int32_t>(scheduler->num_running());
+  for (auto& [id, l] : live) {
+    Request& r = *l.request;
+    if (!l.draft || r.finished() || r.state() != RequestState::RUNNING ||
+        r.num_computed != r.num_tokens() - 1) {
+      continue;
+    }
+    const int32_t room = std::min(r.params().max_tokens - r.num_output_tokens(), n_ctx - r.num_tokens()) - 1;
+    const int32_t k = std::min(spec_policy->num_drafts(l.spec, running), room);
+    if (k > 0) r.drafts = l.draft->propose(r.tokens(), k);
   }
 }
 
@@ -203,6 +251,7 @@ bool Engine::Impl::step() {
   if (!out.chunks.empty()) {
     try {
       execute(out);
+      if (draft) propose_drafts();
     } catch (const std::exception& e) {
       // A failed step fails the requests in it; the engine itself stays usable.
       spdlog::error("step failed: {}", e.what());
@@ -234,6 +283,8 @@ void Engine::Impl::publish_stats() {
   s.preemptions = scheduler->total_preemptions();
   s.steps = steps;
   s.generated_tokens = generated;
+  s.draft_tokens = drafted;
+  s.accepted_tokens = accepted;
   std::lock_guard lock(stats_mutex);
   stats = s;
 }
@@ -265,6 +316,24 @@ const Tokenizer& Engine::tokenizer() const { return *impl_->tokenizer; }
 const LlamaHParams& Engine::hparams() const { return impl_->model->hparams(); }
 int32_t Engine::context_length() const { return impl_->n_ctx; }
 
+RequestParams Engine::request_defaults() const {
+  const SamplingConfig& c = impl_->config.sampling;
+  RequestParams p;
+  p.max_tokens = c.max_tokens;
+  p.seed = c.seed;
+  SamplingParams& s = p.sampling;
+  s.temperature = c.temperature;
+  s.top_k = c.top_k;
+  s.top_p = c.top_p;
+  s.min_p = c.min_p;
+  s.typical_p = c.typical_p;
+  s.repeat_penalty = c.repeat_penalty;
+  s.repeat_last_n = c.repeat_last_n;
+  s.presence_penalty = c.presence_penalty;
+  s.frequency_penalty = c.frequency_penalty;
+  return p;
+}
+
 std::vector<int32_t> Engine::tokenize(std::string_view text) const {
   return impl_->tokenizer->encode(text, true, false);
 }
@@ -280,7 +349,7 @@ RequestId Engine::submit(RequestParams params, OutputCallback on_output) {
     if (t < 0 || t >= m.tokenizer->n_tokens()) throw Error("prompt token id " + std::to_string(t) + " is out of range");
   }
   if (params.max_tokens < 0) throw Error("max_tokens must be >= 0");
-  if (!(params.temperature >= 0)) throw Error("temperature must be >= 0");
+  SamplerChain validate(params.sampling);  // throws naming a bad sampling parameter
   const RequestId id = m.next_id++;
   {
     std::lock_guard lock(m.inbox_mutex);

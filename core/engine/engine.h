@@ -37,6 +37,8 @@ struct EngineStats {
   int64_t preemptions = 0;
   int64_t steps = 0;
   int64_t generated_tokens = 0;
+  int64_t draft_tokens = 0;     // speculative decoding: proposed and verified
+  int64_t accepted_tokens = 0;  // of which accepted
 };
 
 // Everything one finished request produced, for callers that want it all at once.
@@ -72,6 +74,9 @@ class Engine {
   void stop();
 
   EngineStats stats() const;
+
+  // A request with the config's [sampling] defaults (temperature, top_k, ..., max_tokens).
+  RequestParams request_defaults() const;
 
   // Submits and waits for the result (stepping itself unless the background thread runs);
   // `on_output` (may be empty) also sees each increment as it comes.

@@ -109,7 +109,22 @@ tsr::RequestParams request_from(tsr_engine& e, const tsr_request_params& p) {
     r.prompt.assign(ids, ids + TSR_FIELD(&p, tsr_request_params, n_prompt_ids, 0));
   }
   r.max_tokens = TSR_FIELD(&p, tsr_request_params, max_tokens, 128);
-  r.temperature = TSR_FIELD(&p, tsr_request_params, temperature, 0.8f);
+  tsr::SamplingParams& s = r.sampling;
+  s.temperature = TSR_FIELD(&p, tsr_request_params, temperature, 0.8f);
+  s.top_k = TSR_FIELD(&p, tsr_request_params, top_k, 40);
+  s.top_p = TSR_FIELD(&p, tsr_request_params, top_p, 0.95f);
+  s.min_p = TSR_FIELD(&p, tsr_request_params, min_p, 0.05f);
+  s.typical_p = TSR_FIELD(&p, tsr_request_params, typical_p, 1.0f);
+  s.repeat_penalty = TSR_FIELD(&p, tsr_request_params, repeat_penalty, 1.0f);
+  s.repeat_last_n = TSR_FIELD(&p, tsr_request_params, repeat_last_n, 64);
+  s.frequency_penalty = TSR_FIELD(&p, tsr_request_params, frequency_penalty, 0.0f);
+  s.presence_penalty = TSR_FIELD(&p, tsr_request_params, presence_penalty, 0.0f);
+  const size_t n_bias = TSR_FIELD(&p, tsr_request_params, n_logit_bias, 0);
+  const int32_t* bias_ids = TSR_FIELD(&p, tsr_request_params, logit_bias_ids, nullptr);
+  const float* bias_values = TSR_FIELD(&p, tsr_request_params, logit_bias_values, nullptr);
+  require(n_bias == 0 || (bias_ids != nullptr && bias_values != nullptr), "tsr_request_params: logit_bias arrays are NULL");
+  for (size_t i = 0; i < n_bias; ++i) s.logit_bias.push_back({bias_ids[i], bias_values[i]});
+  if (const char* order = TSR_FIELD(&p, tsr_request_params, samplers, nullptr)) s.order = tsr::parse_sampler_order(order);
   if (TSR_FIELD(&p, tsr_request_params, has_seed, 0)) r.seed = TSR_FIELD(&p, tsr_request_params, seed, 0);
   r.ignore_eos = TSR_FIELD(&p, tsr_request_params, ignore_eos, 0) != 0;
   const char* const* stop = TSR_FIELD(&p, tsr_request_params, stop, nullptr);
@@ -182,6 +197,12 @@ tsr_request_params tsr_request_default_params(void) {
   p.struct_size = sizeof(p);
   p.max_tokens = 128;
   p.temperature = 0.8f;
+  p.top_k = 40;
+  p.top_p = 0.95f;
+  p.min_p = 0.05f;
+  p.typical_p = 1.0f;
+  p.repeat_penalty = 1.0f;
+  p.repeat_last_n = 64;
   return p;
 }
 

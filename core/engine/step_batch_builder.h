@@ -12,8 +12,8 @@
 
 namespace tsr {
 
-// Logit rows are requested for every chunk that reaches the end of its request's tokens,
-// in chunk order.
+// Logit rows are requested, in chunk order, for every chunk that reaches the end of its
+// request's tokens: the last token's row and one per draft token.
 StepBatch build_step_batch(const SchedulerOutput& out, const KvCacheManager& kv);
 
 void copy_kv_blocks(Backend& backend, const KvCache& cache,

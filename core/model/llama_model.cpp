@@ -223,6 +223,7 @@ std::unique_ptr<LlamaModel> LlamaModel::load(std::shared_ptr<const GgufFile> ggu
   m->hparams_ = llama_hparams_from_gguf(*gguf);
   m->gguf_ = std::move(gguf);
   Loader(*m, backend, progress).run();
+  for (const GgufTensorInfo& t : m->gguf_->tensors()) m->n_params_ += static_cast<uint64_t>(t.nelements);
   const LlamaHParams& hp = m->hparams_;
   spdlog::info("model: {} {} layers, {} embd, {} heads ({} kv), ffn {}, vocab {}, ctx {}",
                hp.arch, hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.n_ff, hp.n_vocab,

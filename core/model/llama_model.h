@@ -54,6 +54,7 @@ class LlamaModel {
   const tsr_tensor& output() const { return output_; }  // tok_embd when tied
   const LlamaLayer& layer(int i) const { return layers_[i]; }
   uint64_t weight_bytes() const { return weight_bytes_; }
+  uint64_t n_params() const { return n_params_; }
 
  private:
   LlamaModel() = default;
@@ -65,6 +66,7 @@ class LlamaModel {
   tsr_tensor tok_embd_{}, output_norm_{}, output_{};
   std::vector<LlamaLayer> layers_;
   uint64_t weight_bytes_ = 0;
+  uint64_t n_params_ = 0;
 };
 
 }  // namespace tsr

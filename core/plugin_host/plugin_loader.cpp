@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/plugin_host/host_services.h"
 #include "tessera/backend.h"
+#include "tessera/draft.h"
 
 namespace tsr {
 
@@ -21,6 +22,7 @@ namespace fs = std::filesystem;
 // Later minors append fields, so these stay fixed while the structs grow.
 constexpr size_t kDescSizeV1_0 = sizeof(tsr_plugin_desc);
 constexpr size_t kBackendIfaceSizeV1_0 = sizeof(tsr_backend_iface);
+constexpr size_t kDraftIfaceSizeV1_0 = sizeof(tsr_draft_iface);
 
 struct Plugin::Library {
   boost::dll::shared_library lib;
@@ -82,17 +84,42 @@ const char* missing_backend_entry(const tsr_backend_iface& t) {
   return nullptr;
 }
 
+const char* missing_draft_entry(const tsr_draft_iface& t) {
+#define TSR_REQUIRE(entry) \
+  if (t.entry == nullptr) return #entry;
+  TSR_REQUIRE(draft_create) TSR_REQUIRE(draft_destroy) TSR_REQUIRE(seq_create)
+  TSR_REQUIRE(seq_destroy) TSR_REQUIRE(propose) TSR_REQUIRE(on_verified)
+#undef TSR_REQUIRE
+  return nullptr;
+}
+
+// Checks a kind's table against the size ABI 1.0 gave it and its required entries.
+template <class Table>
+void validate_table(const fs::path& file, const void* iface, size_t min_size, const char* kind,
+                    const char* (*missing)(const Table&)) {
+  const auto* table = static_cast<const Table*>(iface);
+  if (table->struct_size < min_size) {
+    refuse(file, std::string("its ") + kind + " table is " + std::to_string(table->struct_size) +
+                     " bytes, smaller than the " + std::to_string(min_size) + " bytes of ABI 1.0");
+  }
+  if (const char* entry = missing(*table)) {
+    refuse(file, std::string("required entry '") + entry + "' is NULL");
+  }
+}
+
 void validate_iface(const fs::path& file, const tsr_plugin_desc& desc) {
   if (desc.iface == nullptr) refuse(file, "its function table is NULL");
-  if (desc.kind != TSR_PLUGIN_BACKEND) return;  // other kinds arrive with their issues
-  const auto* table = static_cast<const tsr_backend_iface*>(desc.iface);
-  if (table->struct_size < kBackendIfaceSizeV1_0) {
-    refuse(file, "its backend table is " + std::to_string(table->struct_size) +
-                     " bytes, smaller than the " + std::to_string(kBackendIfaceSizeV1_0) +
-                     " bytes of ABI 1.0");
-  }
-  if (const char* entry = missing_backend_entry(*table)) {
-    refuse(file, std::string("required entry '") + entry + "' is NULL");
+  switch (desc.kind) {
+    case TSR_PLUGIN_BACKEND:
+      validate_table<tsr_backend_iface>(file, desc.iface, kBackendIfaceSizeV1_0, "backend",
+                                        missing_backend_entry);
+      break;
+    case TSR_PLUGIN_DRAFT:
+      validate_table<tsr_draft_iface>(file, desc.iface, kDraftIfaceSizeV1_0, "draft",
+                                      missing_draft_entry);
+      break;
+    default:
+      break;  // quant and constraint tables arrive with their ABI headers
   }
 }
 

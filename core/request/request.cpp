@@ -2,9 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "core/error.h"
 #include "core/kv/block_hash.h"
-#include "samplers/sampling.h"
 
 namespace tsr {
 
@@ -48,6 +50,7 @@ Request::Request(RequestId id, RequestParams params, const Tokenizer& tokenizer,
       tokens_(params_.prompt),
       num_prompt_(static_cast<int32_t>(params_.prompt.size())),
       cache_key_(block_hash_extra(params_.cache_salt)),
+      chain_(params_.sampling),
       rng_(seed_of(params_)),
       detok_(tokenizer),
       stop_(params_.stop),
@@ -76,18 +79,38 @@ void Request::release_text(std::string_view piece) {
   }
 }
 
-int32_t Request::sample_and_append(std::span<const float> logits, int32_t n_ctx,
-                                   Clock::time_point now) {
-  if (params_.on_logits) params_.on_logits(logits);
-  const int32_t token = params_.temperature == 0
-                            ? sample_greedy(logits)
-                            : sample_temperature(logits, params_.temperature, rng_);
+Distribution Request::distribution(std::span<const float> logits) const {
+  const std::span<const int32_t> all = tokens_;
+  return chain_.apply(logits, all.first(num_prompt_), all.subspan(num_prompt_));
+}
+
+int32_t Request::append_verified(std::span<const float> logits, int32_t n_vocab, int32_t n_ctx,
+                                 Clock::time_point now) {
+  const auto k = static_cast<int32_t>(drafts.size());
+  int32_t accepted = 0;
+  for (int32_t i = 0; i <= k && !finished(); ++i) {
+    const std::span<const float> row = logits.subspan(size_t(i) * n_vocab, n_vocab);
+    if (params_.on_logits) params_.on_logits(row);
+    const Distribution p = distribution(row);
+    int32_t token = 0;
+    const bool ok = i < k ? verify_draft_token(p, drafts[i], rng_, &token) : (token = sample_from(p, rng_), false);
+    append_token(token, n_ctx, now);
+    if (!ok) break;
+    ++accepted;
+  }
+  drafted_ += k;
+  accepted_ += accepted;
+  drafts.clear();
+  return accepted;
+}
+
+void Request::append_token(int32_t token, int32_t n_ctx, Clock::time_point now) {
   if (num_output_tokens() == 0) first_token_ = now;
   tokens_.push_back(token);
   out_tokens_.push_back(token);
   if (!params_.ignore_eos && tokenizer_.is_eog(token)) {
     finish(TSR_FINISH_STOP, now);
-    return token;
+    return;
   }
   release_text(detok_.push(token));
   if (finished()) {
@@ -95,7 +118,6 @@ int32_t Request::sample_and_append(std::span<const float> logits, int32_t n_ctx,
   } else if (num_output_tokens() >= params_.max_tokens || num_tokens() >= n_ctx) {
     finish(TSR_FINISH_LENGTH, now);
   }
-  return token;
 }
 
 void Request::finish(tsr_finish_reason reason, Clock::time_point now, std::string error) {
@@ -131,6 +153,8 @@ RequestStats Request::stats() const {
   s.completion_tokens = num_output_tokens();
   s.cached_tokens = cached_tokens_;
   s.preemptions = preemptions_;
+  s.draft_tokens = drafted_;
+  s.accepted_tokens = accepted_;
   if (scheduled_once_) s.queue_ms = ms_between(arrival_, first_scheduled_);
   if (s.completion_tokens > 0) s.ttft_ms = ms_between(arrival_, first_token_);
   if (finished()) {

@@ -15,6 +15,7 @@
 
 #include "core/request/detokenizer.h"
 #include "core/request/stop_matcher.h"
+#include "core/spec/verifier.h"
 #include "tessera/engine.h"
 
 namespace tsr {
@@ -25,7 +26,7 @@ using Clock = std::chrono::steady_clock;
 struct RequestParams {
   std::vector<int32_t> prompt;       // token ids, BOS included where the model wants it
   int32_t max_tokens = 128;
-  float temperature = 0.8f;          // 0 = greedy
+  SamplingParams sampling;           // temperature 0 = greedy
   std::optional<uint64_t> seed;      // absent: random
   bool ignore_eos = false;
   std::vector<std::string> stop;     // stop strings, excluded from the text
@@ -49,6 +50,8 @@ struct RequestStats {
   int32_t cached_tokens = 0;  // prompt tokens served from the prefix cache (first schedule)
   int32_t completion_tokens = 0;
   int32_t preemptions = 0;
+  int32_t draft_tokens = 0;     // proposed by speculative decoding and verified
+  int32_t accepted_tokens = 0;  // of which the target accepted
 };
 
 // What a step produced for one request: the increment since the last output.
@@ -83,8 +86,17 @@ class Request {
 
   void on_scheduled(Clock::time_point now, int32_t cached_tokens);
   void on_preempted();
-  // Samples the next token from its logits row; appends it and applies stop criteria.
-  int32_t sample_and_append(std::span<const float> logits, int32_t n_ctx, Clock::time_point now);
+  // Draft tokens proposed to follow tokens(); the step computes them with the last token.
+  std::vector<int32_t> drafts;
+  int32_t num_tokens_with_drafts() const { return num_tokens() + static_cast<int32_t>(drafts.size()); }
+
+  // The target's sampling distribution for one logits row, given the tokens so far.
+  Distribution distribution(std::span<const float> logits) const;
+  // Verifies the drafts against rows 0..k-1 of `logits` (n_vocab each), appends the
+  // accepted ones and the correction or bonus token (row k) under the stop criteria, and
+  // clears the drafts. Returns how many drafts were accepted.
+  int32_t append_verified(std::span<const float> logits, int32_t n_vocab, int32_t n_ctx,
+                          Clock::time_point now);
   void finish(tsr_finish_reason reason, Clock::time_point now, std::string error = {});
   bool past_deadline(Clock::time_point now) const;
 
@@ -94,6 +106,7 @@ class Request {
 
  private:
   void release_text(std::string_view piece);
+  void append_token(int32_t token, int32_t n_ctx, Clock::time_point now);
 
   RequestId id_;
   RequestParams params_;
@@ -101,6 +114,7 @@ class Request {
   std::vector<int32_t> tokens_;
   int32_t num_prompt_;
   uint64_t cache_key_;
+  SamplerChain chain_;
   std::mt19937_64 rng_;
   IncrementalDetokenizer detok_;
   StopMatcher stop_;
@@ -114,6 +128,7 @@ class Request {
   bool scheduled_once_ = false;
   int32_t cached_tokens_ = 0;
   int32_t preemptions_ = 0;
+  int32_t drafted_ = 0, accepted_ = 0;
 };
 
 }  // namespace tsr

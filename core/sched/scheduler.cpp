@@ -32,10 +32,20 @@ void Scheduler::remove(Request* r) {
   kv_.free(r->id());
 }
 
+// Draft tokens count against the budget like any other token; a request caught up with
+// its prompt is not chunked (prefill_chunk limits prefill only).
 int32_t Scheduler::chunk_limit(const Request& r, int32_t budget) const {
-  int32_t n = std::min(r.num_tokens() - r.num_computed, budget);
-  if (config_.prefill_chunk > 0) n = std::min(n, config_.prefill_chunk);
+  int32_t n = std::min(r.num_tokens_with_drafts() - r.num_computed, budget);
+  if (config_.prefill_chunk > 0 && r.num_computed + 1 < r.num_tokens()) {
+    n = std::min(n, config_.prefill_chunk);
+  }
   return n;
+}
+
+// Drafts beyond what the step computes are dropped: they would have no logits.
+void Scheduler::trim_drafts(Request& r, int32_t n) {
+  const int32_t keep = std::max(0, r.num_computed + n - r.num_tokens());
+  if (keep < static_cast<int32_t>(r.drafts.size())) r.drafts.resize(keep);
 }
 
 // The running request that runs last under the policy is the one to give way.
@@ -55,6 +65,7 @@ void Scheduler::preempt(Request* victim, SchedulerOutput& out, int32_t& budget) 
   std::erase(running_, victim);
   kv_.free(victim->id());  // its full blocks stay in the prefix cache
   victim->on_preempted();
+  victim->drafts.clear();
   waiting_.push_front(victim);
   out.preempted.push_back(victim);
   ++preemptions_;
@@ -76,6 +87,7 @@ void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget, Clock::t
       fits = kv_.allocate(r->id(), r->num_computed + n, r->num_computed);
     }
     if (!fits) continue;
+    trim_drafts(*r, n);
     r->on_scheduled(now, 0);
     out.chunks.push_back({r, n});
     out.num_tokens += n;
@@ -96,6 +108,7 @@ void Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget, Clock::t
       break;
     }
     waiting_.pop_front();
+    trim_drafts(*r, n);
     running_.push_back(r);
     prefix_queries_ += r->num_tokens();
     prefix_hits_ += cached;

@@ -45,6 +45,7 @@ class Scheduler {
 
  private:
   int32_t chunk_limit(const Request& r, int32_t budget) const;
+  static void trim_drafts(Request& r, int32_t n);
   bool runs_before(const Request* a, const Request* b) const;
   Request* pick_victim() const;
   void preempt(Request* victim, SchedulerOutput& out, int32_t& budget);

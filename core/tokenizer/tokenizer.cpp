@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/tokenizer/bpe_tokenizer.h"
 #include "core/tokenizer/spm_tokenizer.h"
 
 namespace tsr {
@@ -70,6 +71,7 @@ std::unique_ptr<Tokenizer> Tokenizer::create(Vocab vocab) {
   check_vocab(vocab);
   if (vocab.types.empty()) vocab.types.assign(vocab.tokens.size(), TokenType::NORMAL);
   if (vocab.model == "llama") return std::make_unique<SpmTokenizer>(std::move(vocab));
+  if (vocab.model == "gpt2") return std::make_unique<BpeTokenizer>(std::move(vocab));
   throw Error("tokenizer model '" + vocab.model + "' is not supported yet",
               TSR_STATUS_UNSUPPORTED);
 }

@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -113,8 +112,9 @@ TEST(TokenizerReference, MultilingualParagraphs) {
   }
 }
 
-// A quadratic merge loop would take minutes here; the bigram queue takes milliseconds.
-TEST(TokenizerReference, LongTextIsFast) {
+// The whole multilingual file as one text: round trip on 150 KB (speed is measured by
+// bench/, not here).
+TEST(TokenizerReference, LongTextRoundTrips) {
   const std::string ref = kShared + "/tokenizers/multilingual.jsonl";
   REQUIRE_FILE(kLlama2);
   REQUIRE_FILE(ref);
@@ -122,14 +122,8 @@ TEST(TokenizerReference, LongTextIsFast) {
   std::string text;
   for (const json& row : read_jsonl(ref)) text += row["text"].get<std::string>() + "\n";
   ASSERT_GT(text.size(), 150'000u);
-  const auto start = std::chrono::steady_clock::now();
   const Ids ids = tok.encode(text, false, false);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(tok.decode(ids), text);
-  EXPECT_LT(seconds, 10.0) << "encoding " << text.size() << " bytes";
-  std::cout << "encoded " << text.size() << " bytes into " << ids.size() << " tokens in "
-            << seconds * 1000 << " ms\n";
 }
 
 // --- Behaviour on the Llama-2 vocabulary ---------------------------------------------
@@ -320,14 +314,14 @@ TEST(SpmTokenizer, RejectsInconsistentVocab) {
   EXPECT_THROW(Tokenizer::create(v), Error);
 }
 
-TEST(SpmTokenizer, OtherModelsNotSupportedYet) {
+TEST(Tokenizer, UnknownModelsAreRefused) {
   Vocab v = with_tokens({});
-  v.model = "gpt2";
+  v.model = "t5";
   try {
     Tokenizer::create(v);
     FAIL() << "expected tsr::Error";
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "tokenizer model 'gpt2' is not supported yet");
+    EXPECT_STREQ(e.what(), "tokenizer model 't5' is not supported yet");
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/model/gguf.h"
+#include "core/tokenizer/bpe_tokenizer.h"
 
 namespace tsr {
 namespace {
@@ -41,16 +42,24 @@ std::vector<TokenType> read_types(const GgufFile& gguf, size_t n_tokens) {
 }
 
 // llama.cpp's defaults where the file says nothing: SentencePiece models get BOS (1),
-// EOS (2), <unk> (0) and a leading space; other models neither.
+// EOS (2), <unk> (0) and a leading space; byte-level BPE ("gpt2") models BOS = EOS = 11
+// (GPT-2's default ids in llama.cpp), no space prefix, and BOS added only for the
+// pre-tokenizers llama.cpp adds it for (Llama 3); other models none of these.
 void apply_model_defaults(Vocab& v) {
   const bool spm = v.model == "llama";
-  v.add_bos = spm;
+  const bool bpe = v.model == "gpt2";
+  v.add_bos = spm || (bpe && bpe_pre_adds_bos(v.pre));
   v.add_eos = false;
   v.add_space_prefix = spm;
   if (spm) {
     v.bos_id = 1;
     v.eos_id = 2;
     v.unk_id = 0;
+  }
+  // A smaller vocabulary has no token 11: leave the ids unset rather than out of range.
+  if (bpe && v.tokens.size() > 11) {
+    v.bos_id = 11;
+    v.eos_id = 11;
   }
 }
 

@@ -41,7 +41,7 @@ RequestParams greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
   RequestParams p;
   p.prompt = std::move(prompt);
   p.max_tokens = max_tokens;
-  p.temperature = 0;
+  p.sampling.temperature = 0;
   p.ignore_eos = true;
   return p;
 }
@@ -144,7 +144,7 @@ TEST_F(EngineInvariance, SharedPrefixDivergesCorrectly) {
   prompt.insert(prompt.end(), r.greedy.begin(), r.greedy.begin() + 40);
   auto sampled = [&](uint64_t seed) {
     RequestParams p = greedy(prompt, 40);
-    p.temperature = 1.0f;
+    p.sampling.temperature = 1.0f;
     p.seed = seed;
     return p;
   };

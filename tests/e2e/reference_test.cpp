@@ -64,7 +64,7 @@ TEST_P(ReferenceTest, GreedyIdsAndTopLogitsMatch) {
     RequestParams p;
     p.prompt = prompt_ids;
     p.max_tokens = static_cast<int32_t>(expected.size());
-    p.temperature = 0;
+    p.sampling.temperature = 0;
     p.ignore_eos = true;
     p.on_logits = [&](std::span<const float> row) {
       if (first_rows.size() < 4) first_rows.emplace_back(row.begin(), row.end());

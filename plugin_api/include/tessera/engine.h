@@ -106,6 +106,19 @@ typedef struct tsr_request_params {
   size_t n_prompt_ids;
   int32_t max_tokens;           /* default 128 */
   float temperature;            /* 0 = greedy; default 0.8 */
+  int32_t top_k;                /* 0 = off; default 40 */
+  float top_p;                  /* 1 = off; default 0.95 */
+  float min_p;                  /* 0 = off; default 0.05 */
+  float typical_p;              /* 1 = off; default 1 */
+  float repeat_penalty;         /* llama.cpp's, over the last repeat_last_n tokens; 1 = off */
+  int32_t repeat_last_n;        /* default 64; -1 = whole history */
+  float frequency_penalty;      /* OpenAI's, over generated tokens; default 0 */
+  float presence_penalty;       /* OpenAI's, over generated tokens; default 0 */
+  const int32_t* logit_bias_ids; /* n_logit_bias token ids; can be NULL */
+  const float* logit_bias_values; /* added to those logits; -INFINITY bans */
+  size_t n_logit_bias;
+  const char* samplers;         /* stage order, e.g. "penalties;top_k;top_p;min_p;temperature";
+                                   NULL = the default order */
   uint64_t seed;                /* used when has_seed */
   int32_t has_seed;             /* 0: a random seed */
   int32_t ignore_eos;
@@ -118,7 +131,7 @@ typedef struct tsr_request_params {
   tsr_output_callback callback; /* can be NULL: outputs are then collected for polling */
   void* user_data;
 } tsr_request_params;
-TSR_ABI_PIN_SIZE(tsr_request_params, 120);
+TSR_ABI_PIN_SIZE(tsr_request_params, 184);
 
 tsr_request_params tsr_request_default_params(void);
 

@@ -1,0 +1,61 @@
+// Reference conversions between f32 and the weight formats GGUF files store: F32, F16,
+// BF16, Q8_0 and Q4_0. The quantizers reproduce ggml's quantize_row_*_ref bit for bit, so
+// files written here equal llama.cpp's (`llama-quantize --pure`) byte for byte.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/model/gguf.h"
+
+namespace tsr::quant {
+
+inline constexpr int64_t kBlockQ8_0 = 32;
+inline constexpr int64_t kBlockQ4_0 = 32;
+
+struct BlockQ8_0 {
+  uint16_t d;  // scale, f16
+  int8_t qs[kBlockQ8_0];
+};
+static_assert(sizeof(BlockQ8_0) == 34, "GGUF Q8_0 block layout");
+
+struct BlockQ4_0 {
+  uint16_t d;  // scale, f16
+  uint8_t qs[kBlockQ4_0 / 2];  // element j in the low nibble of qs[j], j + 16 in the high one
+};
+static_assert(sizeof(BlockQ4_0) == 18, "GGUF Q4_0 block layout");
+
+// `k` is the element count, a multiple of the block size.
+void quantize_row_q8_0_ref(const float* x, BlockQ8_0* y, int64_t k);
+void quantize_row_q4_0_ref(const float* x, BlockQ4_0* y, int64_t k);
+void dequantize_row_q8_0(const BlockQ8_0* x, float* y, int64_t k);
+void dequantize_row_q4_0(const BlockQ4_0* x, float* y, int64_t k);
+
+void f32_to_f16_row(const float* x, uint16_t* y, int64_t k);
+void f32_to_bf16_row(const float* x, uint16_t* y, int64_t k);
+void f16_to_f32_row(const uint16_t* x, float* y, int64_t k);
+void bf16_to_f32_row(const uint16_t* x, float* y, int64_t k);
+
+// F32, F16, BF16, Q8_0 and Q4_0: the types this library reads and writes.
+bool is_supported(GgmlType t);
+// Whether rows of `row_len` elements fill whole blocks of `t` (false for other types).
+bool row_fits(GgmlType t, int64_t row_len);
+// Bytes of `n` elements of `t` (n a multiple of the block size).
+uint64_t byte_size(GgmlType t, int64_t n);
+
+// Whole-buffer conversions; x.size() must be a multiple of the block size of `to`.
+// Throw tsr::Error for an unsupported type or a size that does not fit.
+void quantize(GgmlType to, std::span<const float> x, std::span<uint8_t> out);
+std::vector<uint8_t> quantize(GgmlType to, std::span<const float> x);
+void dequantize(GgmlType from, std::span<const uint8_t> bytes, std::span<float> out);
+std::vector<float> dequantize(GgmlType from, std::span<const uint8_t> bytes, int64_t n);
+
+// "f32", "f16", "bf16", "q8_0", "q4_0" (case-insensitive); nullopt otherwise.
+std::optional<GgmlType> parse_type(std::string name);
+// llama.cpp's general.file_type (llama_ftype) of a file whose weights are mostly `t`.
+uint32_t llama_file_type(GgmlType t);
+
+}  // namespace tsr::quant

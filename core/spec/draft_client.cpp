@@ -1,0 +1,58 @@
+#include "core/spec/draft_client.h"
+
+#include "core/error.h"
+#include "core/plugin_host/host_services.h"
+
+namespace tsr {
+
+DraftClient::DraftClient(std::shared_ptr<Plugin> plugin, const SpeculativeConfig& config,
+                         int32_t n_vocab, int32_t n_threads)
+    : plugin_(std::move(plugin)),
+      iface_(static_cast<const tsr_draft_iface*>(plugin_->iface())),
+      name_(plugin_->name()) {
+  tsr_draft_params p{};
+  p.struct_size = sizeof(p);
+  p.n_vocab = n_vocab;
+  p.max_draft_tokens = config.num_draft_tokens;
+  p.ngram_min = config.ngram_min;
+  p.ngram_max = config.ngram_max;
+  p.model_path = config.draft_model.empty() ? nullptr : config.draft_model.c_str();
+  p.n_threads = n_threads;
+  call_plugin("draft '" + name_ + "'",
+              [&](tsr_error** e) { return iface_->draft_create(&p, &handle_, e); });
+}
+
+DraftClient::~DraftClient() { iface_->draft_destroy(handle_); }
+
+std::unique_ptr<DraftClient::Seq> DraftClient::open(std::span<const int32_t> prompt) {
+  tsr_draft_seq* seq = nullptr;
+  call_plugin("draft '" + name_ + "' seq_create", [&](tsr_error** e) {
+    return iface_->seq_create(handle_, prompt.data(), prompt.size(), &seq, e);
+  });
+  return std::unique_ptr<Seq>(new Seq(*this, seq));
+}
+
+DraftClient::Seq::~Seq() { owner_.iface_->seq_destroy(owner_.handle_, handle_); }
+
+std::vector<int32_t> DraftClient::Seq::propose(std::span<const int32_t> history, int32_t k) {
+  std::vector<int32_t> tokens(static_cast<size_t>(std::max(k, 0)));
+  tsr_draft_proposal p{sizeof(tsr_draft_proposal), tokens.data(), nullptr, k, 0};
+  call_plugin("draft '" + owner_.name_ + "' propose", [&](tsr_error** e) {
+    return owner_.iface_->propose(owner_.handle_, handle_, history.data(), history.size(), &p, e);
+  });
+  if (p.n_tokens < 0 || p.n_tokens > k) {
+    throw Error("draft '" + owner_.name_ + "' proposed " + std::to_string(p.n_tokens) +
+                    " tokens, at most " + std::to_string(k) + " were asked for",
+                TSR_STATUS_INTERNAL);
+  }
+  tokens.resize(static_cast<size_t>(p.n_tokens));
+  return tokens;
+}
+
+void DraftClient::Seq::on_verified(int32_t n_accepted, int32_t next_token) {
+  call_plugin("draft '" + owner_.name_ + "' on_verified", [&](tsr_error** e) {
+    return owner_.iface_->on_verified(owner_.handle_, handle_, n_accepted, next_token, e);
+  });
+}
+
+}  // namespace tsr

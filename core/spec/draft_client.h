@@ -1,0 +1,48 @@
+// The host's view of a draft plugin: one tsr_draft per engine and a sequence per request,
+// with failures turned into tsr::Error. Step-thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/config/config.h"
+#include "core/plugin_host/plugin_loader.h"
+#include "tessera/draft.h"
+
+namespace tsr {
+
+class DraftClient {
+ public:
+  DraftClient(std::shared_ptr<Plugin> plugin, const SpeculativeConfig& config, int32_t n_vocab,
+              int32_t n_threads);
+  ~DraftClient();
+  DraftClient(const DraftClient&) = delete;
+  DraftClient& operator=(const DraftClient&) = delete;
+
+  class Seq {
+   public:
+    ~Seq();
+    // Up to k proposed tokens to follow `history`.
+    std::vector<int32_t> propose(std::span<const int32_t> history, int32_t k);
+    void on_verified(int32_t n_accepted, int32_t next_token);
+
+   private:
+    friend class DraftClient;
+    Seq(DraftClient& owner, tsr_draft_seq* handle) : owner_(owner), handle_(handle) {}
+    DraftClient& owner_;
+    tsr_draft_seq* handle_;
+  };
+
+  std::unique_ptr<Seq> open(std::span<const int32_t> prompt);
+  const std::string& name() const { return name_; }
+
+ private:
+  std::shared_ptr<Plugin> plugin_;  // keeps the library loaded while the handle lives
+  const tsr_draft_iface* iface_;
+  tsr_draft* handle_ = nullptr;
+  std::string name_;
+};
+
+}  // namespace tsr

@@ -1,0 +1,37 @@
+// How many tokens to draft for a request this step (adaptive k).
+//
+// Speculation pays when drafts are accepted and verification is cheap. Decode on a CPU
+// is bound by reading the weights, so verifying k extra tokens costs little at small
+// batch sizes and more as the batch grows and the step becomes compute-bound. The policy:
+//  - per request, an exponential moving average a of the acceptance rate (start 1);
+//  - k = num_draft_tokens while a >= 0.6, half of it while a >= 0.3, else 1 (a single
+//    draft keeps measuring, so a request whose text turns repetitive recovers);
+//  - then the batch: with R running requests, k is cut so that R * (k + 1) fits in
+//    max_batch_tokens, and halved again when R >= 16 (compute-bound steps);
+//  - adaptive = false always drafts num_draft_tokens (still within the budget).
+#pragma once
+
+#include <cstdint>
+
+#include "core/config/config.h"
+
+namespace tsr {
+
+class SpeculationPolicy {
+ public:
+  struct State {
+    double acceptance = 1.0;  // moving average of accepted / drafted
+  };
+
+  SpeculationPolicy(const SpeculativeConfig& spec, const SchedulerConfig& sched);
+
+  int32_t num_drafts(const State& s, int32_t running_requests) const;
+  void observe(State& s, int32_t drafted, int32_t accepted) const;
+
+ private:
+  int32_t k_max_;
+  bool adaptive_;
+  int32_t max_batch_tokens_;
+};
+
+}  // namespace tsr

