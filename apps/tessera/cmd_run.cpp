@@ -95,6 +95,24 @@ void log_stats(const RequestStats& s, tsr_finish_reason reason) {
                "generated {} tokens at {:.1f} tok/s; finish: {}",
                s.prompt_tokens, s.cached_tokens, s.ttft_ms, pp, s.completion_tokens, tg,
                finish_reason_name(reason));
+  if (s.draft_tokens > 0) {
+    spdlog::info("speculative: {} of {} draft tokens accepted ({:.1f}%)", s.accepted_tokens,
+                 s.draft_tokens, 100.0 * s.accepted_tokens / s.draft_tokens);
+  }
+}
+
+// Engine-wide totals, e.g. how many target forward passes each output token cost.
+void log_engine_stats(const Engine& engine) {
+  const EngineStats s = engine.stats();
+  spdlog::info("engine: {} steps for {} generated tokens ({:.3f} target passes per token); "
+               "prefix cache hit rate {:.1f}%; {} preemptions",
+               s.steps, s.generated_tokens,
+               s.generated_tokens ? double(s.steps) / s.generated_tokens : 0.0,
+               100 * s.prefix_hit_rate, s.preemptions);
+  if (s.draft_tokens > 0) {
+    spdlog::info("speculative: {} of {} draft tokens accepted ({:.1f}%)", s.accepted_tokens,
+                 s.draft_tokens, 100.0 * s.accepted_tokens / s.draft_tokens);
+  }
 }
 
 int run_single(Engine& engine, const RunFlags& f) {
@@ -107,6 +125,7 @@ int run_single(Engine& engine, const RunFlags& f) {
   std::fputc('\n', stdout);
   if (r.finish_reason == TSR_FINISH_ERROR) throw Error(r.error);
   log_stats(r.stats, r.finish_reason);
+  log_engine_stats(engine);
   return 0;
 }
 
@@ -153,9 +172,8 @@ int run_file(Engine& engine, const RunFlags& f) {
       std::printf("%s%s\n", f.echo ? prompts[i].c_str() : "", r.text.c_str());
     }
   }
-  const EngineStats s = engine.stats();
-  spdlog::info("{} prompts; prefix cache hit rate {:.1f}%; {} preemptions", prompts.size(),
-               100 * s.prefix_hit_rate, s.preemptions);
+  spdlog::info("{} prompts", prompts.size());
+  log_engine_stats(engine);
   return status;
 }
 

@@ -19,6 +19,7 @@
 #include "core/plugin_host/plugin_loader.h"
 #include "core/sched/scheduler.h"
 #include "core/spec/draft_client.h"
+#include "core/spec/model_host.h"
 #include "core/spec/speculation_policy.h"
 
 namespace tsr {
@@ -75,7 +76,8 @@ struct Engine::Impl {
   std::unique_ptr<LlamaForward> forward;
   std::unique_ptr<KvCacheManager> kv;
   std::unique_ptr<Scheduler> scheduler;
-  std::unique_ptr<DraftClient> draft;  // NULL without speculative decoding
+  std::unique_ptr<ModelHost> model_host;  // runs draft models
+  std::unique_ptr<DraftClient> draft;     // NULL without speculative decoding
   std::unique_ptr<SpeculationPolicy> spec_policy;
   int32_t n_ctx = 0;
 
@@ -135,7 +137,9 @@ void Engine::Impl::load() {
   n_ctx = hp.n_ctx_train;
   if (config.speculative.method != "none") {
     auto plugin = Plugin::find(TSR_PLUGIN_DRAFT, draft_plugin_name(config.speculative.method), dirs);
-    draft = std::make_unique<DraftClient>(plugin, config.speculative, hp.n_vocab, config.backend.threads);
+    model_host = std::make_unique<ModelHost>(*backend, config);
+    draft = std::make_unique<DraftClient>(plugin, config.speculative, tokenizer->vocab().tokens,
+                                          model->n_params(), model_host->table(), config.backend.threads);
     spec_policy = std::make_unique<SpeculationPolicy>(config.speculative, config.scheduler);
     spdlog::info("speculative decoding: {} drafts, k = {}{}", config.speculative.method,
                  config.speculative.num_draft_tokens, config.speculative.adaptive ? " (adaptive)" : "");

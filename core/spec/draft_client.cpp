@@ -6,13 +6,19 @@
 namespace tsr {
 
 DraftClient::DraftClient(std::shared_ptr<Plugin> plugin, const SpeculativeConfig& config,
-                         int32_t n_vocab, int32_t n_threads)
+                         const std::vector<std::string>& vocab, uint64_t target_n_params,
+                         const tsr_model_host* model_host, int32_t n_threads)
     : plugin_(std::move(plugin)),
       iface_(static_cast<const tsr_draft_iface*>(plugin_->iface())),
       name_(plugin_->name()) {
   tsr_draft_params p{};
   p.struct_size = sizeof(p);
-  p.n_vocab = n_vocab;
+  std::vector<const char*> texts;
+  for (const std::string& t : vocab) texts.push_back(t.c_str());
+  p.n_vocab = static_cast<int32_t>(vocab.size());
+  p.vocab = texts.data();
+  p.target_n_params = target_n_params;
+  p.model_host = model_host;
   p.max_draft_tokens = config.num_draft_tokens;
   p.ngram_min = config.ngram_min;
   p.ngram_max = config.ngram_max;

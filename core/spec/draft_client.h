@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <span>
 #include <vector>
 
@@ -15,8 +16,11 @@ namespace tsr {
 
 class DraftClient {
  public:
-  DraftClient(std::shared_ptr<Plugin> plugin, const SpeculativeConfig& config, int32_t n_vocab,
-              int32_t n_threads);
+  // `vocab` (the target's token texts) and `target_n_params` let the draft refuse an
+  // incompatible or oversized model; `model_host` serves drafts that need a model.
+  DraftClient(std::shared_ptr<Plugin> plugin, const SpeculativeConfig& config,
+              const std::vector<std::string>& vocab, uint64_t target_n_params,
+              const tsr_model_host* model_host, int32_t n_threads);
   ~DraftClient();
   DraftClient(const DraftClient&) = delete;
   DraftClient& operator=(const DraftClient&) = delete;

@@ -100,6 +100,56 @@ TEST_F(Speculative, UnknownDraftMethodIsRefused) {
   }
 }
 
+// Runs the tessera binary (synth, quantize) and fails the test on a non-zero exit.
+void tessera(const std::string& args) {
+  const std::string cmd = std::string(TESSERA_BIN_DIR) + "/tessera " + args + " 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
+
+Config draft_model_config(const std::string& draft) {
+  Config c = config("draft_model");
+  c.speculative.draft_model = draft;
+  return c;
+}
+
+TEST_F(Speculative, DraftModelGreedyIdentityWithQ4SelfDraft) {
+  const std::string draft = ::testing::TempDir() + "/stories260K-q4_0.gguf";
+  tessera("quantize " + testing::shared_path(kModel) + " " + draft + " q4_0");
+  auto engine = Engine::create(draft_model_config(draft));
+  std::vector<RequestParams> batch;
+  for (const Reference& r : refs_) {
+    EXPECT_EQ(engine->generate(request(r.prompt, 200, 0)).tokens, r.greedy);
+    batch.push_back(request(r.prompt, 200, 0));
+  }
+  const auto outputs = run_all(*engine, batch);
+  for (size_t i = 0; i < refs_.size(); ++i) EXPECT_EQ(outputs[i], refs_[i].greedy) << i;
+  const EngineStats s = engine->stats();
+  EXPECT_GT(s.accepted_tokens, s.draft_tokens / 2) << "a Q4_0 self-draft should mostly agree";
+  EXPECT_LT(s.steps, s.generated_tokens);
+}
+
+void expect_refused(const Config& c, const std::string& reason) {
+  try {
+    Engine::create(c);
+    ADD_FAILURE() << "the engine started; expected: " << reason;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Speculative, ImpossibleDraftModelsAreRefused) {
+  expect_refused(draft_model_config(""), "no model given");
+  expect_refused(draft_model_config("/nonexistent.gguf"), "/nonexistent.gguf");
+  // Llama-2's 32000-token vocabulary against stories260K's 512.
+  expect_refused(draft_model_config(testing::shared_path("models/llama-2-tiny-random.gguf")),
+                 "vocabulary has 32000 tokens, the target 512");
+  // Same vocabulary, more parameters than the target.
+  const std::string big = ::testing::TempDir() + "/bigger-than-target.gguf";
+  tessera("synth " + big + " --preset tiny --dim 128 --layers 6 --heads 4 --ffn 512 --vocab 512 --donor " +
+          testing::shared_path(kModel));
+  expect_refused(draft_model_config(big), "more than the target's");
+}
+
 // Samples (t1, t2, t3) from a repetitive prompt, where the n-gram draft proposes t2.
 std::vector<std::array<int32_t, 3>> sample_triples(Engine& engine, const std::vector<int32_t>& prompt, int n) {
   std::vector<RequestParams> batch;

@@ -68,11 +68,13 @@ typedef struct tsr_draft_params {
   int32_t ngram_min;          /* prompt lookup: shortest suffix to match */
   int32_t ngram_max;          /* prompt lookup: longest suffix to match */
   const char* model_path;     /* draft model file (TSR_DRAFT_NEEDS_MODEL); can be NULL */
-  const char* const* vocab;   /* the target's token texts, n_vocab entries */
+  const char* const* vocab;   /* the target's token texts, n_vocab entries (borrowed for
+                                 draft_create, like every pointer here but model_host) */
   int32_t n_threads;
   int32_t reserved;
   uint64_t target_n_params;   /* parameters of the target model */
-  const tsr_model_host* model_host; /* models for TSR_DRAFT_NEEDS_MODEL drafts */
+  const tsr_model_host* model_host; /* models for TSR_DRAFT_NEEDS_MODEL drafts; outlives
+                                       the tsr_draft */
   const tsr_ext_header* next; /* can be NULL */
 } tsr_draft_params;
 TSR_ABI_PIN_SIZE(tsr_draft_params, 72);
