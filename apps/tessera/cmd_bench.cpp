@@ -8,8 +8,10 @@
 #include <condition_variable>
 #include <mutex>
 #include <random>
+#include <thread>
 
 #include "apps/tessera/commands.h"
+#include "apps/tessera/engine_bench.h"
 #include "core/config/config.h"
 #include "core/engine/engine.h"
 #include "core/error.h"
@@ -143,11 +145,29 @@ int bench_serving(const ServingFlags& f) {
   return 0;
 }
 
+int bench_engine(const ServingFlags& f, const EngineBenchOptions& o) {
+  Config config = f.config.empty() ? Config{} : config_parse_file(f.config);
+  if (!f.model.empty()) config.model.path = f.model;
+  if (f.threads > 0) config.backend.threads = f.threads;
+  if (config.backend.threads == 0) config.backend.threads = static_cast<int32_t>(std::thread::hardware_concurrency());
+  const nlohmann::json j = run_engine_bench(config, o);
+  std::printf("%-16s %12s\n", "test", "value");
+  for (const char* key : {"pp512_tok_s", "tg128_tok_s", "b1_tok_s", "b4_tok_s", "b16_tok_s",
+                          "mem_read_gb_s", "roofline_tok_s"}) {
+    if (j.contains(key)) std::printf("%-16s %12.2f\n", key, j[key].get<double>());
+  }
+  std::printf("tg128 / roofline: %.1f%%\n", 100 * j["tg128_tok_s"].get<double>() / j["roofline_tok_s"].get<double>());
+  if (f.json) std::puts(j.dump().c_str());
+  return 0;
+}
+
 }  // namespace
 
 std::function<int()> register_bench(CLI::App& app) {
   auto f = std::make_shared<ServingFlags>();
   auto serving = std::make_shared<bool>(false);
+  auto engine_opts = std::make_shared<EngineBenchOptions>();
+  app.add_option("--reps", engine_opts->repetitions, "engine benchmark: repetitions (best of)")->check(CLI::PositiveNumber);
   app.add_flag("--serving", *serving, "in-process serving benchmark (shared prefix, caching on/off)");
   app.add_option("-m,--model", f->model, "GGUF model file");
   app.add_option("-c,--config", f->config, "TOML configuration file");
@@ -161,10 +181,9 @@ std::function<int()> register_bench(CLI::App& app) {
   app.add_option("--slo-tpot-ms", f->slo_tpot_ms, "goodput SLO on TPOT");
   app.add_option("--seed", f->seed, "seed of the random prompts");
   app.add_flag("--json", f->json, "print one JSON object as the last line");
-  return [f, serving]() -> int {
+  return [f, serving, engine_opts]() -> int {
     try {
-      if (!*serving) throw Error("only --serving is available yet (the engine benchmark comes with issue 6)");
-      return bench_serving(*f);
+      return *serving ? bench_serving(*f) : bench_engine(*f, *engine_opts);
     } catch (const Error& e) {
       spdlog::error("{}", e.what());
       return 1;

@@ -319,6 +319,7 @@ const Config& Engine::config() const { return impl_->config; }
 const Tokenizer& Engine::tokenizer() const { return *impl_->tokenizer; }
 const LlamaHParams& Engine::hparams() const { return impl_->model->hparams(); }
 int32_t Engine::context_length() const { return impl_->n_ctx; }
+uint64_t Engine::weight_bytes() const { return impl_->model->weight_bytes(); }
 
 RequestParams Engine::request_defaults() const {
   const SamplingConfig& c = impl_->config.sampling;

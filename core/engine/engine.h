@@ -60,6 +60,7 @@ class Engine {
   const Tokenizer& tokenizer() const;
   const LlamaHParams& hparams() const;
   int32_t context_length() const;
+  uint64_t weight_bytes() const;  // bytes of weights one decode step reads
 
   // Queues a request; `on_output` (may be empty) receives each increment. Throws
   // tsr::Error for an empty prompt or one that leaves no room in the context.

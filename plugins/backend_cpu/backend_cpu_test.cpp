@@ -300,6 +300,37 @@ std::vector<double> ref_matmul(const std::vector<float>& x, const std::vector<do
   return out;
 }
 
+// What the int8 kernels compute with Q8_0/Q4_0 weights: x quantized to blocks of 32 int8
+// with scale max|x|/127 (llama.cpp's quantize_row_q8_0), round to nearest.
+std::vector<float> quantize_activations(const std::vector<float>& x, int64_t k) {
+  std::vector<float> q(x.size());
+  for (size_t b = 0; b < x.size(); b += 32) {
+    float amax = 0;
+    for (size_t i = b; i < b + 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+    for (size_t i = b; i < b + 32; ++i) q[i] = d * std::nearbyint(x[i] * id);
+  }
+  (void)k;
+  return q;
+}
+
+bool int8_kernel(tsr_dtype d) { return d == TSR_DTYPE_Q8_0 || d == TSR_DTYPE_Q4_0; }
+
+// Prefill (n >= 16) against Q8_0/Q4_0/BF16 weights runs oneDNN's bf16 GEMM where the CPU
+// has AVX-512 BF16: both operands are rounded to bf16 first.
+bool bf16_gemm(tsr_dtype d, int64_t n) {
+  return n >= 16 && (int8_kernel(d) || d == TSR_DTYPE_BF16) && __builtin_cpu_supports("avx512bf16");
+}
+
+double round_bf16(double v) { return bf16_to_f32(f32_to_bf16(static_cast<float>(v))); }
+
+template <class T>
+std::vector<T> rounded_bf16(const std::vector<T>& v) {
+  std::vector<T> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = static_cast<T>(round_bf16(v[i]));
+  return out;
+}
+
 tsr_matmul_params matmul_params(const DevTensor& out, const DevTensor& x, const DevTensor& w) {
   return {sizeof(tsr_matmul_params), out.get(), x.get(), w.get()};
 }
@@ -309,7 +340,8 @@ const std::pair<int64_t, int64_t> kMatmulShapes[] = {{64, 7}, {160, 33}};
 
 class MatmulTest : public ::testing::TestWithParam<std::tuple<tsr_dtype, int64_t>> {};
 
-// n >= 16 with F32 weights takes oneDNN's GEMM; everything else the streaming kernel.
+// n >= 16 with F32 weights takes oneDNN's GEMM; Q8_0/Q4_0 the int8 kernels (activations
+// quantized to Q8 blocks, as in llama.cpp); everything else the streaming kernels.
 TEST_P(MatmulTest, MatchesReference) {
   const auto [dtype, n] = GetParam();
   uint32_t seed = 100 * static_cast<uint32_t>(dtype) + static_cast<uint32_t>(n);
@@ -324,7 +356,12 @@ TEST_P(MatmulTest, MatchesReference) {
       const DevTensor dw = upload(w.bytes, dtype, {m, k});
       const DevTensor out = make_tensor(TSR_DTYPE_F32, {n, m}, nullptr, strided ? 3 * 4 : 0);
       backend().matmul(matmul_params(out, dx, dw));
-      EXPECT_LT(norm_err(out.floats(), ref_matmul(x, w.value, n, k, m)), kTol);
+      if (bf16_gemm(dtype, n)) {
+        EXPECT_LT(norm_err(out.floats(), ref_matmul(rounded_bf16(x), rounded_bf16(w.value), n, k, m)), kTol);
+      } else {
+        const std::vector<float> xr = int8_kernel(dtype) ? quantize_activations(x, k) : x;
+        EXPECT_LT(norm_err(out.floats(), ref_matmul(xr, w.value, n, k, m)), kTol);
+      }
       EXPECT_TRUE(out.pad_untouched());
     }
   }

@@ -1,14 +1,18 @@
-// out = x · wᵀ. F32 weights with many rows of x go to oneDNN's GEMM; everything else
-// streams each weight row once for all rows of x (decode is bound by reading weights).
+// out = x · wᵀ. F32 weights with many rows of x go to oneDNN's GEMM; Q8_0/Q4_0 weights to
+// the int8 kernels (cpu_quant_matmul.cpp); everything else streams each weight row once for
+// all rows of x (decode is bound by reading weights).
 #include <omp.h>
 
 #include <dnnl.hpp>
+#include <algorithm>
+#include <cstring>
 #include <map>
 #include <tuple>
 #include <vector>
 
 #include "cpu_dtype.h"
 #include "cpu_ops.h"
+#include "cpu_quant_matmul.h"
 #include "cpu_tensor.h"
 #include "tessera/sdk/status.hpp"
 
@@ -20,26 +24,41 @@ using sdk::require;
 constexpr int64_t kGemmMinRows = 16;
 // Primitive cache bound: prompt lengths vary, so shapes do too.
 constexpr size_t kMaxCachedPrimitives = 64;
+// Weight rows decoded at a time for the GEMM path (bounds the scratch memory).
+constexpr int64_t kDecodeChunkRows = 1024;
 // Multiply-adds below which the pool is not woken (see cpu_ops.cpp).
 constexpr int64_t kParallelMinMacs = 1 << 16;
 
 struct MatmulCache {
+  using dt = dnnl::memory::data_type;
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
   std::map<Key, dnnl::matmul> primitives;
+  std::vector<uint16_t> x_bf16, w_bf16;  // scratch of the bf16 path
+  std::vector<float> w_f32;              // scratch of the f16 path
 
-  dnnl::matmul& get(int64_t n, int64_t k, int64_t m, int64_t ldx, int64_t ldw, int64_t ldo) {
-    const Key key{n, k, m, ldx, ldw, ldo};
+  // x [n, k] and w [m, k] (row-major, used as wᵀ) of type `in`; out [n, m] f32.
+  dnnl::matmul& get(dt in, int64_t n, int64_t k, int64_t m, int64_t ldx, int64_t ldw, int64_t ldo) {
+    const Key key{static_cast<int>(in), n, k, m, ldx, ldw, ldo};
     auto it = primitives.find(key);
     if (it != primitives.end()) return it->second;
     if (primitives.size() >= kMaxCachedPrimitives) primitives.clear();
-    using dt = dnnl::memory::data_type;
-    dnnl::memory::desc x_md({n, k}, dt::f32, {ldx, 1});
-    dnnl::memory::desc w_md({k, m}, dt::f32, {1, ldw});  // w is [m, k] row-major = wᵀ
+    dnnl::memory::desc x_md({n, k}, in, {ldx, 1});
+    dnnl::memory::desc w_md({k, m}, in, {1, ldw});
     dnnl::memory::desc o_md({n, m}, dt::f32, {ldo, 1});
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(x_md, w_md, o_md), engine);
     return primitives.emplace(key, dnnl::matmul(pd)).first->second;
+  }
+
+  void run(dt in, int64_t n, int64_t k, int64_t m, const void* x, int64_t ldx, const void* w,
+           int64_t ldw, float* out, int64_t ldo) {
+    dnnl::matmul& prim = get(in, n, k, m, ldx, ldw, ldo);
+    dnnl::memory xm({{n, k}, in, {ldx, 1}}, engine, const_cast<void*>(x));
+    dnnl::memory wm({{k, m}, in, {1, ldw}}, engine, const_cast<void*>(w));
+    dnnl::memory om({{n, m}, dt::f32, {ldo, 1}}, engine, out);
+    prim.execute(stream, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, om}});
+    stream.wait();
   }
 };
 
@@ -47,6 +66,17 @@ OpContext::OpContext() : matmul(std::make_unique<MatmulCache>()) {}
 OpContext::~OpContext() = default;
 
 namespace {
+
+bool has_bf16() {
+  static const bool yes = __builtin_cpu_supports("avx512bf16");
+  return yes;
+}
+
+bool has_f16c() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
+                          __builtin_cpu_supports("fma");
+  return yes;
+}
 
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 float dot_f32(const float* a, const float* b, int64_t n) {
@@ -73,16 +103,61 @@ class OmpThreadsScope {
 
 void gemm_onednn(OpContext& ctx, const Matrix& out, const Matrix& x, const Matrix& w) {
   const OmpThreadsScope threads(ctx.n_threads);
-  dnnl::matmul& prim = ctx.matmul->get(x.rows, x.cols, w.rows, x.row_stride / 4,
-                                       w.row_stride / 4, out.row_stride / 4);
-  auto& cache = *ctx.matmul;
-  using dt = dnnl::memory::data_type;
-  dnnl::memory xm({{x.rows, x.cols}, dt::f32, {x.row_stride / 4, 1}}, cache.engine, x.data);
-  dnnl::memory wm({{w.cols, w.rows}, dt::f32, {1, w.row_stride / 4}}, cache.engine, w.data);
-  dnnl::memory om({{out.rows, out.cols}, dt::f32, {out.row_stride / 4, 1}}, cache.engine,
-                  out.data);
-  prim.execute(cache.stream, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, om}});
-  cache.stream.wait();
+  ctx.matmul->run(MatmulCache::dt::f32, x.rows, x.cols, w.rows, x.data, x.row_stride / 4, w.data,
+                  w.row_stride / 4, reinterpret_cast<float*>(out.data), out.row_stride / 4);
+}
+
+uint16_t to_bf16(float f) {  // round to nearest even; inputs are finite activations
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+// Prefill against quantized or 16-bit weights: weight rows are decoded in chunks into a
+// dense scratch matrix and multiplied by oneDNN's GEMM. Quantized weights (Q8_0, Q4_0)
+// and BF16 go through bf16 (the AVX-512 BF16 GEMM doubles f32's throughput, and the
+// weights carry less precision than bf16 anyway); F16 through f32, so F16 models keep the
+// precision of their weights.
+void gemm_decoded(OpContext& ctx, const Matrix& out, const Matrix& x, const Matrix& w) {
+  const OmpThreadsScope threads(ctx.n_threads);
+  MatmulCache& c = *ctx.matmul;
+  const bool bf16 = w.dtype != TSR_DTYPE_F16;
+  const int64_t k = x.cols;
+  const int64_t chunk = std::min<int64_t>(w.rows, kDecodeChunkRows);
+  if (bf16) {
+    c.x_bf16.resize(size_t(x.rows * k));
+    c.w_bf16.resize(size_t(chunk * k));
+#pragma omp parallel for num_threads(ctx.n_threads)
+    for (int64_t r = 0; r < x.rows; ++r) {
+      for (int64_t i = 0; i < k; ++i) c.x_bf16[size_t(r * k + i)] = to_bf16(x.row<float>(r)[i]);
+    }
+  } else {
+    c.w_f32.resize(size_t(chunk * k));
+  }
+  for (int64_t j0 = 0; j0 < w.rows; j0 += chunk) {
+    const int64_t rows = std::min(chunk, w.rows - j0);
+#pragma omp parallel num_threads(ctx.n_threads)
+    {
+      std::vector<float> tmp(bf16 ? size_t(k) : 0);
+#pragma omp for schedule(static)
+      for (int64_t j = 0; j < rows; ++j) {
+        if (!bf16) {
+          row_to_f32(w.dtype, w.row<uint8_t>(j0 + j), &c.w_f32[size_t(j * k)], k);
+          continue;
+        }
+        row_to_f32(w.dtype, w.row<uint8_t>(j0 + j), tmp.data(), k);
+        for (int64_t i = 0; i < k; ++i) c.w_bf16[size_t(j * k + i)] = to_bf16(tmp[i]);
+      }
+    }
+    float* dst = out.row<float>(0) + j0;
+    if (bf16) {
+      c.run(MatmulCache::dt::bf16, x.rows, k, rows, c.x_bf16.data(), k, c.w_bf16.data(), k, dst,
+            out.row_stride / 4);
+    } else {
+      c.run(MatmulCache::dt::f32, x.rows, k, rows, x.data, x.row_stride / 4, c.w_f32.data(), k, dst,
+            out.row_stride / 4);
+    }
+  }
 }
 
 void gemv_streaming(OpContext& ctx, const Matrix& out, const Matrix& x, const Matrix& w) {
@@ -112,9 +187,17 @@ void op_matmul(OpContext& ctx, const tsr_matmul_params& p) {
   require(x.cols == w.cols, "matmul: x has " + std::to_string(x.cols) + " columns, w has " +
                                 std::to_string(w.cols));
   require(out.rows == x.rows && out.cols == w.rows, "matmul: out must be [n, m]");
-  const bool aligned = x.row_stride % 4 == 0 && w.row_stride % 4 == 0 && out.row_stride % 4 == 0;
-  if (w.dtype == TSR_DTYPE_F32 && x.rows >= kGemmMinRows && aligned) {
+  // oneDNN takes strides in elements; decoded weights are repacked, so only x and out count.
+  const bool io_aligned = x.row_stride % 4 == 0 && out.row_stride % 4 == 0;
+  if (w.dtype == TSR_DTYPE_F32 && x.rows >= kGemmMinRows && io_aligned && w.row_stride % 4 == 0) {
     gemm_onednn(ctx, out, x, w);
+  } else if (w.dtype != TSR_DTYPE_F32 && x.rows >= kGemmMinRows && io_aligned &&
+             (w.dtype == TSR_DTYPE_F16 || has_bf16())) {
+    gemm_decoded(ctx, out, x, w);
+  } else if (quant_matmul_supported(w.dtype)) {
+    quant_matmul(ctx, out, x, w);
+  } else if (w.dtype == TSR_DTYPE_F16 && has_f16c()) {
+    f16_matmul(ctx, out, x, w);
   } else {
     gemv_streaming(ctx, out, x, w);
   }

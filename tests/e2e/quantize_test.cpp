@@ -200,9 +200,10 @@ std::vector<float> next_logits(Engine& engine, std::vector<int32_t> prompt) {
 
 // Q8_0 moves stories260K's logits by up to ~0.3, and a few of llama.cpp's F32 greedy choices
 // are closer calls than that (top-2 gaps of 0.005-0.03), so free-running Q8_0 text leaves the
-// reference early on two prompts (after 15 and 43 tokens). Fed the reference tokens, Q8_0
-// picks the reference token at each of the first 50 positions, or one its logit is within
-// 0.1 of, at most 3 times in all.
+// reference early on two prompts (after 15 and 43 tokens). The CPU kernels also quantize
+// the activations to 8 bits (as llama.cpp's Q8_0 path does), which on this 64-wide model
+// adds up to ~0.1 of logit error. Fed the reference tokens, Q8_0 picks the reference token
+// at each of the first 50 positions, or one its logit is within 0.15 of, at most 3 times.
 TEST(QuantizeStoriesQ8_0, FollowsTheF32GreedyIdsExceptAtNearTies) {
   TSR_REQUIRE_SHARED(kStories);
   TSR_REQUIRE_SHARED(kRefs);
@@ -216,7 +217,7 @@ TEST(QuantizeStoriesQ8_0, FollowsTheF32GreedyIdsExceptAtNearTies) {
       const auto top = std::ranges::max_element(logits);
       if (top - logits.begin() == ref.greedy[k]) continue;
       ++near_ties;
-      EXPECT_LT(*top - logits[static_cast<size_t>(ref.greedy[k])], 0.1f) << "position " << k;
+      EXPECT_LT(*top - logits[static_cast<size_t>(ref.greedy[k])], 0.15f) << "position " << k;
     }
   }
   EXPECT_LE(near_ties, 3);

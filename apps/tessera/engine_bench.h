@@ -1,0 +1,30 @@
+// `tessera bench -m MODEL`: prompt processing (pp512), text generation (tg128), batched
+// decode at B = 1, 4, 16, and the machine's memory read bandwidth measured in the same
+// run, which bounds decode: every step reads every weight once (the roofline).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/config/config.h"
+
+namespace tsr::app {
+
+struct EngineBenchOptions {
+  int32_t pp_tokens = 512;
+  int32_t tg_tokens = 128;
+  std::vector<int32_t> batches{1, 4, 16};
+  int32_t batch_steps = 32;  // decode steps timed per batch size
+  int32_t repetitions = 3;   // best of
+};
+
+// Runs the benchmark; progress goes to the log, the result to the returned JSON.
+nlohmann::json run_engine_bench(const Config& config, const EngineBenchOptions& options);
+
+// Read bandwidth in GB/s over a buffer far larger than the caches, with `threads` threads.
+double measure_read_bandwidth(int32_t threads);
+
+}  // namespace tsr::app

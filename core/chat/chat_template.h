@@ -1,0 +1,44 @@
+// Turns OpenAI-style chat messages into a prompt with a model's chat template
+// (GGUF tokenizer.chat_template, a Jinja template), rendered the way Hugging Face's
+// tokenizer.apply_chat_template renders it: trim_blocks and lstrip_blocks on, and the
+// variables messages, add_generation_prompt, bos_token, eos_token and tools (none).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tsr {
+
+struct Vocab;
+
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant", ...
+  std::string content;
+};
+
+struct ChatTemplateInputs {
+  std::vector<ChatMessage> messages;
+  bool add_generation_prompt = true;
+  std::string bos_token, eos_token;
+  // Passed as date_string only when set: templates such as Llama 3.1's choose their
+  // own default date when it is undefined, exactly as with Hugging Face.
+  std::optional<std::string> date_string;
+};
+
+// ChatML, for models without a template of their own (llama.cpp and most servers fall
+// back to it too):
+//   <|im_start|>{role}\n{content}<|im_end|>\n   for each message, then, with
+//   add_generation_prompt, <|im_start|>assistant\n
+extern const char* const kDefaultChatTemplate;
+
+// Throws tsr::Error on template syntax errors (naming line and column), runtime errors,
+// and raise_exception() in the template (with the template's own message).
+std::string apply_chat_template(const std::string& template_text, const ChatTemplateInputs& inputs);
+std::string apply_chat_template(const std::string& template_text, const std::vector<ChatMessage>& messages,
+                                bool add_generation_prompt, const std::string& bos, const std::string& eos);
+
+// The model's template, or kDefaultChatTemplate when its vocabulary has none.
+std::string chat_template_for(const Vocab& vocab);
+
+}  // namespace tsr

@@ -1,0 +1,214 @@
+#include "cpu_quant_matmul.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "cpu_dtype.h"
+#include "cpu_ops.h"
+
+namespace tsr::cpu {
+
+namespace {
+
+// Rows of x handled per pass over a weight row: their accumulators stay in registers.
+constexpr int kRowGroup = 8;
+// Weight rows per parallel work item: large enough to amortize scheduling.
+constexpr int64_t kRowsPerTask = 16;
+
+// x quantized to blocks of 32 int8 with one float scale per block.
+struct QuantizedRows {
+  int64_t rows = 0, blocks = 0;
+  std::vector<int8_t> q;   // [rows][blocks * 32]
+  std::vector<float> d;    // [rows][blocks]
+};
+
+void quantize_rows(const Matrix& x, QuantizedRows& out) {
+  out.rows = x.rows;
+  out.blocks = x.cols / kQBlock;
+  out.q.resize(size_t(out.rows * out.blocks * kQBlock));
+  out.d.resize(size_t(out.rows * out.blocks));
+  for (int64_t r = 0; r < x.rows; ++r) {
+    const float* src = x.row<float>(r);
+    for (int64_t b = 0; b < out.blocks; ++b) {
+      const float* v = src + b * kQBlock;
+      float amax = 0;
+      for (int i = 0; i < kQBlock; ++i) amax = std::max(amax, std::fabs(v[i]));
+      const float d = amax / 127.0f;
+      const float id = d != 0 ? 1.0f / d : 0.0f;
+      int8_t* q = &out.q[size_t((r * out.blocks + b) * kQBlock)];
+      for (int i = 0; i < kQBlock; ++i) q[i] = static_cast<int8_t>(std::nearbyint(v[i] * id));
+      out.d[size_t(r * out.blocks + b)] = d;
+    }
+  }
+}
+
+// The 32 weights of block b of a row as int8, and the block's scale.
+inline float load_block(tsr_dtype dtype, const uint8_t* row, int64_t b, int8_t* w) {
+  if (dtype == TSR_DTYPE_Q8_0) {
+    const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
+    std::memcpy(w, blk->qs, kQBlock);
+    return f16_to_f32(blk->d);
+  }
+  const auto* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
+  for (int i = 0; i < kQBlock / 2; ++i) {
+    w[i] = static_cast<int8_t>((blk->qs[i] & 0x0f) - 8);
+    w[i + kQBlock / 2] = static_cast<int8_t>((blk->qs[i] >> 4) - 8);
+  }
+  return f16_to_f32(blk->d);
+}
+
+// Portable path: integer dot products per block, scaled in float.
+void rows_generic(tsr_dtype dtype, const uint8_t* wrow, const QuantizedRows& xq, int64_t r0,
+                  int nr, float* sums) {
+  int8_t w[kQBlock];
+  for (int r = 0; r < nr; ++r) sums[r] = 0;
+  for (int64_t b = 0; b < xq.blocks; ++b) {
+    const float dw = load_block(dtype, wrow, b, w);
+    for (int r = 0; r < nr; ++r) {
+      const int8_t* xv = &xq.q[size_t(((r0 + r) * xq.blocks + b) * kQBlock)];
+      int32_t acc = 0;
+      for (int i = 0; i < kQBlock; ++i) acc += int32_t(xv[i]) * w[i];
+      sums[r] += float(acc) * dw * xq.d[size_t((r0 + r) * xq.blocks + b)];
+    }
+  }
+}
+
+// Loads block b's 32 weights into a register as int8.
+__attribute__((target("avx2,f16c,fma")))
+inline __m256i load_block_avx2(tsr_dtype dtype, const uint8_t* row, int64_t b, float* dw) {
+  if (dtype == TSR_DTYPE_Q8_0) {
+    const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
+    *dw = _cvtsh_ss(blk->d);
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs));
+  }
+  const auto* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
+  *dw = _cvtsh_ss(blk->d);
+  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs));
+  const __m128i lo = _mm_and_si128(packed, _mm_set1_epi8(0x0f));
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0f));
+  return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
+}
+
+__attribute__((target("avx2,fma")))
+inline float hsum(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
+}
+
+// Two consecutive weight blocks in one 512-bit register (a Q8_0 row interleaves scales and
+// values, so the halves load separately).
+__attribute__((target("avx512f,avx512bw,avx512vl,avx2,f16c")))
+inline __m512i load_pair_avx512(tsr_dtype dtype, const uint8_t* row, int64_t b, float* dw0, float* dw1) {
+  const __m256i lo = load_block_avx2(dtype, row, b, dw0);
+  const __m256i hi = load_block_avx2(dtype, row, b + 1, dw1);
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+// VNNI path, two blocks per instruction: |x| as u8 times sign(x)·w as s8; lanes 0-7 sum
+// block b, lanes 8-15 block b+1; each half is scaled by its own dw·dx.
+__attribute__((target("avx2,f16c,fma,avx512vl,avx512vnni,avx512bw,avx512f,avx512dq")))
+void rows_vnni512(tsr_dtype dtype, const uint8_t* wrow, const QuantizedRows& xq, int64_t r0, int nr,
+                  float* sums) {
+  __m512 acc[kRowGroup];
+  for (int r = 0; r < kRowGroup; ++r) acc[r] = _mm512_setzero_ps();
+  const int8_t* xbase = &xq.q[size_t(r0 * xq.blocks * kQBlock)];
+  const float* dbase = &xq.d[size_t(r0 * xq.blocks)];
+  int64_t b = 0;
+  for (; b + 2 <= xq.blocks; b += 2) {
+    float dw0, dw1;
+    const __m512i w = load_pair_avx512(dtype, wrow, b, &dw0, &dw1);
+    const __m512 dw = _mm512_insertf32x8(_mm512_set1_ps(dw0), _mm256_set1_ps(dw1), 1);
+    for (int r = 0; r < nr; ++r) {
+      const __m512i x = _mm512_loadu_si512(xbase + (r * xq.blocks + b) * kQBlock);
+      const __m512i sw = _mm512_mask_sub_epi8(w, _mm512_movepi8_mask(x), _mm512_setzero_si512(), w);
+      const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(x), sw);
+      const float* dx = dbase + r * xq.blocks + b;
+      const __m512 scale = _mm512_mul_ps(dw, _mm512_insertf32x8(_mm512_set1_ps(dx[0]), _mm256_set1_ps(dx[1]), 1));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[r]);
+    }
+  }
+  for (int r = 0; r < nr; ++r) sums[r] = _mm512_reduce_add_ps(acc[r]);
+  if (b < xq.blocks) {  // an odd last block
+    for (int r = 0; r < nr; ++r) {
+      float dw;
+      const __m256i w = load_block_avx2(dtype, wrow, b, &dw);
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xbase + (r * xq.blocks + b) * kQBlock));
+      const __m256i dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(x, x), _mm256_sign_epi8(w, x));
+      sums[r] += hsum(_mm256_cvtepi32_ps(dot)) * dw * dbase[r * xq.blocks + b];
+    }
+  }
+}
+
+bool has_vnni() {
+  static const bool yes = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                          __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  return yes;
+}
+
+template <class Kernel>
+void for_weight_rows(OpContext& ctx, const Matrix& out, const Matrix& w, int64_t x_rows,
+                     int64_t macs, Kernel&& kernel) {
+  const int64_t tasks = (w.rows + kRowsPerTask - 1) / kRowsPerTask;
+#pragma omp parallel for num_threads(ctx.n_threads) schedule(static) if (macs >= (1 << 16))
+  for (int64_t t = 0; t < tasks; ++t) {
+    float sums[kRowGroup];
+    const int64_t end = std::min(w.rows, (t + 1) * kRowsPerTask);
+    for (int64_t r0 = 0; r0 < x_rows; r0 += kRowGroup) {
+      const int nr = static_cast<int>(std::min<int64_t>(kRowGroup, x_rows - r0));
+      for (int64_t j = t * kRowsPerTask; j < end; ++j) {
+        kernel(j, r0, nr, sums);
+        for (int r = 0; r < nr; ++r) out.row<float>(r0 + r)[j] = sums[r];
+      }
+    }
+  }
+}
+
+__attribute__((target("avx2,f16c,fma")))
+void f16_rows(const uint16_t* wrow, const Matrix& x, int64_t r0, int nr, float* sums) {
+  __m256 acc[kRowGroup];
+  for (int r = 0; r < kRowGroup; ++r) acc[r] = _mm256_setzero_ps();
+  int64_t c = 0;
+  for (; c + 8 <= x.cols; c += 8) {
+    const __m256 wv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wrow + c)));
+    for (int r = 0; r < nr; ++r) acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(x.row<float>(r0 + r) + c), wv, acc[r]);
+  }
+  for (int r = 0; r < nr; ++r) {
+    sums[r] = hsum(acc[r]);
+    for (int64_t k = c; k < x.cols; ++k) sums[r] += x.row<float>(r0 + r)[k] * f16_to_f32(wrow[k]);
+  }
+}
+
+}  // namespace
+
+bool quant_matmul_supported(tsr_dtype w) { return w == TSR_DTYPE_Q8_0 || w == TSR_DTYPE_Q4_0; }
+
+void quant_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const Matrix& w) {
+  QuantizedRows xq;
+  quantize_rows(x, xq);
+  const bool vnni = has_vnni();
+  for_weight_rows(ctx, out, w, x.rows, w.rows * w.cols * x.rows,
+                  [&](int64_t j, int64_t r0, int nr, float* sums) {
+                    const uint8_t* wrow = w.row<uint8_t>(j);
+                    if (vnni) {
+                      rows_vnni512(w.dtype, wrow, xq, r0, nr, sums);
+                    } else {
+                      rows_generic(w.dtype, wrow, xq, r0, nr, sums);
+                    }
+                  });
+}
+
+void f16_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const Matrix& w) {
+  for_weight_rows(ctx, out, w, x.rows, w.rows * w.cols * x.rows,
+                  [&](int64_t j, int64_t r0, int nr, float* sums) {
+                    f16_rows(w.row<uint16_t>(j), x, r0, nr, sums);
+                  });
+}
+
+}  // namespace tsr::cpu

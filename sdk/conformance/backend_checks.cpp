@@ -1,0 +1,917 @@
+// Backend checks: devices, buffers, streams and events; every op against naive
+// double-precision references written from tessera/backend.h (ported from the CPU
+// backend's own tests), on random shapes and on every weight dtype the plugin says it
+// supports; and bad arguments, which must fail with an error object, never crash.
+//
+// Error measure: max|ours - ref| / max(1, max|ref|) < 1e-4. Tensors start as 0xFF bytes
+// (NaN as f32), so reading an unwritten byte shows as NaN and writing into row padding
+// shows in pad_untouched().
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "conformance.h"
+#include "tessera/backend.h"
+
+namespace tsr::conformance {
+namespace {
+
+constexpr double kTol = 1e-4;
+// Matmul with low-precision weights (F16, BF16, Q8_0, Q4_0) may round the activations to
+// a like precision, as llama.cpp does (int8 blocks for quantized weights, bf16 GEMMs):
+// that costs up to ~7e-3 on the kit's shapes. A wrong layout or block decode costs O(1).
+constexpr double kLowPrecisionTol = 1e-2;
+
+// ---- element formats (the kit's own, independent of the plugin's) ----
+
+// Round to nearest even; the kit only encodes zero and normal f16 values.
+uint16_t f32_to_f16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const auto sign = static_cast<uint16_t>((x >> 16) & 0x8000);
+  const int32_t exp = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
+  if ((x & 0x7fffffff) == 0 || exp <= 0) return sign;
+  const uint32_t mant = x & 0x7fffff, rest = mant & 0x1fff;
+  uint32_t h = (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
+  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) ++h;
+  return static_cast<uint16_t>(sign | h);
+}
+
+double f16_value(uint16_t h) {
+  const int exp = (h >> 10) & 0x1f;
+  const double mag = exp == 0 ? std::ldexp(h & 0x3ff, -24) : std::ldexp(1024 + (h & 0x3ff), exp - 25);
+  return (h & 0x8000) ? -mag : mag;
+}
+
+uint16_t f32_to_bf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  x += 0x7fff + ((x >> 16) & 1);
+  return static_cast<uint16_t>(x >> 16);
+}
+
+double bf16_value(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+bool is_quant(tsr_dtype d) { return d == TSR_DTYPE_Q8_0 || d == TSR_DTYPE_Q4_0; }
+
+int64_t unit_bytes(tsr_dtype d) {
+  switch (d) {
+    case TSR_DTYPE_F32: case TSR_DTYPE_I32: return 4;
+    case TSR_DTYPE_F16: case TSR_DTYPE_BF16: return 2;
+    case TSR_DTYPE_Q8_0: return 34;
+    case TSR_DTYPE_Q4_0: return 18;
+    default: throw std::logic_error("no unit size for dtype " + std::to_string(d));
+  }
+}
+
+int64_t row_bytes(tsr_dtype d, int64_t n) { return is_quant(d) ? n / 32 * unit_bytes(d) : n * unit_bytes(d); }
+
+const char* dtype_name(tsr_dtype d) {
+  switch (d) {
+    case TSR_DTYPE_F32: return "F32";
+    case TSR_DTYPE_F16: return "F16";
+    case TSR_DTYPE_BF16: return "BF16";
+    case TSR_DTYPE_Q8_0: return "Q8_0";
+    case TSR_DTYPE_Q4_0: return "Q4_0";
+    default: return "other";
+  }
+}
+
+// Weights in `dtype` and the exact values they decode to.
+struct Weights {
+  std::vector<uint8_t> bytes;
+  std::vector<double> value;
+};
+
+void put_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
+
+// GGUF Q8_0 (d = max|x| / 127, q = round(x / d)) and Q4_0 (quantize_row_q4_0_ref).
+void quantize_block(tsr_dtype d, const float* x, uint8_t* block, double* value) {
+  float amax = 0, max = 0;
+  for (int j = 0; j < 32; ++j) {
+    if (amax < std::abs(x[j])) max = x[j], amax = std::abs(x[j]);
+  }
+  const float scale = d == TSR_DTYPE_Q8_0 ? amax / 127 : max / -8;
+  const float inv = scale != 0 ? 1 / scale : 0;
+  const uint16_t sh = f32_to_f16(scale);
+  put_u16(block, sh);
+  for (int j = 0; j < 32; ++j) {
+    if (d == TSR_DTYPE_Q8_0) {
+      const auto q = static_cast<int8_t>(std::round(x[j] * inv));
+      block[2 + j] = static_cast<uint8_t>(q);
+      value[j] = f16_value(sh) * q;
+    } else {
+      const int q = std::min(15, int(static_cast<int8_t>(x[j] * inv + 8.5f)));
+      block[2 + j % 16] = static_cast<uint8_t>(j < 16 ? q : (block[2 + j % 16] | q << 4));
+      value[j] = f16_value(sh) * (q - 8);
+    }
+  }
+}
+
+Weights encode(tsr_dtype d, const std::vector<float>& src) {
+  Weights w;
+  w.value.resize(src.size());
+  w.bytes.resize(static_cast<size_t>(row_bytes(d, static_cast<int64_t>(src.size()))));
+  for (size_t i = 0; i < src.size(); ++i) {
+    uint8_t* out = w.bytes.data();
+    if (d == TSR_DTYPE_F32) std::memcpy(out + 4 * i, &src[i], 4), w.value[i] = src[i];
+    if (d == TSR_DTYPE_F16) put_u16(out + 2 * i, f32_to_f16(src[i])), w.value[i] = f16_value(f32_to_f16(src[i]));
+    if (d == TSR_DTYPE_BF16) put_u16(out + 2 * i, f32_to_bf16(src[i])), w.value[i] = bf16_value(f32_to_bf16(src[i]));
+    if (is_quant(d) && i % 32 == 0) quantize_block(d, &src[i], out + i / 32 * unit_bytes(d), &w.value[i]);
+  }
+  return w;
+}
+
+const tsr_dtype kWeightDtypes[] = {TSR_DTYPE_F32, TSR_DTYPE_F16, TSR_DTYPE_BF16, TSR_DTYPE_Q8_0,
+                                   TSR_DTYPE_Q4_0};
+
+std::vector<float> random_floats(size_t n, std::mt19937& rng, float lo = -1, float hi = 1) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+int64_t pick(std::mt19937& rng, int64_t lo, int64_t hi) {
+  return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+}
+
+double norm_err(const std::vector<float>& ours, const std::vector<double>& ref) {
+  if (ours.size() != ref.size()) return INFINITY;
+  double diff = 0, mag = 0;
+  for (size_t i = 0; i < ours.size(); ++i) {
+    if (!std::isfinite(ours[i])) return INFINITY;
+    diff = std::max(diff, std::abs(ours[i] - ref[i]));
+    mag = std::max(mag, std::abs(ref[i]));
+  }
+  return diff / std::max(1.0, mag);
+}
+
+// ---- a backend handle and tensors in its buffers ----
+
+const tsr_backend_iface& table_of(const LoadedPlugin& p) {
+  return *static_cast<const tsr_backend_iface*>(p.desc->iface);
+}
+
+// Throws (failing the test with the plugin's message) unless the call succeeded.
+void check(tsr_status status, tsr_error* error, const std::string& what) {
+  if (status == TSR_STATUS_OK) {
+    EXPECT_EQ(error, nullptr) << what << " succeeded but stored an error";
+    take_error(error);
+    return;
+  }
+  throw std::runtime_error(what + " failed: " + take_error(error));
+}
+
+class Device {
+ public:
+  explicit Device(const LoadedPlugin& p) : t(table_of(p)) {
+    const tsr_backend_params params{sizeof(tsr_backend_params), 0, 1, nullptr};
+    tsr_error* e = nullptr;
+    check(t.backend_create(&params, &b, &e), e, "backend_create");
+    check(t.stream_create(b, &s, &e), e, "stream_create");
+  }
+  ~Device() {
+    t.stream_destroy(b, s);
+    t.backend_destroy(b);
+  }
+
+  bool supports(tsr_op op, tsr_dtype d) const { return t.supports(b, op, &d, 1) != 0; }
+
+  std::shared_ptr<tsr_buffer> alloc(uint64_t size) {
+    tsr_buffer* buf = nullptr;
+    tsr_error* e = nullptr;
+    check(t.buffer_alloc(b, size, &buf, &e), e, "buffer_alloc");
+    return {buf, [this](tsr_buffer* x) { t.buffer_free(b, x); }};
+  }
+  void write(tsr_buffer* buf, uint64_t off, const void* src, uint64_t n) {
+    tsr_error* e = nullptr;
+    check(t.buffer_write(b, s, buf, off, src, n, &e), e, "buffer_write");
+  }
+  void read(const tsr_buffer* buf, uint64_t off, void* dst, uint64_t n) {
+    tsr_error* e = nullptr;
+    check(t.buffer_read(b, s, buf, off, dst, n, &e), e, "buffer_read");
+    sync();
+  }
+  void memset(tsr_buffer* buf, uint64_t off, int v, uint64_t n) {
+    tsr_error* e = nullptr;
+    check(t.buffer_memset(b, s, buf, off, v, n, &e), e, "buffer_memset");
+  }
+  void sync() {
+    tsr_error* e = nullptr;
+    check(t.stream_synchronize(b, s, &e), e, "stream_synchronize");
+  }
+  template <class P>
+  void run(tsr_status (*entry)(tsr_backend*, tsr_stream*, const P*, tsr_error**), const P& p,
+           const char* what) {
+    tsr_error* e = nullptr;
+    check(entry(b, s, &p, &e), e, what);
+  }
+
+  const tsr_backend_iface& t;
+  tsr_backend* b = nullptr;
+  tsr_stream* s = nullptr;
+};
+
+Device& dut() {
+  static Device d(plugin());
+  return d;
+}
+
+Device* ref_device() {
+  static std::unique_ptr<Device> d = reference() ? std::make_unique<Device>(*reference()) : nullptr;
+  return d.get();
+}
+
+// A tensor in its own buffer, rows padded by `pad` bytes.
+struct DevTensor {
+  Device* dev = nullptr;
+  std::shared_ptr<tsr_buffer> buf;
+  uint64_t size = 0;
+  tsr_tensor t{};
+  int64_t rows = 0, packed = 0, stride = 0;
+
+  const tsr_tensor* get() const { return &t; }
+  std::vector<uint8_t> bytes() const {
+    std::vector<uint8_t> all(size);
+    dev->read(buf.get(), 0, all.data(), size);
+    return all;
+  }
+  template <class T = float>
+  std::vector<T> packed_rows() const {
+    const std::vector<uint8_t> all = bytes();
+    std::vector<T> v(static_cast<size_t>(rows * packed) / sizeof(T));
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(reinterpret_cast<uint8_t*>(v.data()) + r * packed, &all[r * stride], packed);
+    }
+    return v;
+  }
+  bool pad_untouched() const {
+    const std::vector<uint8_t> all = bytes();
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t i = packed; i < stride; ++i) {
+        if (all[r * stride + i] != 0xFF) return false;
+      }
+    }
+    return true;
+  }
+};
+
+DevTensor make_tensor(Device& dev, tsr_dtype dtype, std::vector<int64_t> shape,
+                      const void* host = nullptr, int64_t pad = 0) {
+  DevTensor d;
+  d.dev = &dev;
+  tsr_tensor& t = d.t;
+  t.struct_size = sizeof(tsr_tensor);
+  t.dtype = dtype;
+  t.ndim = static_cast<int32_t>(shape.size());
+  std::copy(shape.begin(), shape.end(), t.shape);
+  int64_t stride = row_bytes(dtype, shape.back());
+  t.strides[t.ndim - 1] = is_quant(dtype) ? 1 : unit_bytes(dtype);
+  for (int i = t.ndim - 2; i >= 0; --i) t.strides[i] = stride, stride *= shape[i];
+  const bool one_d = t.ndim == 1;
+  d.rows = one_d ? 1 : shape[0];
+  d.packed = one_d ? row_bytes(dtype, shape[0]) : t.strides[0];
+  d.stride = d.packed + pad;
+  if (!one_d) t.strides[0] = d.stride;
+  d.size = static_cast<uint64_t>(std::max<int64_t>(d.rows * d.stride, 1));
+  d.buf = dev.alloc(d.size);
+  dev.memset(d.buf.get(), 0, 0xFF, d.size);
+  t.data = dev.t.buffer_base(d.buf.get());
+  for (int64_t r = 0; host != nullptr && r < d.rows; ++r) {
+    dev.write(d.buf.get(), r * d.stride, static_cast<const uint8_t*>(host) + r * d.packed, d.packed);
+  }
+  return d;
+}
+
+template <class T>
+DevTensor upload(Device& dev, const std::vector<T>& v, tsr_dtype dtype, std::vector<int64_t> shape,
+                 int64_t pad = 0) {
+  return make_tensor(dev, dtype, std::move(shape), v.data(), pad);
+}
+
+DevTensor upload_i32(Device& dev, const std::vector<int32_t>& v) {
+  return upload(dev, v, TSR_DTYPE_I32, {static_cast<int64_t>(v.size())});
+}
+
+// Runs `run` on the plugin (and the reference plugin, if any) and compares its output
+// with the double-precision reference.
+void expect_matches(const std::vector<double>& ref, const std::function<std::vector<float>(Device&)>& run,
+                    double tol = kTol) {
+  const std::vector<float> ours = run(dut());
+  EXPECT_LT(norm_err(ours, ref), tol) << "against the double-precision reference";
+  if (Device* other = ref_device()) {
+    const std::vector<float> theirs = run(*other);
+    EXPECT_LT(norm_err(ours, std::vector<double>(theirs.begin(), theirs.end())), tol)
+        << "against the --reference plugin";
+  }
+}
+
+class BackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int32_t count = 0;
+    tsr_error* e = nullptr;
+    const tsr_status status = dut().t.device_count(&count, &e);
+    if (status != TSR_STATUS_OK || count < 1) {
+      GTEST_SKIP() << "no device: " << take_error(e);
+    }
+  }
+  std::mt19937 rng{20240601};
+};
+
+// ---- devices, handles, buffers, streams, events ----
+
+TEST_F(BackendTest, DevicePropsAreWellFormed) {
+  const tsr_backend_iface& t = dut().t;
+  int32_t count = 0;
+  check(t.device_count(&count, nullptr), nullptr, "device_count");
+  tsr_device_props props{};
+  props.struct_size = sizeof(props);
+  tsr_error* e = nullptr;
+  check(t.device_props(0, &props, &e), e, "device_props");
+  EXPECT_NE(std::memchr(props.name, 0, sizeof(props.name)), nullptr) << "name not NUL-terminated";
+  EXPECT_GE(props.struct_size, sizeof(props));
+}
+
+TEST_F(BackendTest, BufferRoundTrips) {
+  Device& d = dut();
+  const uint64_t n = 1000;
+  auto buf = d.alloc(n);
+  std::vector<uint8_t> data(n), back(n);
+  std::iota(data.begin(), data.end(), uint8_t{7});
+  d.write(buf.get(), 0, data.data(), n);
+  d.read(buf.get(), 0, back.data(), n);
+  EXPECT_EQ(back, data);
+  d.memset(buf.get(), 100, 0xA5, 50);
+  std::fill_n(data.begin() + 100, 50, 0xA5);
+  d.write(buf.get(), 997, data.data() + 997, 3);  // the last bytes, unaligned
+  d.read(buf.get(), 0, back.data(), n);
+  EXPECT_EQ(back, data);
+  std::vector<uint8_t> part(10);
+  d.read(buf.get(), 95, part.data(), 10);
+  EXPECT_TRUE(std::equal(part.begin(), part.end(), data.begin() + 95));
+  auto empty = d.alloc(0);  // zero bytes is a valid buffer
+  d.write(empty.get(), 0, data.data(), 0);
+}
+
+TEST_F(BackendTest, BufferFromHostSeesHostBytes) {
+  Device& d = dut();
+  if (d.t.buffer_from_host == nullptr) GTEST_SKIP() << "buffer_from_host is optional and absent";
+  std::vector<uint8_t> host(256);
+  std::iota(host.begin(), host.end(), uint8_t{0});
+  tsr_buffer* buf = nullptr;
+  tsr_error* e = nullptr;
+  check(d.t.buffer_from_host(d.b, host.data(), host.size(), &buf, &e), e, "buffer_from_host");
+  std::vector<uint8_t> back(host.size());
+  d.read(buf, 0, back.data(), back.size());
+  EXPECT_EQ(back, host);
+  d.t.buffer_free(d.b, buf);
+}
+
+TEST_F(BackendTest, EventsOrderStreams) {
+  Device& d = dut();
+  const tsr_backend_iface& t = d.t;
+  tsr_stream* other = nullptr;
+  tsr_event* event = nullptr;
+  tsr_error* e = nullptr;
+  check(t.stream_create(d.b, &other, &e), e, "stream_create");
+  check(t.event_create(d.b, &event, &e), e, "event_create");
+  auto buf = d.alloc(4096);
+  std::vector<uint8_t> data(4096, 0x3C), back(4096);
+  d.write(buf.get(), 0, data.data(), data.size());
+  check(t.event_record(d.b, event, d.s, &e), e, "event_record");
+  check(t.event_wait(d.b, other, event, &e), e, "event_wait");
+  check(t.buffer_read(d.b, other, buf.get(), 0, back.data(), back.size(), &e), e, "buffer_read");
+  check(t.stream_synchronize(d.b, other, &e), e, "stream_synchronize");
+  EXPECT_EQ(back, data);
+  check(t.event_synchronize(d.b, event, &e), e, "event_synchronize");
+  t.event_destroy(d.b, event);
+  t.stream_destroy(d.b, other);
+}
+
+TEST_F(BackendTest, SupportsWhatAModelNeeds) {
+  for (int op = 0; op < TSR_OP_COUNT_; ++op) {
+    if (op == TSR_OP_MATMUL || op == TSR_OP_GET_ROWS) continue;
+    EXPECT_TRUE(dut().supports(static_cast<tsr_op>(op), TSR_DTYPE_F32)) << "op " << op << " F32";
+  }
+  EXPECT_TRUE(dut().supports(TSR_OP_MATMUL, TSR_DTYPE_F32) || dut().supports(TSR_OP_MATMUL, TSR_DTYPE_F16))
+      << "matmul supports neither F32 nor F16 weights";
+  tsr_dtype bogus;
+  const int32_t value = 99;
+  std::memcpy(&bogus, &value, sizeof(value));
+  EXPECT_FALSE(dut().supports(TSR_OP_MATMUL, bogus));
+  EXPECT_EQ(dut().t.supports(dut().b, TSR_OP_MATMUL, nullptr, 0), 0);
+}
+
+// ---- ops against double-precision references ----
+
+class WeightOpTest : public BackendTest, public ::testing::WithParamInterface<tsr_dtype> {
+ protected:
+  void require_support(tsr_op op) {
+    if (!dut().supports(op, GetParam())) GTEST_SKIP() << "the plugin does not support this dtype";
+  }
+};
+
+TEST_P(WeightOpTest, MatmulMatchesReference) {
+  require_support(TSR_OP_MATMUL);
+  for (int round = 0; round < 6; ++round) {
+    const int64_t n = round < 2 ? round + 1 : pick(rng, 2, 40), k = 32 * pick(rng, 1, 6), m = pick(rng, 1, 45);
+    const int64_t pad = round % 2 == 0 ? 0 : 20;  // strides no multiple of 16 bytes
+    SCOPED_TRACE("n=" + std::to_string(n) + " k=" + std::to_string(k) + " m=" + std::to_string(m));
+    const std::vector<float> x = random_floats(static_cast<size_t>(n * k), rng);
+    const Weights w = encode(GetParam(), random_floats(static_cast<size_t>(m * k), rng));
+    std::vector<double> ref(static_cast<size_t>(n * m));
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < m; ++j) {
+        for (int64_t c = 0; c < k; ++c) ref[i * m + j] += double(x[i * k + c]) * w.value[j * k + c];
+      }
+    }
+    expect_matches(ref, [&](Device& dev) {
+      const DevTensor dx = upload(dev, x, TSR_DTYPE_F32, {n, k}, pad);
+      const DevTensor dw = upload(dev, w.bytes, GetParam(), {m, k});
+      const DevTensor out = make_tensor(dev, TSR_DTYPE_F32, {n, m}, nullptr, pad / 5 * 4);
+      dev.run(dev.t.matmul, tsr_matmul_params{sizeof(tsr_matmul_params), out.get(), dx.get(), dw.get()}, "matmul");
+      EXPECT_TRUE(out.pad_untouched());
+      return out.packed_rows();
+    }, GetParam() == TSR_DTYPE_F32 ? kTol : kLowPrecisionTol);
+  }
+}
+
+TEST_P(WeightOpTest, GetRowsDecodesSelectedRows) {
+  require_support(TSR_OP_GET_ROWS);
+  const int64_t rows = pick(rng, 2, 20), d = 32 * pick(rng, 1, 4);
+  const Weights table = encode(GetParam(), random_floats(static_cast<size_t>(rows * d), rng, -3, 3));
+  std::vector<int32_t> ids(static_cast<size_t>(pick(rng, 1, 9)));
+  for (int32_t& id : ids) id = static_cast<int32_t>(pick(rng, 0, rows - 1));
+  std::vector<double> ref;
+  for (const int32_t id : ids) ref.insert(ref.end(), table.value.begin() + id * d, table.value.begin() + (id + 1) * d);
+  expect_matches(ref, [&](Device& dev) {
+    const DevTensor dt = upload(dev, table.bytes, GetParam(), {rows, d});
+    const DevTensor di = upload_i32(dev, ids);
+    const DevTensor out = make_tensor(dev, TSR_DTYPE_F32, {static_cast<int64_t>(ids.size()), d}, nullptr, 12);
+    dev.run(dev.t.get_rows, tsr_get_rows_params{sizeof(tsr_get_rows_params), out.get(), dt.get(), di.get()}, "get_rows");
+    EXPECT_TRUE(out.pad_untouched());
+    return out.packed_rows();
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Backend, WeightOpTest, ::testing::ValuesIn(kWeightDtypes),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST_F(BackendTest, RmsNormMatchesReference) {
+  for (int round = 0; round < 4; ++round) {
+    const int64_t n = pick(rng, 1, 6), d = pick(rng, 1, 300);
+    const bool in_place = round % 2 == 1;
+    const float amp = round == 2 ? 0.005f : 2.0f;  // tiny inputs make eps matter
+    const float eps = 1e-5f;
+    const std::vector<float> x = random_floats(static_cast<size_t>(n * d), rng, -amp, amp);
+    const std::vector<float> w = random_floats(static_cast<size_t>(d), rng, 0.5f, 1.5f);
+    std::vector<double> ref(x.size());
+    for (int64_t r = 0; r < n; ++r) {
+      double ss = 0;
+      for (int64_t c = 0; c < d; ++c) ss += double(x[r * d + c]) * x[r * d + c];
+      const double scale = 1 / std::sqrt(ss / double(d) + eps);
+      for (int64_t c = 0; c < d; ++c) ref[r * d + c] = x[r * d + c] * scale * w[c];
+    }
+    expect_matches(ref, [&](Device& dev) {
+      const DevTensor dx = upload(dev, x, TSR_DTYPE_F32, {n, d}, 8);
+      const DevTensor dw = upload(dev, w, TSR_DTYPE_F32, {d});
+      const DevTensor fresh = make_tensor(dev, TSR_DTYPE_F32, {n, d}, nullptr, 4);
+      const DevTensor& out = in_place ? dx : fresh;
+      dev.run(dev.t.rms_norm, tsr_rms_norm_params{sizeof(tsr_rms_norm_params), out.get(), dx.get(), dw.get(), eps, 0}, "rms_norm");
+      EXPECT_TRUE(out.pad_untouched());
+      return out.packed_rows();
+    });
+  }
+}
+
+// The binary elementwise ops, with the output fresh or aliasing either operand.
+void check_binary(std::mt19937& rng, tsr_op op, double (*f)(double, double)) {
+  for (int alias = 0; alias < 3; ++alias) {
+    const int64_t n = pick(rng, 1, 6), d = pick(rng, 1, 300);
+    const std::vector<float> a = random_floats(static_cast<size_t>(n * d), rng, -6, 6);
+    const std::vector<float> b = random_floats(static_cast<size_t>(n * d), rng, -2, 2);
+    std::vector<double> ref(a.size());
+    for (size_t i = 0; i < a.size(); ++i) ref[i] = f(a[i], b[i]);
+    expect_matches(ref, [&](Device& dev) {
+      const DevTensor da = upload(dev, a, TSR_DTYPE_F32, {n, d}, 4);
+      const DevTensor db = upload(dev, b, TSR_DTYPE_F32, {n, d});
+      const DevTensor fresh = make_tensor(dev, TSR_DTYPE_F32, {n, d}, nullptr, 8);
+      const DevTensor& out = alias == 1 ? da : alias == 2 ? db : fresh;
+      if (op == TSR_OP_ADD) {
+        dev.run(dev.t.add, tsr_add_params{sizeof(tsr_add_params), out.get(), da.get(), db.get()}, "add");
+      } else {
+        dev.run(dev.t.silu_mul, tsr_silu_mul_params{sizeof(tsr_silu_mul_params), out.get(), da.get(), db.get()}, "silu_mul");
+      }
+      EXPECT_TRUE(out.pad_untouched());
+      return out.packed_rows();
+    });
+  }
+}
+
+TEST_F(BackendTest, AddMatchesReference) {
+  check_binary(rng, TSR_OP_ADD, [](double a, double b) { return a + b; });
+}
+
+TEST_F(BackendTest, SiluMulMatchesReference) {
+  check_binary(rng, TSR_OP_SILU_MUL, [](double g, double u) { return g / (1 + std::exp(-g)) * u; });
+}
+
+TEST_F(BackendTest, RopeMatchesReference) {
+  for (const tsr_rope_mode mode : {TSR_ROPE_NORMAL, TSR_ROPE_NEOX, TSR_ROPE_NORMAL, TSR_ROPE_NEOX}) {
+    const int64_t hd = 8 * pick(rng, 1, 8), heads = pick(rng, 1, 4), n = pick(rng, 1, 6);
+    const auto n_rot = static_cast<int32_t>(2 * pick(rng, 1, hd / 2));  // partial rotary too
+    const float base = pick(rng, 0, 1) ? 10000.0f : 1e6f, scale = 1.0f / static_cast<float>(pick(rng, 1, 4));
+    std::vector<int32_t> pos(static_cast<size_t>(n));
+    for (int32_t& p : pos) p = static_cast<int32_t>(pick(rng, 0, 2047));
+    const std::vector<float> x = random_floats(static_cast<size_t>(n * heads * hd), rng);
+    std::vector<double> ref(x.begin(), x.end());
+    const int half = n_rot / 2;
+    for (int64_t r = 0; r < n * heads; ++r) {
+      double* v = &ref[static_cast<size_t>(r * hd)];
+      for (int i = 0; i < half; ++i) {
+        const double theta = pos[r / heads] * double(scale) * std::pow(double(base), -2.0 * i / n_rot);
+        const int a = mode == TSR_ROPE_NORMAL ? 2 * i : i, b = mode == TSR_ROPE_NORMAL ? 2 * i + 1 : i + half;
+        const double x0 = v[a], x1 = v[b];
+        v[a] = x0 * std::cos(theta) - x1 * std::sin(theta);
+        v[b] = x0 * std::sin(theta) + x1 * std::cos(theta);
+      }
+    }
+    SCOPED_TRACE("mode " + std::to_string(mode) + " n_rot " + std::to_string(n_rot) + " head_dim " + std::to_string(hd));
+    expect_matches(ref, [&](Device& dev) {
+      const DevTensor dx = upload(dev, x, TSR_DTYPE_F32, {n, heads, hd}, 4);
+      const DevTensor dp = upload_i32(dev, pos);
+      dev.run(dev.t.rope, tsr_rope_params{sizeof(tsr_rope_params), dx.get(), dp.get(), n_rot, mode, base, scale}, "rope");
+      EXPECT_TRUE(dx.pad_untouched());
+      return dx.packed_rows();
+    });
+  }
+}
+
+// ---- paged KV: kv_write, attention, copy_blocks ----
+
+// Sequences' keys and values kept contiguously for the reference, written by kv_write
+// into a paged cache through shuffled block tables, with -1 rows that must land nowhere.
+struct Paged {
+  int32_t block_size = 0;
+  int64_t heads = 0, kv_heads = 0, head_dim = 0, max_blocks = 0, slots = 0;
+  std::vector<int32_t> lens, tables;
+  std::vector<std::vector<float>> k, v;
+  int64_t row() const { return kv_heads * head_dim; }
+  int64_t slot(size_t s, int64_t t) const {
+    return int64_t(tables[s * max_blocks + t / block_size]) * block_size + t % block_size;
+  }
+};
+
+Paged make_paged(std::mt19937& rng, int32_t block_size) {
+  Paged c;
+  c.block_size = block_size;
+  c.kv_heads = pick(rng, 1, 2);
+  c.head_dim = 8 * pick(rng, 1, 3);
+  c.heads = c.kv_heads * pick(rng, 1, 4);
+  c.lens = {static_cast<int32_t>(pick(rng, 1, 9)), static_cast<int32_t>(pick(rng, 10, 40)),
+            static_cast<int32_t>(pick(rng, 1, 20))};
+  int64_t used = 0;
+  for (const int32_t len : c.lens) {
+    c.max_blocks = std::max<int64_t>(c.max_blocks, (len + block_size - 1) / block_size + 1);
+    used += (len + block_size - 1) / block_size;
+  }
+  std::vector<int32_t> ids(static_cast<size_t>(2 * used + 1));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  c.slots = static_cast<int64_t>(ids.size()) * block_size;
+  c.tables.assign(c.lens.size() * c.max_blocks, -1);
+  size_t next = 0;
+  for (size_t s = 0; s < c.lens.size(); ++s) {
+    for (int64_t b = 0; b * block_size < c.lens[s]; ++b) c.tables[s * c.max_blocks + b] = ids[next++];
+    c.k.push_back(random_floats(static_cast<size_t>(c.lens[s] * c.row()), rng));
+    c.v.push_back(random_floats(static_cast<size_t>(c.lens[s] * c.row()), rng));
+  }
+  return c;
+}
+
+struct DevCache {
+  DevTensor k, v;
+};
+
+DevCache write_cache(Device& dev, const Paged& c) {
+  std::vector<float> k_rows, v_rows;
+  std::vector<int32_t> mapping;
+  for (size_t s = 0; s < c.lens.size(); ++s) {
+    for (int64_t t = 0; t < c.lens[s]; ++t) {
+      k_rows.insert(k_rows.end(), c.k[s].begin() + t * c.row(), c.k[s].begin() + (t + 1) * c.row());
+      v_rows.insert(v_rows.end(), c.v[s].begin() + t * c.row(), c.v[s].begin() + (t + 1) * c.row());
+      mapping.push_back(static_cast<int32_t>(c.slot(s, t)));
+      if (t % 3 == 0) {  // a skipped row with data that must not land anywhere
+        k_rows.insert(k_rows.end(), c.row(), 1e30f);
+        v_rows.insert(v_rows.end(), c.row(), 1e30f);
+        mapping.push_back(-1);
+      }
+    }
+  }
+  const auto n = static_cast<int64_t>(mapping.size());
+  DevCache cache{make_tensor(dev, TSR_DTYPE_F32, {c.slots, c.kv_heads, c.head_dim}),
+                 make_tensor(dev, TSR_DTYPE_F32, {c.slots, c.kv_heads, c.head_dim})};
+  const DevTensor dk = upload(dev, k_rows, TSR_DTYPE_F32, {n, c.kv_heads, c.head_dim}, 4);
+  const DevTensor dv = upload(dev, v_rows, TSR_DTYPE_F32, {n, c.kv_heads, c.head_dim});
+  const DevTensor dm = upload_i32(dev, mapping);
+  dev.run(dev.t.kv_write, tsr_kv_write_params{sizeof(tsr_kv_write_params), cache.k.get(), cache.v.get(), dk.get(), dv.get(), dm.get()}, "kv_write");
+  return cache;
+}
+
+TEST_F(BackendTest, KvWriteFillsMappedSlots) {
+  const Paged c = make_paged(rng, 4);
+  std::vector<double> ref;
+  for (const auto* kv : {&c.k, &c.v}) {
+    std::vector<double> cache(static_cast<size_t>(c.slots * c.row()), NAN);
+    for (size_t s = 0; s < c.lens.size(); ++s) {
+      for (int64_t t = 0; t < c.lens[s]; ++t) {
+        std::copy_n((*kv)[s].begin() + t * c.row(), c.row(), cache.begin() + c.slot(s, t) * c.row());
+      }
+    }
+    ref.insert(ref.end(), cache.begin(), cache.end());
+  }
+  // Unwritten slots stay 0xFF (NaN): compare written slots only.
+  std::vector<bool> unwritten(ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    unwritten[i] = std::isnan(ref[i]);
+    if (unwritten[i]) ref[i] = 0;
+  }
+  const auto written = [&](std::vector<float> got) {
+    for (size_t i = 0; i < got.size() && i < unwritten.size(); ++i) {
+      if (unwritten[i]) got[i] = 0;
+    }
+    return got;
+  };
+  expect_matches(ref, [&](Device& dev) {
+    const DevCache cache = write_cache(dev, c);
+    std::vector<float> got = cache.k.packed_rows();
+    const std::vector<float> v = cache.v.packed_rows();
+    got.insert(got.end(), v.begin(), v.end());
+    return written(got);
+  });
+}
+
+// Batch: sequence 0 prefills from scratch, 1 continues a chunked prefill, 2 decodes.
+struct Batch {
+  std::vector<int32_t> tables, lens, qsl{0}, pos;
+  int64_t rows() const { return static_cast<int64_t>(pos.size()); }
+};
+
+Batch mixed_batch(const Paged& c) {
+  Batch b;
+  const int32_t from[] = {0, c.lens[1] / 2, c.lens[2] - 1};
+  for (size_t s = 0; s < c.lens.size(); ++s) {
+    b.tables.insert(b.tables.end(), c.tables.begin() + s * c.max_blocks, c.tables.begin() + (s + 1) * c.max_blocks);
+    b.lens.push_back(c.lens[s]);
+    for (int32_t p = from[s]; p < c.lens[s]; ++p) b.pos.push_back(p);
+    b.qsl.push_back(static_cast<int32_t>(b.pos.size()));
+  }
+  return b;
+}
+
+std::vector<double> ref_attention(const Paged& c, const Batch& b, const std::vector<float>& q) {
+  const double scale = 1 / std::sqrt(double(c.head_dim));
+  std::vector<double> out;
+  for (size_t s = 0; s < c.lens.size(); ++s) {
+    for (int32_t r = b.qsl[s]; r < b.qsl[s + 1]; ++r) {
+      for (int64_t h = 0; h < c.heads; ++h) {
+        const float* qv = &q[(r * c.heads + h) * c.head_dim];
+        const int64_t off = h / (c.heads / c.kv_heads) * c.head_dim;
+        std::vector<double> w(static_cast<size_t>(b.pos[r] + 1));
+        for (int64_t t = 0; t <= b.pos[r]; ++t) {
+          for (int64_t d = 0; d < c.head_dim; ++d) w[t] += double(qv[d]) * c.k[s][t * c.row() + off + d];
+          w[t] *= scale;
+        }
+        const double mx = *std::max_element(w.begin(), w.end());
+        double denom = 0;
+        for (double& x : w) denom += (x = std::exp(x - mx));
+        for (int64_t d = 0; d < c.head_dim; ++d) {
+          double acc = 0;
+          for (int64_t t = 0; t <= b.pos[r]; ++t) acc += w[t] * c.v[s][t * c.row() + off + d];
+          out.push_back(acc / denom);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// The operands of one attention call.
+struct AttentionCall {
+  DevCache cache;
+  DevTensor out, q, tables, lens, qsl, pos;
+  int32_t block_size;
+  float scale;
+  tsr_attention_params params() const {
+    return {sizeof(tsr_attention_params), out.get(), q.get(), cache.k.get(), cache.v.get(), tables.get(),
+            lens.get(), qsl.get(), pos.get(), block_size, scale};
+  }
+};
+
+AttentionCall make_attention(Device& dev, const Paged& c, const Batch& b, const std::vector<float>& q) {
+  const int64_t n = b.rows(), seqs = static_cast<int64_t>(b.lens.size());
+  return {write_cache(dev, c),
+          make_tensor(dev, TSR_DTYPE_F32, {n, c.heads, c.head_dim}, nullptr, 4),
+          upload(dev, q, TSR_DTYPE_F32, {n, c.heads, c.head_dim}, 12),
+          upload(dev, b.tables, TSR_DTYPE_I32, {seqs, c.max_blocks}),
+          upload_i32(dev, b.lens), upload_i32(dev, b.qsl), upload_i32(dev, b.pos),
+          c.block_size, static_cast<float>(1 / std::sqrt(double(c.head_dim)))};
+}
+
+class AttentionTest : public BackendTest, public ::testing::WithParamInterface<int32_t> {};
+
+TEST_P(AttentionTest, PagedGqaMatchesContiguousReference) {
+  for (int round = 0; round < 3; ++round) {
+    const Paged c = make_paged(rng, GetParam());
+    const Batch b = mixed_batch(c);
+    SCOPED_TRACE("heads " + std::to_string(c.heads) + " kv_heads " + std::to_string(c.kv_heads) +
+                 " head_dim " + std::to_string(c.head_dim));
+    const std::vector<float> q = random_floats(static_cast<size_t>(b.rows() * c.heads * c.head_dim), rng);
+    expect_matches(ref_attention(c, b, q), [&](Device& dev) {
+      const AttentionCall a = make_attention(dev, c, b, q);
+      dev.run(dev.t.attention, a.params(), "attention");
+      EXPECT_TRUE(a.out.pad_untouched());
+      return a.out.packed_rows();
+    });
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backend, AttentionTest, ::testing::Values(4, 16),
+                         [](const auto& info) { return "block" + std::to_string(info.param); });
+
+TEST_F(BackendTest, CopyBlocksCopiesEveryCache) {
+  const int32_t block_size = 4, num_blocks = 6, slots = block_size * num_blocks;
+  const std::vector<int32_t> pairs = {0, 3, 5, 1, 2, 4};  // disjoint: order cannot matter
+  for (const tsr_dtype dtype : {TSR_DTYPE_F32, TSR_DTYPE_F16, TSR_DTYPE_BF16, TSR_DTYPE_Q8_0}) {
+    if (!dut().supports(TSR_OP_COPY_BLOCKS, dtype)) continue;
+    SCOPED_TRACE(dtype_name(dtype));
+    const int64_t heads = 2, dim = 32, row = row_bytes(dtype, heads * dim);
+    std::vector<uint8_t> bytes(static_cast<size_t>(slots * row));
+    for (uint8_t& x : bytes) x = static_cast<uint8_t>(rng());
+    std::vector<uint8_t> want = bytes;
+    for (size_t p = 0; p < pairs.size(); p += 2) {
+      std::memmove(&want[pairs[p + 1] * block_size * row], &bytes[pairs[p] * block_size * row], block_size * row);
+    }
+    const DevTensor cache = upload(dut(), bytes, dtype, {slots, heads, dim});
+    const DevTensor dp = upload(dut(), pairs, TSR_DTYPE_I32, {3, 2});
+    const tsr_tensor* caches[] = {cache.get()};
+    dut().run(dut().t.copy_blocks, tsr_copy_blocks_params{sizeof(tsr_copy_blocks_params), caches, 1, block_size, dp.get()}, "copy_blocks");
+    EXPECT_EQ(cache.packed_rows<uint8_t>(), want);
+  }
+}
+
+// ---- bad arguments: an error status with an error object, never a crash ----
+
+// The call must fail with a non-OK status and an error object whose status matches, and
+// must also fail cleanly when the caller passes no error pointer.
+template <class Call>
+void expect_refused(Call call, const std::string& what) {
+  SCOPED_TRACE(what);
+  tsr_error* error = nullptr;
+  const tsr_status status = call(&error);
+  EXPECT_NE(status, TSR_STATUS_OK);
+  ASSERT_NE(error, nullptr) << "no error object";
+  EXPECT_EQ(host_api()->error_status(error), status);
+  EXPECT_GT(std::strlen(host_api()->error_message(error)), 0u) << "empty message";
+  take_error(error);
+  EXPECT_NE(call(nullptr), TSR_STATUS_OK) << "without an error pointer";
+}
+
+template <class P>
+void expect_op_refused(tsr_status (*entry)(tsr_backend*, tsr_stream*, const P*, tsr_error**), const P* p,
+                       const std::string& what, tsr_backend* b = dut().b) {
+  expect_refused([&](tsr_error** e) { return entry(b, dut().s, p, e); }, what);
+}
+
+TEST_F(BackendTest, BadHandlesAndBuffersAreRefused) {
+  Device& d = dut();
+  const tsr_backend_iface& t = d.t;
+  tsr_device_props props{};
+  props.struct_size = sizeof(props);
+  int32_t count = 0;
+  t.device_count(&count, nullptr);
+  expect_refused([&](tsr_error** e) { return t.device_props(count, &props, e); }, "device_props past the last device");
+  expect_refused([&](tsr_error** e) { return t.device_props(0, nullptr, e); }, "device_props NULL");
+  tsr_backend* b = nullptr;
+  tsr_backend_params params{sizeof(params), 0, 1, nullptr};
+  expect_refused([&](tsr_error** e) { return t.backend_create(nullptr, &b, e); }, "backend_create NULL params");
+  expect_refused([&](tsr_error** e) { return t.backend_create(&params, nullptr, e); }, "backend_create NULL out");
+  params.device = count;
+  expect_refused([&](tsr_error** e) { return t.backend_create(&params, &b, e); }, "backend_create bad device");
+  params = {8, 0, 1, nullptr};
+  expect_refused([&](tsr_error** e) { return t.backend_create(&params, &b, e); }, "backend_create small struct");
+
+  auto buf = d.alloc(64);
+  uint8_t host[128] = {};
+  expect_refused([&](tsr_error** e) { return t.buffer_write(d.b, d.s, buf.get(), 60, host, 8, e); }, "write past the end");
+  expect_refused([&](tsr_error** e) { return t.buffer_read(d.b, d.s, buf.get(), 0, host, 65, e); }, "read past the end");
+  expect_refused([&](tsr_error** e) { return t.buffer_memset(d.b, d.s, buf.get(), 65, 0, 0, e); }, "memset past the end");
+  expect_refused([&](tsr_error** e) { return t.buffer_write(d.b, d.s, buf.get(), UINT64_MAX, host, 2, e); }, "offset overflow");
+  expect_refused([&](tsr_error** e) { return t.buffer_read(d.b, d.s, nullptr, 0, host, 1, e); }, "read NULL buffer");
+  expect_refused([&](tsr_error** e) { return t.stream_create(d.b, nullptr, e); }, "stream_create NULL out");
+  expect_refused([&](tsr_error** e) { return t.event_create(d.b, nullptr, e); }, "event_create NULL out");
+  t.buffer_free(d.b, nullptr);  // NULL is ignored
+  t.backend_destroy(nullptr);
+}
+
+TEST_F(BackendTest, NullParamsAreRefused) {
+  const tsr_backend_iface& t = dut().t;
+  expect_op_refused(t.get_rows, static_cast<const tsr_get_rows_params*>(nullptr), "get_rows");
+  expect_op_refused(t.rms_norm, static_cast<const tsr_rms_norm_params*>(nullptr), "rms_norm");
+  expect_op_refused(t.matmul, static_cast<const tsr_matmul_params*>(nullptr), "matmul");
+  expect_op_refused(t.rope, static_cast<const tsr_rope_params*>(nullptr), "rope");
+  expect_op_refused(t.kv_write, static_cast<const tsr_kv_write_params*>(nullptr), "kv_write");
+  expect_op_refused(t.attention, static_cast<const tsr_attention_params*>(nullptr), "attention");
+  expect_op_refused(t.silu_mul, static_cast<const tsr_silu_mul_params*>(nullptr), "silu_mul");
+  expect_op_refused(t.add, static_cast<const tsr_add_params*>(nullptr), "add");
+  expect_op_refused(t.copy_blocks, static_cast<const tsr_copy_blocks_params*>(nullptr), "copy_blocks");
+  tsr_attention_params empty{};  // every operand NULL
+  empty.struct_size = sizeof(empty);
+  expect_op_refused(t.attention, &empty, "attention with NULL operands");
+}
+
+TEST_F(BackendTest, BadOperandsAreRefused) {
+  Device& d = dut();
+  const DevTensor x = upload(d, random_floats(3 * 64, rng), TSR_DTYPE_F32, {3, 64});
+  const DevTensor w = upload(d, random_floats(5 * 64, rng), TSR_DTYPE_F32, {5, 64});
+  const DevTensor out = make_tensor(d, TSR_DTYPE_F32, {3, 5});
+  const DevTensor x_i32 = make_tensor(d, TSR_DTYPE_I32, {3, 64});
+  const DevTensor out_bad = make_tensor(d, TSR_DTYPE_F32, {3, 6});
+  tsr_matmul_params mp{sizeof(mp), out.get(), x.get(), w.get()};
+  expect_op_refused(d.t.matmul, &mp, "matmul NULL backend", nullptr);
+  mp.struct_size = 8;
+  expect_op_refused(d.t.matmul, &mp, "matmul small struct_size");
+  mp = {sizeof(mp), nullptr, x.get(), w.get()};
+  expect_op_refused(d.t.matmul, &mp, "matmul out NULL");
+  mp = {sizeof(mp), out.get(), x_i32.get(), w.get()};
+  expect_op_refused(d.t.matmul, &mp, "matmul x of dtype I32");
+  mp = {sizeof(mp), out.get(), x.get(), x_i32.get()};
+  expect_op_refused(d.t.matmul, &mp, "matmul w of dtype I32");
+  mp = {sizeof(mp), out_bad.get(), x.get(), w.get()};
+  expect_op_refused(d.t.matmul, &mp, "matmul out of the wrong shape");
+  tsr_tensor small = *x.get();
+  small.struct_size = 16;
+  mp = {sizeof(mp), out.get(), &small, w.get()};
+  expect_op_refused(d.t.matmul, &mp, "tensor struct_size too small");
+
+  const tsr_add_params ap{sizeof(ap), x.get(), x.get(), w.get()};
+  expect_op_refused(d.t.add, &ap, "add of different shapes");
+  const DevTensor xr = make_tensor(d, TSR_DTYPE_F32, {2, 2, 16});
+  const DevTensor pos = upload_i32(d, {0, 1});
+  const tsr_rope_params rp{sizeof(rp), xr.get(), pos.get(), 7, TSR_ROPE_NORMAL, 10000, 1};
+  expect_op_refused(d.t.rope, &rp, "rope odd n_rot");
+}
+
+TEST_F(BackendTest, OutOfRangeIdsAndSlotsAreRefused) {
+  Device& d = dut();
+  const DevTensor table = upload(d, random_floats(4 * 32, rng), TSR_DTYPE_F32, {4, 32});
+  const DevTensor out = make_tensor(d, TSR_DTYPE_F32, {2, 32});
+  for (const int32_t bad : {4, -1}) {
+    const DevTensor ids = upload_i32(d, {0, bad});
+    const tsr_get_rows_params p{sizeof(p), out.get(), table.get(), ids.get()};
+    expect_op_refused(d.t.get_rows, &p, "get_rows id " + std::to_string(bad));
+  }
+  const Paged c = make_paged(rng, 4);
+  const Batch b = mixed_batch(c);
+  const std::vector<float> q = random_floats(static_cast<size_t>(b.rows() * c.heads * c.head_dim), rng);
+  AttentionCall a = make_attention(d, c, b, q);
+  const DevTensor k = make_tensor(d, TSR_DTYPE_F32, {2, c.kv_heads, c.head_dim});
+  for (const int32_t bad : {static_cast<int32_t>(c.slots), -2}) {
+    const DevTensor map = upload_i32(d, {0, bad});
+    const tsr_kv_write_params p{sizeof(p), a.cache.k.get(), a.cache.v.get(), k.get(), k.get(), map.get()};
+    expect_op_refused(d.t.kv_write, &p, "kv_write slot " + std::to_string(bad));
+  }
+  Batch far = b;
+  far.tables[0] = static_cast<int32_t>(c.slots / c.block_size);
+  a.tables = upload(d, far.tables, TSR_DTYPE_I32, {3, c.max_blocks});
+  tsr_attention_params ap = a.params();
+  expect_op_refused(d.t.attention, &ap, "attention block id outside the cache");
+  Batch late = b;
+  late.pos.back() = late.lens.back();
+  a = make_attention(d, c, late, q);
+  ap = a.params();
+  expect_op_refused(d.t.attention, &ap, "attention position at seq_len");
+  const DevTensor pairs = upload(d, std::vector<int32_t>{0, static_cast<int32_t>(c.slots / 4)}, TSR_DTYPE_I32, {1, 2});
+  const tsr_tensor* caches[] = {a.cache.k.get()};
+  const tsr_copy_blocks_params cp{sizeof(cp), caches, 1, 4, pairs.get()};
+  expect_op_refused(d.t.copy_blocks, &cp, "copy_blocks block id out of range");
+}
+
+}  // namespace
+}  // namespace tsr::conformance

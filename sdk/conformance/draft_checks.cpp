@@ -1,0 +1,280 @@
+// Draft checks: create errors on bad params, well-formed proposals (0..capacity tokens,
+// ids in the vocabulary, probabilities in [0, 1], nothing written past the capacity),
+// state kept through on_verified with any number of accepted tokens, and clean failures
+// on bad handles. Drafts that declare TSR_DRAFT_NEEDS_MODEL get a fake model host whose
+// model is a fixed function of the last token; it checks that the draft uses its
+// sequences consistently and releases every one of them.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "conformance.h"
+#include "tessera/draft.h"
+
+struct tsr_model {
+  int32_t n_vocab;
+  int open_seqs = 0;
+};
+struct tsr_model_seq {
+  std::vector<int32_t> tokens;
+};
+
+namespace tsr::conformance {
+namespace {
+
+constexpr int32_t kVocab = 48;
+constexpr int32_t kMaxDraft = 5;
+int g_open_models = 0;
+
+tsr_status fail(tsr_error** e, tsr_status status, const std::string& msg) {
+  if (e != nullptr) *e = host_api()->error_new(status, msg.data(), msg.size());
+  return status;
+}
+
+// ---- the fake model host ----
+
+tsr_status model_open(void*, const char* path, tsr_model** out, tsr_error** e) {
+  if (path == nullptr || out == nullptr) return fail(e, TSR_STATUS_INVALID_ARGUMENT, "model_open: NULL");
+  ++g_open_models;
+  *out = new tsr_model{kVocab};
+  return TSR_STATUS_OK;
+}
+void model_close(tsr_model* m) {
+  if (m == nullptr) return;
+  EXPECT_EQ(m->open_seqs, 0) << "model closed with live sequences";
+  --g_open_models;
+  delete m;
+}
+int32_t model_n_vocab(const tsr_model* m) { return m->n_vocab; }
+
+const std::vector<std::string>& vocab_texts() {
+  static const std::vector<std::string> texts = [] {
+    std::vector<std::string> v;
+    for (int32_t i = 0; i < kVocab; ++i) v.push_back("tok" + std::to_string(i));
+    return v;
+  }();
+  return texts;
+}
+
+const char* model_token_text(const tsr_model*, int32_t id) {
+  return id >= 0 && id < kVocab ? vocab_texts()[id].c_str() : nullptr;
+}
+uint64_t model_n_params(const tsr_model*) { return 1000; }
+
+tsr_status model_seq_create(tsr_model* m, tsr_model_seq** out, tsr_error** e) {
+  if (out == nullptr) return fail(e, TSR_STATUS_INVALID_ARGUMENT, "seq_create: out is NULL");
+  ++m->open_seqs;
+  *out = new tsr_model_seq();
+  return TSR_STATUS_OK;
+}
+void model_seq_destroy(tsr_model* m, tsr_model_seq* s) {
+  if (s == nullptr) return;
+  --m->open_seqs;
+  delete s;
+}
+
+// Logits peak at (7 * last + 3) mod n_vocab.
+tsr_status model_seq_decode(tsr_model* m, tsr_model_seq* s, const int32_t* tokens, size_t n,
+                            float* logits, tsr_error** e) {
+  if (s == nullptr || tokens == nullptr || n == 0 || logits == nullptr) {
+    ADD_FAILURE() << "seq_decode called with a NULL or empty argument";
+    return fail(e, TSR_STATUS_INVALID_ARGUMENT, "seq_decode: bad arguments");
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= m->n_vocab) {
+      ADD_FAILURE() << "seq_decode given token " << tokens[i] << " outside the vocabulary";
+      return fail(e, TSR_STATUS_INVALID_ARGUMENT, "seq_decode: token out of range");
+    }
+  }
+  s->tokens.insert(s->tokens.end(), tokens, tokens + n);
+  std::fill_n(logits, m->n_vocab, 0.0f);
+  logits[(7 * tokens[n - 1] + 3) % m->n_vocab] = 4.0f;
+  return TSR_STATUS_OK;
+}
+
+tsr_status model_seq_truncate(tsr_model*, tsr_model_seq* s, size_t n, tsr_error** e) {
+  if (s == nullptr || n > s->tokens.size()) {
+    ADD_FAILURE() << "seq_truncate past the sequence's length";
+    return fail(e, TSR_STATUS_INVALID_ARGUMENT, "seq_truncate: past the end");
+  }
+  s->tokens.resize(n);
+  return TSR_STATUS_OK;
+}
+
+const tsr_model_host kModelHost = {
+    sizeof(tsr_model_host), nullptr, model_open, model_close, model_n_vocab, model_token_text,
+    model_n_params, model_seq_create, model_seq_destroy, model_seq_decode, model_seq_truncate,
+};
+
+// ---- the draft under test ----
+
+const tsr_draft_iface& table() { return *static_cast<const tsr_draft_iface*>(plugin().desc->iface); }
+
+std::vector<const char*> vocab_pointers() {
+  std::vector<const char*> v;
+  for (const std::string& s : vocab_texts()) v.push_back(s.c_str());
+  return v;
+}
+
+// Parameters any draft kind can work with.
+struct GoodParams {
+  std::vector<const char*> vocab = vocab_pointers();
+  tsr_draft_params p{sizeof(tsr_draft_params), kVocab, kMaxDraft, 1, 3, "conformance-model.gguf",
+                     vocab.data(), 1, 0, 1000000, &kModelHost, nullptr};
+};
+
+void check(tsr_status status, tsr_error* error, const std::string& what) {
+  if (status != TSR_STATUS_OK) throw std::runtime_error(what + " failed: " + take_error(error));
+}
+
+class DraftTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tsr_error* e = nullptr;
+    check(table().draft_create(&params_.p, &draft_, &e), e, "draft_create");
+  }
+  void TearDown() override {
+    table().draft_destroy(draft_);
+    EXPECT_EQ(g_open_models, 0) << "draft_destroy left a model open";
+    EXPECT_EQ(live_errors(), 0) << "error objects leaked";
+  }
+
+  tsr_draft_seq* new_seq(const std::vector<int32_t>& prompt) {
+    tsr_draft_seq* seq = nullptr;
+    tsr_error* e = nullptr;
+    check(table().seq_create(draft_, prompt.data(), prompt.size(), &seq, &e), e, "seq_create");
+    return seq;
+  }
+
+  // Proposes with `capacity` and checks the proposal; returns the proposed ids.
+  std::vector<int32_t> propose(tsr_draft_seq* seq, const std::vector<int32_t>& history, int32_t capacity) {
+    std::vector<int32_t> tokens(static_cast<size_t>(capacity) + 2, -7);  // 2 sentinels
+    std::vector<float> probs(tokens.size(), -7.0f);
+    tsr_draft_proposal p{sizeof(p), tokens.data(), probs.data(), capacity, 99};
+    tsr_error* e = nullptr;
+    check(table().propose(draft_, seq, history.data(), history.size(), &p, &e), e, "propose");
+    EXPECT_GE(p.n_tokens, 0);
+    EXPECT_LE(p.n_tokens, std::min(capacity, kMaxDraft)) << "more than capacity or max_draft_tokens";
+    EXPECT_EQ(tokens[capacity], -7) << "wrote past the capacity";
+    EXPECT_EQ(tokens[capacity + 1], -7) << "wrote past the capacity";
+    const int32_t n = std::clamp(p.n_tokens, 0, capacity);
+    for (int32_t i = 0; i < n; ++i) {
+      EXPECT_TRUE(tokens[i] >= 0 && tokens[i] < kVocab) << "token " << tokens[i] << " outside the vocabulary";
+      EXPECT_TRUE(probs[i] >= 0 && probs[i] <= 1) << "probability " << probs[i];
+    }
+    return {tokens.begin(), tokens.begin() + n};
+  }
+
+  GoodParams params_;
+  tsr_draft* draft_ = nullptr;
+  std::mt19937 rng_{7};
+};
+
+// Repetitive text (a short cycle with noise) so that lookup drafts find matches.
+std::vector<int32_t> repetitive(std::mt19937& rng, size_t n) {
+  std::vector<int32_t> v;
+  for (size_t i = 0; i < n; ++i) v.push_back(rng() % 5 == 0 ? static_cast<int32_t>(rng() % kVocab) : static_cast<int32_t>(i % 6));
+  return v;
+}
+
+TEST_F(DraftTest, ProposalsAreWellFormedForEveryCapacity) {
+  const std::vector<int32_t> history = repetitive(rng_, 40);
+  tsr_draft_seq* seq = new_seq(history);
+  for (int32_t capacity = 0; capacity <= kMaxDraft + 2; ++capacity) propose(seq, history, capacity);
+  table().seq_destroy(draft_, seq);
+}
+
+// The engine's loop: propose, accept any prefix, append it and the target's token.
+TEST_F(DraftTest, StateFollowsVerifiedHistoryThroughRollbacks) {
+  std::vector<int32_t> history = repetitive(rng_, 12);
+  tsr_draft_seq* seq = new_seq(history);
+  tsr_draft_seq* other = new_seq({1, 2, 3});  // an interleaved second request
+  std::vector<int32_t> other_history = {1, 2, 3};
+  for (int step = 0; step < 40; ++step) {
+    const std::vector<int32_t> proposal = propose(seq, history, 4);
+    const auto accepted = static_cast<int32_t>(proposal.empty() ? 0 : rng_() % (proposal.size() + 1));
+    history.insert(history.end(), proposal.begin(), proposal.begin() + accepted);
+    const auto next = static_cast<int32_t>(rng_() % kVocab);
+    history.push_back(next);
+    tsr_error* e = nullptr;
+    check(table().on_verified(draft_, seq, accepted, next, &e), e, "on_verified");
+    propose(other, other_history, 3);
+    other_history.push_back(static_cast<int32_t>(step % 6));
+    check(table().on_verified(draft_, other, 0, other_history.back(), &e), e, "on_verified");
+  }
+  table().seq_destroy(draft_, seq);
+  table().seq_destroy(draft_, other);
+}
+
+TEST_F(DraftTest, EmptyPromptAndSingleTokenHistory) {
+  tsr_draft_seq* seq = new_seq({});
+  propose(seq, {5}, 4);
+  table().seq_destroy(draft_, seq);
+}
+
+// A failure always comes with an error object. A NULL request handle must not crash; a
+// stateless draft may ignore it.
+TEST_F(DraftTest, BadCallsFailCleanly) {
+  const std::vector<int32_t> history = {1, 2, 1, 2};
+  int32_t tokens[4];
+  tsr_draft_proposal p{sizeof(p), tokens, nullptr, 4, 0};
+  tsr_draft_seq* seq = new_seq(history);
+  const auto outcome = [](const char* what, bool must_fail, auto call) {
+    tsr_error* e = nullptr;
+    const tsr_status status = call(&e);
+    if (must_fail) {
+      EXPECT_NE(status, TSR_STATUS_OK) << what;
+    }
+    if (status != TSR_STATUS_OK) {
+      EXPECT_NE(e, nullptr) << what << ": no error object";
+    }
+    take_error(e);
+  };
+  outcome("NULL proposal", true, [&](tsr_error** e) {
+    return table().propose(draft_, seq, history.data(), history.size(), nullptr, e);
+  });
+  outcome("seq_create NULL out", true, [&](tsr_error** e) {
+    return table().seq_create(draft_, history.data(), history.size(), nullptr, e);
+  });
+  outcome("NULL seq", false, [&](tsr_error** e) {
+    return table().propose(draft_, nullptr, history.data(), history.size(), &p, e);
+  });
+  table().seq_destroy(draft_, seq);
+  table().seq_destroy(draft_, nullptr);
+  table().draft_destroy(nullptr);
+}
+
+TEST(DraftCreate, BadParamsAreRefused) {
+  const auto refused = [](const tsr_draft_params* p, tsr_draft** out, const char* what) {
+    tsr_error* e = nullptr;
+    const tsr_status status = table().draft_create(p, out, &e);
+    EXPECT_NE(status, TSR_STATUS_OK) << what;
+    EXPECT_NE(e, nullptr) << what << ": no error object";
+    take_error(e);
+    EXPECT_NE(table().draft_create(p, out, nullptr), TSR_STATUS_OK) << what << " without an error pointer";
+  };
+  GoodParams good;
+  tsr_draft* d = nullptr;
+  refused(nullptr, &d, "NULL params");
+  refused(&good.p, nullptr, "NULL out");
+  GoodParams small;
+  small.p.struct_size = 8;
+  refused(&small.p, &d, "struct_size 8");
+  if (table().needs & TSR_DRAFT_NEEDS_MODEL) {
+    GoodParams no_model;
+    no_model.p.model_path = nullptr;
+    refused(&no_model.p, &d, "a model draft without model_path");
+    GoodParams no_host;
+    no_host.p.model_host = nullptr;
+    refused(&no_host.p, &d, "a model draft without model services");
+  }
+  EXPECT_EQ(g_open_models, 0) << "a refused draft_create left a model open";
+}
+
+}  // namespace
+}  // namespace tsr::conformance

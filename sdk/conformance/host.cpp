@@ -1,0 +1,163 @@
+// The conformance kit's host: services and loader, written against the C headers only.
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+
+#include "conformance.h"
+#include "tessera/backend.h"
+#include "tessera/draft.h"
+
+struct tsr_error {
+  tsr_status status;
+  std::string message;
+};
+
+namespace tsr::conformance {
+namespace {
+
+std::atomic<int> g_live_errors{0};
+
+void host_log(tsr_log_level level, const char* msg, size_t len) {
+  static const char* const names[] = {"trace", "debug", "info", "warn", "error"};
+  const char* name = level >= TSR_LOG_TRACE && level <= TSR_LOG_ERROR ? names[level] : "?";
+  std::fprintf(stderr, "[plugin %s] %.*s\n", name, static_cast<int>(len), msg);
+}
+
+void* host_alloc(size_t size, size_t alignment) {
+  const size_t align = alignment == 0 ? alignof(std::max_align_t) : alignment;
+  return std::aligned_alloc(align, (size + align - 1) / align * align);
+}
+
+tsr_error* error_new(tsr_status status, const char* msg, size_t len) {
+  ++g_live_errors;
+  return new tsr_error{status, std::string(msg != nullptr ? msg : "", msg != nullptr ? len : 0)};
+}
+
+void error_free(tsr_error* error) {
+  if (error == nullptr) return;
+  --g_live_errors;
+  delete error;
+}
+
+tsr_status error_status(const tsr_error* e) { return e != nullptr ? e->status : TSR_STATUS_OK; }
+const char* error_message(const tsr_error* e) { return e != nullptr ? e->message.c_str() : ""; }
+
+const tsr_host_api kHost = {
+    sizeof(tsr_host_api), TSR_ABI_MAJOR, TSR_ABI_MINOR, host_log, host_alloc, std::free,
+    error_new, error_free, error_status, error_message,
+};
+
+const char* kind_name(tsr_plugin_kind kind) {
+  switch (kind) {
+    case TSR_PLUGIN_BACKEND: return "backend";
+    case TSR_PLUGIN_QUANT: return "quant";
+    case TSR_PLUGIN_DRAFT: return "draft";
+    case TSR_PLUGIN_CONSTRAINT: return "constraint";
+  }
+  return nullptr;
+}
+
+[[noreturn]] void refuse(const std::string& path, const std::string& reason) {
+  throw std::runtime_error("plugin " + path + " refused: " + reason);
+}
+
+std::string version(uint32_t major, uint32_t minor) {
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+// Names the first NULL required entry of a table, or returns nullptr.
+const char* missing_entry(const tsr_backend_iface& t) {
+  const void* const entries[] = {
+      (void*)t.device_count, (void*)t.device_props, (void*)t.backend_create,
+      (void*)t.backend_destroy, (void*)t.supports, (void*)t.buffer_alloc, (void*)t.buffer_free,
+      (void*)t.buffer_base, (void*)t.buffer_write, (void*)t.buffer_read, (void*)t.buffer_memset,
+      (void*)t.stream_create, (void*)t.stream_destroy, (void*)t.stream_synchronize,
+      (void*)t.event_create, (void*)t.event_destroy, (void*)t.event_record, (void*)t.event_wait,
+      (void*)t.event_synchronize, (void*)t.get_rows, (void*)t.rms_norm, (void*)t.matmul,
+      (void*)t.rope, (void*)t.kv_write, (void*)t.attention, (void*)t.silu_mul, (void*)t.add,
+      (void*)t.copy_blocks};
+  static const char* const names[] = {
+      "device_count", "device_props", "backend_create", "backend_destroy", "supports",
+      "buffer_alloc", "buffer_free", "buffer_base", "buffer_write", "buffer_read",
+      "buffer_memset", "stream_create", "stream_destroy", "stream_synchronize", "event_create",
+      "event_destroy", "event_record", "event_wait", "event_synchronize", "get_rows",
+      "rms_norm", "matmul", "rope", "kv_write", "attention", "silu_mul", "add", "copy_blocks"};
+  for (size_t i = 0; i < std::size(entries); ++i) {
+    if (entries[i] == nullptr) return names[i];
+  }
+  return nullptr;
+}
+
+const char* missing_entry(const tsr_draft_iface& t) {
+  if (t.draft_create == nullptr) return "draft_create";
+  if (t.draft_destroy == nullptr) return "draft_destroy";
+  if (t.seq_create == nullptr) return "seq_create";
+  if (t.seq_destroy == nullptr) return "seq_destroy";
+  if (t.propose == nullptr) return "propose";
+  if (t.on_verified == nullptr) return "on_verified";
+  return nullptr;
+}
+
+// Tables may be larger (a newer minor of the same major is refused earlier, so larger
+// means padding we ignore) but never smaller than ABI 1.0's.
+template <class Table>
+void validate_table(const std::string& path, const void* iface, size_t size_1_0) {
+  const auto& table = *static_cast<const Table*>(iface);
+  if (table.struct_size < size_1_0) {
+    refuse(path, "function table is " + std::to_string(table.struct_size) + " bytes, ABI 1.0 has " +
+                     std::to_string(size_1_0));
+  }
+  if (const char* entry = missing_entry(table)) refuse(path, std::string("entry ") + entry + " is NULL");
+}
+
+void validate(const std::string& path, const tsr_plugin_desc& d) {
+  if (d.struct_size < sizeof(tsr_plugin_desc)) refuse(path, "descriptor smaller than ABI 1.0's");
+  const std::string host = version(TSR_ABI_MAJOR, TSR_ABI_MINOR);
+  const std::string built = version(d.abi_major, d.abi_minor);
+  if (d.abi_major != TSR_ABI_MAJOR) refuse(path, "built for ABI " + built + ", host has ABI " + host);
+  if (d.abi_minor > TSR_ABI_MINOR) {
+    refuse(path, "built for ABI " + built + ", newer than this host's ABI " + host);
+  }
+  const char* kind = kind_name(d.kind);
+  if (kind == nullptr) refuse(path, "unknown kind " + std::to_string(d.kind));
+  if (d.name == nullptr || d.version == nullptr) refuse(path, "name or version is NULL");
+  const std::string expected = std::string("libtessera_") + kind + "_" + d.name + ".so";
+  if (std::filesystem::path(path).filename() != expected) {
+    refuse(path, "a " + std::string(kind) + " plugin named '" + d.name + "' must be in " + expected);
+  }
+  if (d.iface == nullptr) refuse(path, "function table is NULL");
+  // The table sizes ABI 1.0 pinned: they stay the minimum when later minors append.
+  if (d.kind == TSR_PLUGIN_BACKEND) validate_table<tsr_backend_iface>(path, d.iface, 240);
+  if (d.kind == TSR_PLUGIN_DRAFT) validate_table<tsr_draft_iface>(path, d.iface, 64);
+}
+
+}  // namespace
+
+const tsr_host_api* host_api() { return &kHost; }
+int live_errors() { return g_live_errors.load(); }
+
+std::string take_error(tsr_error* error) {
+  if (error == nullptr) return "(no error object)";
+  std::string text = std::to_string(error->status) + ": " + error->message;
+  error_free(error);
+  return text;
+}
+
+LoadedPlugin load_plugin(const std::string& path) {
+  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  if (lib == nullptr) refuse(path, std::string("dlopen failed: ") + dlerror());
+  auto query = reinterpret_cast<tsr_plugin_query_fn>(dlsym(lib, TSR_PLUGIN_QUERY_SYMBOL));
+  if (query == nullptr) refuse(path, "no " TSR_PLUGIN_QUERY_SYMBOL " symbol");
+  const tsr_plugin_desc* desc = query(&kHost, TSR_ABI_MAJOR, TSR_ABI_MINOR);
+  if (desc == nullptr) refuse(path, "it declined this host (ABI " + version(TSR_ABI_MAJOR, TSR_ABI_MINOR) + ")");
+  validate(path, *desc);
+  return {path, query, desc};
+}
+
+}  // namespace tsr::conformance

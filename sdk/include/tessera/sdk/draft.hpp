@@ -1,0 +1,110 @@
+// DraftPlugin<Impl>: fills a tsr_draft_iface from a C++ class (see sdk/templates/draft).
+//
+// Impl provides:
+//   static constexpr uint32_t kNeeds = TSR_DRAFT_NEEDS_TOKENS;   // | NEEDS_MODEL, ...
+//   struct Seq;                      // per-request state; its destructor releases it
+//   explicit Impl(const tsr_draft_params&);                      // throw to refuse
+//   std::unique_ptr<Seq> seq_create(std::span<const int32_t> prompt);
+//   // Writes up to tokens.size() ids (probs is empty when the host wants none, else as
+//   // long as tokens) and returns how many it wrote.
+//   int32_t propose(Seq&, std::span<const int32_t> history, std::span<int32_t> tokens,
+//                   std::span<float> probs);
+//   void on_verified(Seq&, int32_t n_accepted, int32_t next_token);
+//
+// The generated entries check handles, params and proposal buffers, keep the proposal's
+// n_tokens within its capacity, and turn every exception into a status and error object.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+
+#include "tessera/draft.h"
+#include "tessera/sdk/plugin.hpp"
+
+namespace tsr::sdk {
+
+template <class Impl>
+class DraftPlugin {
+  using Seq = typename Impl::Seq;
+
+ public:
+  static const tsr_plugin_desc& desc(const char* name, const char* version) {
+    static const tsr_plugin_desc d = describe(TSR_PLUGIN_DRAFT, name, version, &iface());
+    return d;
+  }
+
+  static const tsr_draft_iface& iface() {
+    static const tsr_draft_iface t = {
+        sizeof(tsr_draft_iface), Impl::kNeeds, 0, draft_create, draft_destroy,
+        seq_create, seq_destroy, propose, on_verified,
+    };
+    return t;
+  }
+
+ private:
+  static tsr_status draft_create(const tsr_draft_params* params, tsr_draft** out,
+                                 tsr_error** error) {
+    return boundary(error, [&] {
+      const tsr_draft_params& p = checked(params, "draft_create");
+      require(out != nullptr, "draft_create: out is NULL");
+      require(p.n_vocab > 0, "draft_create: n_vocab must be positive");
+      require(p.max_draft_tokens >= 1, "draft_create: max_draft_tokens must be >= 1");
+      *out = to_handle<tsr_draft>(new Impl(p));
+    });
+  }
+
+  static void draft_destroy(tsr_draft* d) { delete from_handle<Impl>(d); }
+
+  static tsr_status seq_create(tsr_draft* d, const int32_t* prompt, size_t n_prompt,
+                               tsr_draft_seq** out, tsr_error** error) {
+    return boundary(error, [&] {
+      Impl& impl = object<Impl>(d, "draft");
+      require(out != nullptr, "seq_create: out is NULL");
+      require(prompt != nullptr || n_prompt == 0, "seq_create: prompt is NULL");
+      *out = to_handle<tsr_draft_seq>(impl.seq_create(std::span(prompt, n_prompt)).release());
+    });
+  }
+
+  static void seq_destroy(tsr_draft*, tsr_draft_seq* s) { delete from_handle<Seq>(s); }
+
+  static tsr_status propose(tsr_draft* d, tsr_draft_seq* s, const int32_t* history,
+                            size_t n_history, tsr_draft_proposal* proposal, tsr_error** error) {
+    return boundary(error, [&] {
+      Impl& impl = object<Impl>(d, "draft");
+      Seq& seq = object<Seq>(s, "propose: seq");
+      const tsr_draft_proposal& p = checked(proposal, "propose");
+      require(history != nullptr || n_history == 0, "propose: history is NULL");
+      require(p.capacity >= 0, "propose: negative capacity");
+      require(p.tokens != nullptr || p.capacity == 0, "propose: tokens is NULL");
+      proposal->n_tokens = 0;
+      const auto capacity = static_cast<size_t>(p.capacity);
+      const int32_t n = impl.propose(seq, std::span(history, n_history),
+                                     std::span(p.tokens, capacity),
+                                     std::span(p.probs, p.probs != nullptr ? capacity : 0));
+      if (n < 0 || n > p.capacity) {
+        throw Failure(TSR_STATUS_INTERNAL, "propose returned " + std::to_string(n) +
+                                               " tokens for a capacity of " +
+                                               std::to_string(p.capacity));
+      }
+      proposal->n_tokens = n;
+    });
+  }
+
+  static tsr_status on_verified(tsr_draft* d, tsr_draft_seq* s, int32_t n_accepted,
+                                int32_t next_token, tsr_error** error) {
+    return boundary(error, [&] {
+      Impl& impl = object<Impl>(d, "draft");
+      Seq& seq = object<Seq>(s, "on_verified: seq");
+      require(n_accepted >= 0, "on_verified: negative n_accepted");
+      impl.on_verified(seq, n_accepted, next_token);
+    });
+  }
+};
+
+}  // namespace tsr::sdk
+
+// Defines tsr_plugin_query for draft class `Impl` named `name` (the file is
+// libtessera_draft_<name>.so).
+#define TSR_SDK_DRAFT_PLUGIN(Impl, name, version) \
+  TSR_SDK_DEFINE_QUERY(::tsr::sdk::DraftPlugin<Impl>, name, version)

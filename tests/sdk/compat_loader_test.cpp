@@ -1,0 +1,48 @@
+// Plugins built against the previous ABI minor's headers (plugin_api/compat/1.0) load
+// into today's host through the core's loader and work; a plugin built for a newer
+// minor than the host is refused with a message naming both versions.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/error.h"
+#include "core/plugin_host/backend.h"
+#include "core/plugin_host/plugin_loader.h"
+
+namespace tsr {
+namespace {
+
+TEST(Compat, BackendBuiltAgainst1_0LoadsAndRuns) {
+  auto plugin = Plugin::load(COMPAT_DIR "/libtessera_backend_example.so", TSR_PLUGIN_BACKEND, "example");
+  EXPECT_EQ(plugin->desc().abi_major, 1u);
+  EXPECT_EQ(plugin->desc().abi_minor, 0u);
+  auto backend = Backend::create(plugin, 0, 1);
+  auto buffer = backend->alloc(16);
+  const char data[16] = "abi 1.0 plugin";
+  char back[16] = {};
+  backend->write(*buffer, 0, data, sizeof(data));
+  backend->read(*buffer, 0, back, sizeof(back));
+  EXPECT_STREQ(back, data);
+}
+
+TEST(Compat, DraftBuiltAgainst1_0Loads) {
+  auto plugin = Plugin::load(COMPAT_DIR "/libtessera_draft_example.so", TSR_PLUGIN_DRAFT, "example");
+  EXPECT_EQ(plugin->desc().abi_minor, 0u);
+}
+
+TEST(Compat, NewerMinorIsRefusedNamingBothVersions) {
+  const std::string host = std::to_string(TSR_ABI_MAJOR) + "." + std::to_string(TSR_ABI_MINOR);
+  const std::string newer = std::to_string(TSR_ABI_MAJOR) + "." + std::to_string(TSR_ABI_MINOR + 1);
+  try {
+    Plugin::load(BROKEN_PLUGIN_DIR "/libtessera_backend_broken_newer_minor.so", TSR_PLUGIN_BACKEND,
+                 "broken_newer_minor");
+    FAIL() << "a newer-minor plugin was loaded";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("ABI " + newer), std::string::npos) << message;
+    EXPECT_NE(message.find("ABI " + host), std::string::npos) << message;
+  }
+}
+
+}  // namespace
+}  // namespace tsr
