@@ -10,11 +10,11 @@ cmake --build build
 MODEL=${TESSERA_DEMO_MODEL:-../shared/models/stories260K.gguf}
 if [ ! -f "$MODEL" ]; then
   cat >&2 <<MSG
-No demo model at $MODEL.
-Tessera runs any llama-family GGUF file, e.g. one downloaded from Hugging Face
-(TinyLlama-1.1B-Chat Q8_0 or llama2.c's stories260K converted with llama.cpp):
-  TESSERA_DEMO_MODEL=/path/to/model.gguf scripts/demo.sh
+No model at $MODEL (the trained TinyStories model lives in ../shared beside the checkout).
+Generating with a small random-weight model made by 'tessera synth' instead: expect
+gibberish. Any llama-family GGUF works: TESSERA_DEMO_MODEL=/path/to/model.gguf scripts/demo.sh
 MSG
-  exit 1
+  MODEL=build/demo-synth.gguf
+  build/bin/tessera synth "$MODEL" --preset tiny --donor bytes --vocab 260
 fi
 build/bin/tessera run -m "$MODEL" -p "Once upon a time" -n 128 --temp 0

@@ -9,6 +9,7 @@ PACKAGES=(
   libdnnl-dev
   nlohmann-json3-dev libcli11-dev libxxhash-dev
   libicu-dev
+  libcpp-httplib-dev
   libgtest-dev libgmock-dev
 )
 

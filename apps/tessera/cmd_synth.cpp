@@ -161,8 +161,39 @@ void add_hparams(GgufWriter& w, const Shape& s, const std::string& preset, GgmlT
   w.add_u32("llama.vocab_size", static_cast<uint32_t>(s.vocab));
 }
 
+// A self-contained SentencePiece vocabulary: <unk>, <s>, </s>, the 256 byte tokens and
+// "▁" (the space). Any text encodes (by byte fallback), so a model can be made without
+// any donor file.
+constexpr int32_t kByteVocabSize = 260;
+
+void add_byte_tokenizer(GgufWriter& w, int32_t vocab) {
+  if (vocab != kByteVocabSize) {
+    throw Error(fmt::format("--donor bytes makes a {}-token vocabulary; pass --vocab {}", kByteVocabSize,
+                            kByteVocabSize));
+  }
+  std::vector<std::string> tokens{"<unk>", "<s>", "</s>"};
+  std::vector<int32_t> types{2, 3, 3};
+  for (int b = 0; b < 256; ++b) {
+    tokens.push_back(fmt::format("<0x{:02X}>", b));
+    types.push_back(6);
+  }
+  tokens.push_back("\xe2\x96\x81");
+  types.push_back(1);
+  w.add_string("tokenizer.ggml.model", "llama");
+  w.add_string_array("tokenizer.ggml.tokens", tokens);
+  w.add_f32_array("tokenizer.ggml.scores", std::vector<float>(tokens.size(), 0.0f));
+  w.add_i32_array("tokenizer.ggml.token_type", types);
+  w.add_u32("tokenizer.ggml.unknown_token_id", 0);
+  w.add_u32("tokenizer.ggml.bos_token_id", 1);
+  w.add_u32("tokenizer.ggml.eos_token_id", 2);
+}
+
 // Copies every tokenizer.* key; the vocabulary must be as large as the embedding.
 void add_tokenizer(GgufWriter& w, const std::string& donor_path, int32_t vocab) {
+  if (donor_path == "bytes") {
+    add_byte_tokenizer(w, vocab);
+    return;
+  }
   if (!std::filesystem::exists(donor_path)) {
     throw Error("tokenizer donor " + donor_path + " not found; give a llama GGUF with --donor",
                 TSR_STATUS_IO_ERROR);
@@ -238,7 +269,9 @@ std::function<int()> register_synth(CLI::App& app) {
   app.add_option("--vocab", o.vocab, "vocabulary size (must match the donor's)")->check(CLI::PositiveNumber);
   app.add_option("--ctx", o.ctx, "training context length")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--type", f->type, "f32, f16, bf16, q8_0 or q4_0")->capture_default_str();
-  app.add_option("--donor", f->donor, "GGUF file whose tokenizer.* metadata is copied")->capture_default_str();
+  app.add_option("--donor", f->donor,
+                 "GGUF file whose tokenizer.* metadata is copied, or \"bytes\" for a built-in "
+                 "260-token byte vocabulary (with --vocab 260)")->capture_default_str();
   app.add_option("--seed", f->seed, "random seed")->capture_default_str();
   return [f]() -> int {
     try {

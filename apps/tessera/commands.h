@@ -16,10 +16,16 @@ std::function<int()> register_run(CLI::App& app);
 // `tessera bench`: likewise.
 std::function<int()> register_bench(CLI::App& app);
 
+// `tessera serve`: the OpenAI-compatible HTTP server.
+std::function<int()> register_serve(CLI::App& app);
+
 // `tessera synth OUT`: a random-weight llama GGUF of a preset or given shape.
 std::function<int()> register_synth(CLI::App& app);
 
 // `tessera quantize IN OUT TYPE`: converts a GGUF file's weight matrices.
 std::function<int()> register_quantize(CLI::App& app);
+
+// `tessera maskbench DIR --tokenizer tokenizer.json`: the MaskBench protocol.
+std::function<int()> register_maskbench(CLI::App& app);
 
 }  // namespace tsr::app

@@ -21,11 +21,17 @@ int main(int argc, char** argv) {
   CLI::App* bench = app.add_subcommand("bench", "benchmarks");
   std::function<int()> bench_action = tsr::app::register_bench(*bench);
 
+  CLI::App* serve = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
+  std::function<int()> serve_action = tsr::app::register_serve(*serve);
+
   CLI::App* synth = app.add_subcommand("synth", "write a llama GGUF with random weights");
   std::function<int()> synth_action = tsr::app::register_synth(*synth);
 
   CLI::App* quantize = app.add_subcommand("quantize", "convert a GGUF file's weights to another type");
   std::function<int()> quantize_action = tsr::app::register_quantize(*quantize);
+
+  CLI::App* maskbench = app.add_subcommand("maskbench", "constrained-decoding benchmark (MaskBench)");
+  std::function<int()> maskbench_action = tsr::app::register_maskbench(*maskbench);
 
   CLI::App* inspect = app.add_subcommand("inspect", "print a GGUF file's metadata and tensors");
   std::string inspect_path;
@@ -36,8 +42,10 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (run->parsed()) return run_action();
   if (bench->parsed()) return bench_action();
+  if (serve->parsed()) return serve_action();
   if (synth->parsed()) return synth_action();
   if (quantize->parsed()) return quantize_action();
+  if (maskbench->parsed()) return maskbench_action();
   if (inspect->parsed()) return tsr::app::cmd_inspect(inspect_path, full_arrays);
   return 1;
 }

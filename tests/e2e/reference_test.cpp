@@ -47,7 +47,9 @@ void expect_top8(const nlohmann::json& ref, std::span<const float> logits, int p
     // Same order unless two reference logits are within 1e-5.
     const bool tie_prev = k > 0 && std::abs(double(ref[k - 1][1]) - value) < 1e-5;
     const bool tie_next = k + 1 < ref.size() && std::abs(double(ref[k + 1][1]) - value) < 1e-5;
-    if (!tie_prev && !tie_next) EXPECT_EQ(order[k], id) << "position " << position << " rank " << k;
+    if (!tie_prev && !tie_next) {
+      EXPECT_EQ(order[k], id) << "position " << position << " rank " << k;
+    }
   }
 }
 

@@ -1,0 +1,104 @@
+// `tessera serve`: the OpenAI-compatible HTTP server (server/) over one engine.
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <thread>
+
+#include "apps/tessera/commands.h"
+#include "core/config/config.h"
+#include "core/engine/engine.h"
+#include "core/error.h"
+#include "server/http_server.h"
+
+namespace tsr::app {
+
+namespace {
+
+struct ServeFlags {
+  std::string config, model, host, api_key;
+  std::optional<int32_t> port, max_queue;
+  std::optional<uint64_t> max_body;
+  int32_t threads = 0;
+  bool verbose = false;
+};
+
+// Flags override the config file; the config's [server] section supplies the rest.
+Config load_config(const ServeFlags& f) {
+  Config c = f.config.empty() ? Config{} : config_parse_file(f.config);
+  if (!f.model.empty()) c.model.path = f.model;
+  if (f.threads > 0) c.backend.threads = f.threads;
+  if (c.backend.threads == 0) c.backend.threads = static_cast<int32_t>(std::thread::hardware_concurrency());
+  if (!f.host.empty()) c.server.host = f.host;
+  if (f.port) c.server.port = *f.port;
+  if (f.max_queue) c.server.max_queue = *f.max_queue;
+  if (!f.api_key.empty()) c.server.api_key = f.api_key;
+  if (f.verbose) c.log.level = "debug";
+  return c;
+}
+
+server::ServerOptions server_options(const Config& c, const ServeFlags& f) {
+  server::ServerOptions o;
+  o.host = c.server.host;
+  o.port = c.server.port;
+  o.max_queue = c.server.max_queue;
+  o.api_key = c.server.api_key;
+  if (f.max_body) o.max_body_bytes = *f.max_body;
+  o.model_id = server::model_id_from_path(c.model.path);
+  o.model_path = c.model.path;
+  return o;
+}
+
+// SIGINT and SIGTERM are blocked before any thread starts (threads inherit the mask), so
+// only this thread receives them, synchronously, and shutdown runs outside a handler.
+sigset_t block_stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+int serve(const ServeFlags& f) {
+  const sigset_t signals = block_stop_signals();
+  const Config config = load_config(f);
+  spdlog::set_level(spdlog::level::from_str(config.log.level));
+  auto engine = Engine::create(config);
+  server::HttpServer http(*engine, server_options(config, f));
+  const int port = http.start();
+  // The bound port on stdout lets scripts that ask for port 0 find the server.
+  std::printf("listening on %s:%d\n", config.server.host.c_str(), port);
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("signal {}: shutting down", sig);
+  http.stop();
+  engine->stop();
+  return 0;
+}
+
+}  // namespace
+
+std::function<int()> register_serve(CLI::App& app) {
+  auto f = std::make_shared<ServeFlags>();
+  app.add_option("-c,--config", f->config, "TOML configuration file ([server] host, port, max_queue, api_key)");
+  app.add_option("-m,--model", f->model, "GGUF model file (overrides [model] path)");
+  app.add_option("--host", f->host, "address to listen on (default 127.0.0.1)");
+  app.add_option("--port", f->port, "port (default 8080; 0: any free port, printed on stdout)")->check(CLI::Range(0, 65535));
+  app.add_option("-t,--threads", f->threads, "threads (default: number of cores)")->check(CLI::NonNegativeNumber);
+  app.add_option("--api-key", f->api_key, "require Authorization: Bearer KEY on /v1/ endpoints");
+  app.add_option("--max-queue", f->max_queue, "requests that may wait for the running batch before 503 (default 256)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-body", f->max_body, "largest request body in bytes (default 16 MiB)")->check(CLI::PositiveNumber);
+  app.add_flag("-v,--verbose", f->verbose, "debug logging");
+  return [f]() -> int {
+    try {
+      return serve(*f);
+    } catch (const Error& e) {
+      spdlog::error("{}", e.what());
+      return 1;
+    }
+  };
+}
+
+}  // namespace tsr::app

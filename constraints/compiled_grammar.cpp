@@ -1,0 +1,50 @@
+#include "constraints/compiled_grammar.h"
+
+#include <cstring>
+
+#include "constraints/gbnf.h"
+#include "constraints/json_schema.h"
+#include "constraints/regex.h"
+
+namespace tsr::constraints {
+
+CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const Vocabulary> vocab,
+                                 std::shared_ptr<const TokenTrie> trie)
+    : grammar_(std::move(grammar)),
+      vocab_(std::move(vocab)),
+      trie_(std::move(trie)),
+      recognizer_(grammar_, *vocab_, *trie_) {}
+
+int32_t CompiledGrammar::step_bytes(int32_t state, std::string_view bytes) {
+  std::lock_guard lock(mutex_);
+  for (char c : bytes) {
+    state = recognizer_.step(state, static_cast<uint8_t>(c));
+    if (state == Recognizer::kDead) break;
+  }
+  return state;
+}
+
+bool CompiledGrammar::can_terminate(int32_t state) {
+  std::lock_guard lock(mutex_);
+  return recognizer_.can_terminate(state);
+}
+
+void CompiledGrammar::fill_mask(int32_t state, uint32_t* bitmask) {
+  std::lock_guard lock(mutex_);
+  std::memcpy(bitmask, recognizer_.mask(state), vocab_->mask_words() * sizeof(uint32_t));
+}
+
+std::shared_ptr<CompiledGrammar> compile(ConstraintKind kind, std::string_view text,
+                                         std::shared_ptr<const Vocabulary> vocab,
+                                         std::shared_ptr<const TokenTrie> trie) {
+  std::string gbnf;
+  switch (kind) {
+    case ConstraintKind::gbnf: gbnf = std::string(text); break;
+    case ConstraintKind::regex: gbnf = "root ::= " + regex_to_gbnf(text, RegexMode::full_match); break;
+    case ConstraintKind::json_schema: gbnf = json_schema_to_gbnf(text); break;
+    case ConstraintKind::json_object: gbnf = json_schema_to_gbnf(R"({"type": "object"})"); break;
+  }
+  return std::make_shared<CompiledGrammar>(parse_gbnf(gbnf), std::move(vocab), std::move(trie));
+}
+
+}  // namespace tsr::constraints

@@ -1,0 +1,47 @@
+// A grammar compiled for one vocabulary: immutable grammar and token trie plus the
+// recognizer's caches, which every matcher of this grammar shares (a mask computed for
+// one request is reused by the next). Thread-safe: the caches sit behind a mutex.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string_view>
+
+#include "constraints/grammar.h"
+#include "constraints/recognizer.h"
+#include "constraints/vocabulary.h"
+
+namespace tsr::constraints {
+
+enum class ConstraintKind { gbnf, regex, json_schema, json_object };
+
+class CompiledGrammar {
+ public:
+  CompiledGrammar(Grammar grammar, std::shared_ptr<const Vocabulary> vocab,
+                  std::shared_ptr<const TokenTrie> trie);
+
+  const Vocabulary& vocab() const { return *vocab_; }
+
+  // Each call locks the caches once; all recognizer access goes through these.
+  int32_t initial_state() const { return recognizer_.initial(); }
+  int32_t step_bytes(int32_t state, std::string_view bytes);
+  bool can_terminate(int32_t state);
+  void fill_mask(int32_t state, uint32_t* bitmask);
+
+ private:
+  Grammar grammar_;
+  std::shared_ptr<const Vocabulary> vocab_;
+  std::shared_ptr<const TokenTrie> trie_;
+  std::mutex mutex_;
+  Recognizer recognizer_;
+};
+
+// Compiles a GBNF grammar, a regex (whole-output match), a JSON Schema (JSON text) or,
+// for json_object, any JSON object (`text` ignored). Throws CompileError naming the
+// unsupported feature.
+std::shared_ptr<CompiledGrammar> compile(ConstraintKind kind, std::string_view text,
+                                         std::shared_ptr<const Vocabulary> vocab,
+                                         std::shared_ptr<const TokenTrie> trie);
+
+}  // namespace tsr::constraints

@@ -1,0 +1,173 @@
+#include "constraints/json_schema.h"
+
+#include <gtest/gtest.h>
+
+#include "constraints/test_support.h"
+
+namespace tsr::constraints {
+namespace {
+
+using testing::compile_error;
+using testing::compile_test;
+using testing::matches;
+
+std::shared_ptr<CompiledGrammar> schema(const std::string& s) {
+  return compile_test(ConstraintKind::json_schema, s);
+}
+
+TEST(JsonSchema, ScalarTypesAndNullable) {
+  auto g = schema(R"({"type": ["integer", "null"]})");
+  EXPECT_TRUE(matches(g, "-12"));
+  EXPECT_TRUE(matches(g, "null"));
+  EXPECT_FALSE(matches(g, "1.5"));
+  EXPECT_FALSE(matches(g, "01"));
+  auto n = schema(R"({"type": "number", "nullable": true})");
+  EXPECT_TRUE(matches(n, "-3.5e+20"));
+  EXPECT_TRUE(matches(n, "null"));
+  EXPECT_FALSE(matches(n, "1."));
+  auto b = schema(R"({"type": "boolean"})");
+  EXPECT_TRUE(matches(b, "true"));
+  EXPECT_FALSE(matches(b, "\"true\""));
+}
+
+TEST(JsonSchema, PropertiesRequiredAndOrder) {
+  auto g = schema(R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+                      "required": ["b"], "additionalProperties": false})");
+  EXPECT_TRUE(matches(g, R"({"a": 1, "b": "x"})"));
+  EXPECT_TRUE(matches(g, R"({"b": "\u00e9\"\n"})"));
+  EXPECT_TRUE(matches(g, "{\n  \"a\": 1,\n  \"b\": \"x\"\n}"));
+  EXPECT_FALSE(matches(g, R"({"a": 1})"));
+  EXPECT_FALSE(matches(g, R"({"a": "1", "b": "x"})"));
+  EXPECT_FALSE(matches(g, R"({"b": "x", "c": 1})"));
+  EXPECT_FALSE(matches(g, R"({"b": "x",})"));
+}
+
+// Additional properties must not reopen the listed names with another schema.
+TEST(JsonSchema, AdditionalPropertiesExcludeListedNames) {
+  auto g = schema(R"({"properties": {"age": {"type": "integer"}}, "additionalProperties": {"type": "string"}})");
+  EXPECT_TRUE(matches(g, R"({"age": 3, "ag": "x", "ages": "y", "name": "z"})"));
+  EXPECT_TRUE(matches(g, R"({"name": "z", "age": 3})"));
+  EXPECT_FALSE(matches(g, R"({"age": "x"})"));
+  EXPECT_FALSE(matches(g, R"({"name": 1})"));
+  EXPECT_TRUE(matches(g, R"("not an object")"));  // no `type`: other types are valid
+}
+
+TEST(JsonSchema, EnumConstAnyOfAllOf) {
+  EXPECT_TRUE(matches(schema(R"({"enum": ["a", 1, null, {"k": [1, 2]}]})"), R"({"k": [1, 2]})"));
+  EXPECT_FALSE(matches(schema(R"({"type": "string", "enum": ["a", 1]})"), "1"));
+  EXPECT_TRUE(matches(schema(R"({"const": "x\"y"})"), R"("x\"y")"));
+  auto any = schema(R"({"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 2}]})");
+  EXPECT_TRUE(matches(any, "7"));
+  EXPECT_TRUE(matches(any, R"("ab")"));
+  EXPECT_FALSE(matches(any, R"("abc")"));
+  auto all = schema(R"({"allOf": [{"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                                  {"properties": {"a": {"minimum": 2}, "b": {"type": "null"}}}]})");
+  EXPECT_TRUE(matches(all, R"({"a": 2, "b": null})"));
+  EXPECT_FALSE(matches(all, R"({"a": 1})"));
+  EXPECT_FALSE(matches(all, R"({"b": null})"));
+}
+
+TEST(JsonSchema, RecursiveRefs) {
+  auto g = schema(R"({"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
+                      "next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}},
+                      "required": ["v", "next"], "additionalProperties": false}}, "$ref": "#/$defs/node"})");
+  EXPECT_TRUE(matches(g, R"({"v": 1, "next": {"v": 2, "next": null}})"));
+  EXPECT_FALSE(matches(g, R"({"v": 1, "next": {"v": 2}})"));
+}
+
+TEST(JsonSchema, StringsPatternFormatsAndLengths) {
+  auto p = schema(R"({"type": "string", "pattern": "^[a-z]+-\\d$"})");
+  EXPECT_TRUE(matches(p, R"("ab-1")"));
+  EXPECT_FALSE(matches(p, R"("ab-x")"));
+  auto len = schema(R"({"type": "string", "minLength": 2, "maxLength": 3})");
+  EXPECT_TRUE(matches(len, "\"\u65e5\u672c\""));
+  EXPECT_TRUE(matches(len, R"("a\"b")"));
+  EXPECT_FALSE(matches(len, R"("a")"));
+  EXPECT_FALSE(matches(len, R"("abcd")"));
+  auto dt = schema(R"({"type": "string", "format": "date-time"})");
+  EXPECT_TRUE(matches(dt, R"("2024-02-29T12:30:00.5Z")"));
+  EXPECT_FALSE(matches(dt, R"("2024-13-01T12:30:00Z")"));
+  auto uuid = schema(R"({"format": "uuid", "type": "string"})");
+  EXPECT_TRUE(matches(uuid, R"("123e4567-e89b-12d3-a456-426614174000")"));
+  EXPECT_FALSE(matches(uuid, R"("123e4567-e89b-12d3-a456-42661417400")"));
+  auto ip = schema(R"({"type": "string", "format": "ipv4"})");
+  EXPECT_TRUE(matches(ip, R"("255.0.10.1")"));
+  EXPECT_FALSE(matches(ip, R"("256.0.10.1")"));
+}
+
+TEST(JsonSchema, IntegerBoundsAreExact) {
+  auto g = schema(R"({"type": "integer", "minimum": -123, "exclusiveMaximum": 4567})");
+  for (int v = -1000; v <= 6000; v += 1) {
+    if (v > -200 && v < -100) continue;
+    bool in = v >= -123 && v < 4567;
+    ASSERT_EQ(testing::matches_bytes(g, std::to_string(v)), in) << v;
+  }
+  EXPECT_FALSE(testing::matches_bytes(g, "-0"));
+  auto lower = schema(R"({"type": "integer", "minimum": 1.5, "exclusiveMinimum": true})");
+  EXPECT_FALSE(matches(lower, "1"));
+  EXPECT_TRUE(matches(lower, "2"));
+  EXPECT_TRUE(matches(lower, "123456789012"));
+}
+
+TEST(JsonSchema, ArraysItemsPrefixItemsAndCounts) {
+  auto g = schema(R"({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3})");
+  EXPECT_TRUE(matches(g, "[1]"));
+  EXPECT_TRUE(matches(g, "[1, 2, 3]"));
+  EXPECT_FALSE(matches(g, "[]"));
+  EXPECT_FALSE(matches(g, "[1, 2, 3, 4]"));
+  EXPECT_FALSE(matches(g, "[1, \"a\"]"));
+  auto t = schema(R"({"prefixItems": [{"type": "string"}, {"type": "integer"}], "items": false, "type": "array"})");
+  EXPECT_TRUE(matches(t, "[]"));
+  EXPECT_TRUE(matches(t, R"(["a", 1])"));
+  EXPECT_FALSE(matches(t, R"(["a", 1, 2])"));
+  EXPECT_FALSE(matches(t, R"([1])"));
+}
+
+TEST(JsonSchema, DatesAreCalendarExact) {
+  auto d = schema(R"({"type": "string", "format": "date"})");
+  EXPECT_TRUE(matches(d, R"("2024-02-29")"));
+  EXPECT_TRUE(matches(d, R"("2000-02-29")"));
+  EXPECT_FALSE(matches(d, R"("1900-02-29")"));
+  EXPECT_FALSE(matches(d, R"("2023-02-29")"));
+  EXPECT_FALSE(matches(d, R"("2024-02-30")"));
+  EXPECT_FALSE(matches(d, R"("2024-04-31")"));
+  EXPECT_TRUE(matches(d, R"("2024-12-31")"));
+}
+
+// oneOf is compiled as anyOf only when no value can match two branches.
+TEST(JsonSchema, OneOfNeedsDisjointBranches) {
+  auto g = schema(R"({"oneOf": [{"type": "string"}, {"type": "object", "properties": {"k": {"const": 1}}, "required": ["k"]},
+                                {"type": "object", "properties": {"k": {"const": 2}}, "required": ["k"]}]})");
+  EXPECT_TRUE(matches(g, R"("s")"));
+  EXPECT_TRUE(matches(g, R"({"k": 2})"));
+  EXPECT_FALSE(matches(g, R"({"k": 3})"));
+  EXPECT_NE(compile_error(ConstraintKind::json_schema, R"({"type": "object", "oneOf": [{"required": ["a"]}, {"required": ["b"]}]})")
+                .find("oneOf with branches 0 and 1 that may both match"),
+            std::string::npos);
+}
+
+// A property whose schema no value satisfies may not appear at all.
+TEST(JsonSchema, UnsatisfiablePropertiesAreExcluded) {
+  auto g = schema(R"({"type": "object", "properties": {"a": {"type": "object", "enum": ["x"]}, "b": {"type": "integer"}}})");
+  EXPECT_TRUE(matches(g, R"({"b": 1})"));
+  EXPECT_FALSE(matches(g, R"({"a": "x"})"));
+  EXPECT_NE(compile_error(ConstraintKind::json_schema, R"({"type": "string", "format": "iri"})").find("format 'iri'"), std::string::npos);
+}
+
+TEST(JsonSchema, JsonObjectAcceptsAnyObject) {
+  auto g = compile_test(ConstraintKind::json_object, "");
+  EXPECT_TRUE(matches(g, R"({"a": [1, {"b": null}], "c": "\u00e9"})"));
+  EXPECT_FALSE(matches(g, "[1]"));
+}
+
+TEST(JsonSchema, UnsupportedFeaturesAreNamed) {
+  EXPECT_EQ(compile_error(ConstraintKind::json_schema, R"({"properties": {"x": {"patternProperties": {}}}})"),
+            "unsupported JSON Schema keyword 'patternProperties' at /properties/x");
+  EXPECT_NE(compile_error(ConstraintKind::json_schema, R"({"type": "number", "minimum": 0.5})").find("'minimum'"), std::string::npos);
+  EXPECT_NE(compile_error(ConstraintKind::json_schema, R"({"$ref": "http://x/y"})").find("$ref 'http://x/y'"), std::string::npos);
+  EXPECT_NE(compile_error(ConstraintKind::json_schema, R"({"allOf": [{"type": "string"}, {"type": "integer"}]})").find("'type'"), std::string::npos);
+  EXPECT_NE(compile_error(ConstraintKind::json_schema, R"({"type": "array", "uniqueItems": true})").find("uniqueItems"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tsr::constraints

@@ -1,0 +1,84 @@
+#include "constraints/matcher.h"
+
+#include <gtest/gtest.h>
+
+#include "constraints/test_support.h"
+
+namespace tsr::constraints {
+namespace {
+
+using testing::compile_test;
+using testing::kBos;
+using testing::kEos;
+using testing::mask_has;
+using testing::tokenize;
+
+TEST(Matcher, EosOnlyWhereTheGrammarCanEndAndSpecialsNever) {
+  auto g = compile_test(ConstraintKind::gbnf, R"(root ::= "ab" "c"?)");
+  Matcher m(g);
+  std::vector<uint32_t> mask(g->vocab().mask_words());
+  m.fill_mask(mask.data());
+  EXPECT_FALSE(mask_has(mask, kEos));
+  EXPECT_FALSE(mask_has(mask, kBos));
+  EXPECT_FALSE(m.accept(kEos));
+  ASSERT_TRUE(m.accept_bytes("ab"));
+  m.fill_mask(mask.data());
+  EXPECT_TRUE(mask_has(mask, kEos));
+  EXPECT_FALSE(m.accept(kBos));
+  EXPECT_TRUE(m.accept(kEos));
+  EXPECT_TRUE(m.is_terminated());
+  EXPECT_FALSE(m.accept(kEos));
+  m.fill_mask(mask.data());
+  for (uint32_t w : mask) EXPECT_EQ(w, 0u);
+}
+
+TEST(Matcher, PartialUtf8Tokens) {
+  auto g = compile_test(ConstraintKind::gbnf, "root ::= \"\u00e9\\\"\" | [\u65e5] [\u672c]");
+  Matcher m(g);
+  EXPECT_TRUE(m.accept(tokenize("\xC3")[0]));
+  EXPECT_TRUE(m.accept(tokenize("\xA9\"")[0]));
+  EXPECT_TRUE(m.can_terminate());
+  Matcher k(g);
+  EXPECT_TRUE(k.accept(tokenize("\xE6\x97")[0]));
+  testing::expect_mask_consistent(k);
+  EXPECT_TRUE(k.accept(tokenize("\xA5\xE6\x9C\xAC")[0]));
+  EXPECT_TRUE(k.can_terminate());
+}
+
+TEST(Matcher, RollbackAndForkReproduceStates) {
+  auto g = compile_test(ConstraintKind::json_schema,
+                        R"({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}})");
+  std::vector<int32_t> ids = tokenize(R"({"a": [12, -1, 3]})");
+  Matcher m(g);
+  std::vector<std::vector<uint32_t>> masks;
+  for (int32_t id : ids) {
+    masks.emplace_back(g->vocab().mask_words());
+    m.fill_mask(masks.back().data());
+    ASSERT_TRUE(m.accept(id));
+  }
+  EXPECT_TRUE(m.can_terminate());
+  Matcher f = m.fork();
+  f.rollback(3);
+  EXPECT_EQ(f.steps(), ids.size() - 3);
+  std::vector<uint32_t> mask(g->vocab().mask_words());
+  f.fill_mask(mask.data());
+  EXPECT_EQ(mask, masks[ids.size() - 3]);
+  EXPECT_TRUE(m.can_terminate());  // the fork leaves the original alone
+  for (size_t i = ids.size() - 3; i < ids.size(); ++i) ASSERT_TRUE(f.accept(ids[i]));
+  EXPECT_TRUE(f.can_terminate());
+  f.rollback(100);
+  EXPECT_EQ(f.steps(), 0u);
+}
+
+TEST(Matcher, RejectedTokenLeavesStateUnchanged) {
+  auto g = compile_test(ConstraintKind::regex, "ab+");
+  Matcher m(g);
+  EXPECT_FALSE(m.accept(tokenize("b")[0]));
+  EXPECT_EQ(m.steps(), 0u);
+  EXPECT_TRUE(m.accept(tokenize("ab")[0]));
+  EXPECT_FALSE(m.accept(tokenize("abc")[0]));
+  EXPECT_TRUE(m.can_terminate());
+}
+
+}  // namespace
+}  // namespace tsr::constraints

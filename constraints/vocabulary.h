@@ -1,0 +1,44 @@
+// The token vocabulary a grammar is compiled for: each token's bytes, which tokens are
+// special (never allowed, except end-of-sequence tokens where the grammar may end), and a
+// byte trie over the normal tokens for the mask walk.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tsr {
+class Tokenizer;
+}
+
+namespace tsr::constraints {
+
+struct Vocabulary {
+  std::vector<std::string> bytes;  // per token id; ignored for special tokens
+  std::vector<bool> special;       // control/unused/unknown tokens
+  std::vector<int32_t> eos_ids;    // allowed exactly where the grammar can end
+
+  size_t size() const { return bytes.size(); }
+  size_t mask_words() const { return (bytes.size() + 31) / 32; }
+};
+
+// Normal, user-defined and byte tokens are text (their piece, possibly a partial UTF-8
+// character); every other token is special. EOS ids are the tokenizer's end-of-generation
+// ids.
+Vocabulary vocabulary_from_tokenizer(const Tokenizer& tokenizer);
+
+// The normal tokens' bytes in depth-first preorder: node i spells its parent's bytes plus
+// byte[i]; skip[i] is the first node after i's subtree, so a walk drops a dead prefix
+// with one jump. Node 0 is the root (empty prefix).
+struct TokenTrie {
+  explicit TokenTrie(const Vocabulary& vocab);
+
+  std::vector<uint8_t> byte;
+  std::vector<uint16_t> depth;
+  std::vector<uint32_t> skip;
+  std::vector<uint32_t> tokens_begin;  // tokens ending at node i: ids[tokens_begin[i] ..
+  std::vector<uint32_t> ids;           //   tokens_begin[i + 1])
+  size_t max_depth = 0;
+};
+
+}  // namespace tsr::constraints

@@ -1,0 +1,55 @@
+// A streamed response: server-sent events "data: {chunk}\n\n", one per choice increment,
+// then (with include_usage) a usage chunk and "data: [DONE]\n\n".
+//
+// cpp-httplib 0.11 cannot tell that a peer has gone while the connection is idle
+// (DataSink::is_writable only polls for writability), so a stream waiting for tokens
+// writes an SSE comment every second: a write that fails means the client left, and
+// the job is cancelled so that its KV blocks go back to the pool.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/generation_job.h"
+#include "server/openai_format.h"
+
+namespace httplib {
+class DataSink;
+struct Response;
+}  // namespace httplib
+
+namespace tsr::server {
+
+class EventStream {
+ public:
+  EventStream(std::shared_ptr<GenerationJob> job, ResponseMeta meta, int32_t n, bool include_usage,
+              std::vector<std::string> echo, const Tokenizer& tokenizer, const std::atomic<bool>& stopping);
+
+  // One round of the content provider: waits for increments and writes them. Returns
+  // false when the client is gone (the job is cancelled).
+  bool pump(httplib::DataSink& sink);
+  void cancel() { job_->cancel(); }
+
+ private:
+  bool write_event(httplib::DataSink& sink, const std::string& data);
+  bool write_delta(httplib::DataSink& sink, ChoiceDelta& d);
+  bool finish(httplib::DataSink& sink);
+
+  std::shared_ptr<GenerationJob> job_;
+  ResponseMeta meta_;
+  int32_t n_;
+  bool include_usage_;
+  std::vector<std::string> echo_;  // per prompt, completions with echo only
+  const Tokenizer& tokenizer_;
+  const std::atomic<bool>& stopping_;
+  std::vector<bool> started_;
+  std::vector<size_t> text_offsets_;
+  std::vector<RequestStats> finals_;
+};
+
+// Makes `res` a chunked text/event-stream fed by `stream`.
+void start_event_stream(httplib::Response& res, std::shared_ptr<EventStream> stream);
+
+}  // namespace tsr::server

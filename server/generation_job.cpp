@@ -1,0 +1,84 @@
+#include "server/generation_job.h"
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+
+#include "core/error.h"
+#include "server/api_error.h"
+
+namespace tsr::server {
+
+struct GenerationJob::Shared {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<ChoiceDelta> pending;
+  int32_t unfinished = 0;   // choices whose final output has not arrived
+};
+
+GenerationJob::GenerationJob(Engine& engine, std::vector<RequestParams> choices, std::optional<int32_t> logprobs,
+                             FinishHook on_finished, std::function<void(int32_t)> on_refused)
+    : engine_(engine), shared_(std::make_shared<Shared>()) {
+  const auto n = static_cast<int32_t>(choices.size());
+  for (int32_t i = 0; i < n; ++i) {
+    std::shared_ptr<LogprobCollector> collector;
+    if (logprobs) {
+      collector = std::make_shared<LogprobCollector>(*logprobs);
+      choices[size_t(i)].on_logits = [collector](std::span<const float> row) { collector->on_logits(row); };
+    }
+    {
+      std::lock_guard lock(shared_->mutex);
+      ++shared_->unfinished;
+    }
+    try {
+      ids_.push_back(engine.submit(std::move(choices[size_t(i)]), choice_callback(shared_, i, collector, on_finished)));
+    } catch (const Error& e) {
+      {
+        std::lock_guard lock(shared_->mutex);
+        --shared_->unfinished;
+      }
+      on_refused(n - i);
+      cancel();
+      throw ApiError(400, e.what(), "invalid_request_error");
+    }
+  }
+}
+
+GenerationJob::~GenerationJob() {
+  if (!done()) cancel();
+}
+
+void GenerationJob::cancel() {
+  for (RequestId id : ids_) engine_.cancel(id);
+}
+
+bool GenerationJob::done() const {
+  std::lock_guard lock(shared_->mutex);
+  return shared_->unfinished == 0 && shared_->pending.empty();
+}
+
+std::vector<ChoiceDelta> GenerationJob::next(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(shared_->mutex);
+  shared_->cv.wait_for(lock, timeout, [&] { return !shared_->pending.empty(); });
+  std::vector<ChoiceDelta> out(std::make_move_iterator(shared_->pending.begin()),
+                               std::make_move_iterator(shared_->pending.end()));
+  shared_->pending.clear();
+  return out;
+}
+
+OutputCallback GenerationJob::choice_callback(std::shared_ptr<Shared> shared, int32_t index,
+                                             std::shared_ptr<LogprobCollector> collector, FinishHook on_finished) {
+  return [shared, index, collector, on_finished](const RequestOutput& out) {
+    ChoiceDelta d{index, out.text, out.tokens, {}, out.finished, out.finish_reason, out.error, out.stats};
+    if (collector) d.logprobs = collector->take(out.tokens);
+    if (out.finished && on_finished) on_finished(out);
+    {
+      std::lock_guard lock(shared->mutex);
+      shared->pending.push_back(std::move(d));
+      if (out.finished) --shared->unfinished;
+    }
+    shared->cv.notify_all();
+  };
+}
+
+}  // namespace tsr::server

@@ -1,0 +1,156 @@
+#include "server/generation_params.h"
+
+#include <climits>
+
+#include "server/api_error.h"
+#include "server/json_fields.h"
+
+namespace tsr::server {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr int32_t kMaxN = 128;
+constexpr int32_t kMaxTopLogprobs = 20;
+
+// Constrained decoding and tool calling arrive later; a request relying on them must not
+// silently get unconstrained text.
+void refuse_unsupported(const json& body, Endpoint endpoint) {
+  if (const json* rf = field(body, "response_format")) {
+    const json* type = rf->is_object() ? field(*rf, "type") : nullptr;
+    if (!type || !type->is_string()) throw bad_param("response_format", "'response_format' must be an object with a 'type'");
+    if (*type != "text") throw unsupported_param("response_format", "response_format type '" + type->get<std::string>() + "'");
+  }
+  for (const char* key : {"grammar", "regex", "guided_json", "guided_regex", "guided_grammar", "guided_choice"}) {
+    if (field(body, key)) throw unsupported_param(key, "constrained decoding");
+  }
+  for (const char* key : {"tools", "functions"}) {
+    const json* v = field(body, key);
+    if (v && !(v->is_array() && v->empty())) throw unsupported_param(key, "tool calling");
+  }
+  if (endpoint == Endpoint::COMPLETIONS && field(body, "suffix")) throw unsupported_param("suffix", "a suffix");
+  if (get_int(body, "min_tokens", 0, INT32_MAX).value_or(0) > 0) throw unsupported_param("min_tokens", "min_tokens");
+}
+
+std::vector<std::string> parse_stop(const json& body) {
+  const json* v = field(body, "stop");
+  if (!v) return {};
+  std::vector<std::string> stops;
+  if (v->is_string()) stops.push_back(v->get<std::string>());
+  else if (v->is_array()) {
+    for (const json& s : *v) {
+      if (!s.is_string()) throw bad_param("stop", "'stop' must be a string or an array of strings");
+      stops.push_back(s.get<std::string>());
+    }
+  } else {
+    throw bad_param("stop", "'stop' must be a string or an array of strings");
+  }
+  for (const std::string& s : stops) {
+    if (s.empty()) throw bad_param("stop", "'stop' strings must not be empty");
+  }
+  return stops;
+}
+
+std::vector<LogitBias> parse_logit_bias(const json& body, int32_t n_vocab) {
+  const json* v = field(body, "logit_bias");
+  if (!v) return {};
+  if (!v->is_object()) throw bad_param("logit_bias", "'logit_bias' must be an object mapping token ids to biases");
+  std::vector<LogitBias> out;
+  for (const auto& [key, bias] : v->items()) {
+    size_t used = 0;
+    long id = -1;
+    try {
+      id = std::stol(key, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != key.size() || id < 0 || id >= n_vocab) {
+      throw bad_param("logit_bias", "'logit_bias' key '" + key + "' is not a token id below " + std::to_string(n_vocab));
+    }
+    out.push_back({static_cast<int32_t>(id), static_cast<float>(as_number(bias, "logit_bias", -100, 100))});
+  }
+  return out;
+}
+
+void parse_sampling(const json& body, SamplingParams& s, int32_t n_vocab) {
+  if (auto t = get_number(body, "temperature", 0, 1e6)) s.temperature = float(*t);
+  if (auto p = get_number(body, "top_p", 0, 1)) {
+    if (*p == 0) throw bad_param("top_p", "'top_p' must be greater than 0");
+    s.top_p = float(*p);
+  }
+  if (auto k = get_int(body, "top_k", -1, INT32_MAX)) s.top_k = *k < 0 ? 0 : int32_t(*k);  // -1: off (vLLM)
+  if (auto p = get_number(body, "min_p", 0, 1)) s.min_p = float(*p);
+  if (auto p = get_number(body, "typical_p", 0, 1)) {
+    if (*p == 0) throw bad_param("typical_p", "'typical_p' must be greater than 0");
+    s.typical_p = float(*p);
+  }
+  if (auto p = get_number(body, "presence_penalty", -2, 2)) s.presence_penalty = float(*p);
+  if (auto p = get_number(body, "frequency_penalty", -2, 2)) s.frequency_penalty = float(*p);
+  if (auto p = get_number(body, "repetition_penalty", 0, 1e6)) {
+    if (*p == 0) throw bad_param("repetition_penalty", "'repetition_penalty' must be greater than 0");
+    s.repeat_penalty = float(*p);
+  }
+  s.logit_bias = parse_logit_bias(body, n_vocab);
+}
+
+std::optional<int32_t> parse_logprobs(const json& body, Endpoint endpoint) {
+  if (endpoint == Endpoint::COMPLETIONS) {
+    const auto n = get_int(body, "logprobs", 0, kMaxTopLogprobs);
+    return n ? std::optional(int32_t(*n)) : std::nullopt;
+  }
+  const bool on = get_bool(body, "logprobs").value_or(false);
+  const auto top = get_int(body, "top_logprobs", 0, kMaxTopLogprobs);
+  if (top && !on) throw bad_param("top_logprobs", "'top_logprobs' requires 'logprobs': true");
+  return on ? std::optional(int32_t(top.value_or(0))) : std::nullopt;
+}
+
+void parse_stream(const json& body, GenerationSpec& spec) {
+  spec.stream = get_bool(body, "stream").value_or(false);
+  const json* opts = field(body, "stream_options");
+  if (!opts) return;
+  if (!spec.stream) throw bad_param("stream_options", "'stream_options' is only allowed when 'stream' is true");
+  if (!opts->is_object()) throw bad_param("stream_options", "'stream_options' must be an object");
+  const json* usage = field(*opts, "include_usage");
+  if (usage && !usage->is_boolean()) throw bad_param("stream_options", "'stream_options.include_usage' must be a boolean");
+  spec.include_usage = usage && usage->get<bool>();
+}
+
+}  // namespace
+
+GenerationSpec parse_generation(const json& body, Endpoint endpoint, RequestParams defaults, int32_t n_vocab) {
+  refuse_unsupported(body, endpoint);
+  GenerationSpec spec;
+  spec.params = std::move(defaults);
+  RequestParams& p = spec.params;
+  const char* max_key = field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  if (auto m = get_int(body, max_key, 1, INT32_MAX)) p.max_tokens = int32_t(*m);
+  parse_sampling(body, p.sampling, n_vocab);
+  if (auto s = get_int(body, "seed", INT64_MIN, INT64_MAX)) p.seed = static_cast<uint64_t>(*s);
+  p.stop = parse_stop(body);
+  p.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
+  spec.n = int32_t(get_int(body, "n", 1, kMaxN).value_or(1));
+  if (auto best_of = get_int(body, "best_of", 1, kMaxN); best_of && *best_of != spec.n) {
+    throw unsupported_param("best_of", "best_of other than n");
+  }
+  spec.logprobs = parse_logprobs(body, endpoint);
+  if (endpoint == Endpoint::COMPLETIONS) spec.echo = get_bool(body, "echo").value_or(false);
+  if (spec.echo && spec.logprobs) throw unsupported_param("echo", "echo with logprobs (prompt logprobs)");
+  parse_stream(body, spec);
+  return spec;
+}
+
+std::vector<RequestParams> expand_choices(const GenerationSpec& spec, const std::vector<std::vector<int32_t>>& prompts) {
+  std::vector<RequestParams> out;
+  for (const std::vector<int32_t>& prompt : prompts) {
+    for (int32_t i = 0; i < spec.n; ++i) {
+      RequestParams p = spec.params;
+      p.prompt = prompt;
+      if (p.seed) *p.seed += uint64_t(i);
+      out.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
+}  // namespace tsr::server

@@ -1,0 +1,37 @@
+// The generation parameters /v1/completions and /v1/chat/completions share: OpenAI's
+// (max_tokens, temperature, top_p, stop, n, seed, logprobs, penalties, logit_bias, stream)
+// plus llama.cpp/vLLM extensions (top_k, min_p, typical_p, repetition_penalty, ignore_eos).
+// Parameters naming features the engine lacks (constrained decoding, tools, ...) are
+// refused with a 400 that names them, never ignored.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <vector>
+
+#include "core/request/request.h"
+
+namespace tsr::server {
+
+enum class Endpoint { COMPLETIONS, CHAT };
+
+struct GenerationSpec {
+  RequestParams params;           // everything but the prompt
+  int32_t n = 1;                  // choices per prompt
+  bool stream = false;
+  bool include_usage = false;     // stream_options.include_usage
+  std::optional<int32_t> logprobs;  // alternatives per token; absent: no logprobs
+  bool echo = false;              // completions: the prompt precedes the text
+};
+
+// `defaults` are the engine's request defaults ([sampling] in the config).
+GenerationSpec parse_generation(const nlohmann::json& body, Endpoint endpoint, RequestParams defaults,
+                                int32_t n_vocab);
+
+// One engine request per prompt and choice, in choice order (prompt-major). With n > 1
+// and a seed, choice i of a prompt gets seed + i so that the choices differ but the
+// response stays reproducible.
+std::vector<RequestParams> expand_choices(const GenerationSpec& spec, const std::vector<std::vector<int32_t>>& prompts);
+
+}  // namespace tsr::server

@@ -1,0 +1,145 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <filesystem>
+#include <thread>
+
+#include "core/engine/engine.h"
+#include "core/error.h"
+#include "server/admission.h"
+#include "server/api_error.h"
+#include "server/metrics.h"
+#include "server/openai_api.h"
+
+namespace tsr::server {
+
+namespace {
+
+using httplib::Request;
+using httplib::Response;
+
+void send_error(Response& res, int status, const nlohmann::json& body) {
+  res.status = status;
+  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
+  if (status == 503) res.set_header("Retry-After", "1");
+}
+
+// Handlers throw; this turns what they threw into OpenAI's error shape.
+void on_exception(const Request& req, Response& res, std::exception_ptr ep) {
+  try {
+    std::rethrow_exception(ep);
+  } catch (const ApiError& e) {
+    send_error(res, e.status(), e.to_json());
+  } catch (const Error& e) {
+    send_error(res, 400, ApiError(400, e.what(), "invalid_request_error").to_json());
+  } catch (const std::exception& e) {
+    spdlog::error("{} {}: {}", req.method, req.path, e.what());
+    send_error(res, 500, error_body(500, std::string("internal error: ") + e.what()));
+  }
+}
+
+// Error statuses that httplib produces itself (unknown route, oversized body) get a body.
+httplib::Server::HandlerResponse on_error_status(const Request& req, Response& res) {
+  if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+  const std::string message = res.status == 404   ? "no route " + req.method + " " + req.path
+                              : res.status == 413 ? "the request body is too large"
+                                                  : "request failed";
+  send_error(res, res.status, error_body(res.status, message));
+  return httplib::Server::HandlerResponse::Handled;
+}
+
+bool authorized(const Request& req, const std::string& api_key) {
+  return api_key.empty() || req.get_header_value("Authorization") == "Bearer " + api_key;
+}
+
+}  // namespace
+
+std::string model_id_from_path(const std::string& path) { return std::filesystem::path(path).stem().string(); }
+
+struct HttpServer::Impl {
+  Engine& engine;
+  ServerOptions options;
+  std::atomic<bool> stopping{false};
+  std::shared_ptr<Metrics> metrics = std::make_shared<Metrics>();
+  std::shared_ptr<Admission> admission;
+  ApiContext ctx;
+  httplib::Server http;
+  std::thread thread;
+
+  Impl(Engine& e, ServerOptions o)
+      : engine(e),
+        options(std::move(o)),
+        admission(std::make_shared<Admission>(options.max_queue)),
+        ctx{e, options.model_id, options.model_path, metrics, admission, stopping} {}
+
+  void configure();
+  void routes();
+};
+
+void HttpServer::Impl::configure() {
+  // Every streaming client holds a thread for its whole response: size the pool for a
+  // full batch plus a full queue, and a few threads to answer everyone else.
+  const size_t threads = size_t(engine.config().scheduler.max_seqs) + size_t(options.max_queue) + 8;
+  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http.set_payload_max_length(options.max_body_bytes);
+  http.set_exception_handler(on_exception);
+  http.set_error_handler(httplib::Server::HandlerWithResponse(on_error_status));
+  http.set_pre_routing_handler([this](const Request& req, Response& res) {
+    if (req.path.starts_with("/v1/") && !authorized(req, options.api_key)) {
+      send_error(res, 401, ApiError(401, "invalid or missing API key (Authorization: Bearer ...)",
+                                    "invalid_request_error", "", "invalid_api_key").to_json());
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  http.set_logger([this](const Request& req, const Response& res) {
+    metrics->on_response(res.status);
+    spdlog::debug("{} {} -> {}", req.method, req.path, res.status);
+  });
+  routes();
+}
+
+void HttpServer::Impl::routes() {
+  http.Get("/health", [](const Request&, Response& res) { res.set_content(R"({"status":"ok"})", "application/json"); });
+  http.Get("/metrics", [this](const Request&, Response& res) {
+    res.set_content(metrics->render(engine.stats()), "text/plain; version=0.0.4");
+  });
+  http.Get("/v1/models", [this](const Request& q, Response& r) { handle_models(ctx, q, r); });
+  http.Get(R"(/v1/models/(.+))", [this](const Request& q, Response& r) { handle_model(ctx, q, r); });
+  http.Post("/v1/completions", [this](const Request& q, Response& r) { handle_completions(ctx, q, r); });
+  http.Post("/v1/chat/completions", [this](const Request& q, Response& r) { handle_chat_completions(ctx, q, r); });
+}
+
+HttpServer::HttpServer(Engine& engine, ServerOptions options)
+    : impl_(std::make_unique<Impl>(engine, std::move(options))) {
+  impl_->configure();
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+int HttpServer::start() {
+  Impl& m = *impl_;
+  const int port = m.options.port == 0 ? m.http.bind_to_any_port(m.options.host)
+                                       : (m.http.bind_to_port(m.options.host, m.options.port) ? m.options.port : -1);
+  if (port < 0) {
+    throw Error("cannot listen on " + m.options.host + ":" + std::to_string(m.options.port), TSR_STATUS_IO_ERROR);
+  }
+  m.engine.start();
+  m.thread = std::thread([&m] { m.http.listen_after_bind(); });
+  spdlog::info("serving {} on http://{}:{} (queue {}{})", m.options.model_id, m.options.host, port,
+               m.options.max_queue, m.options.api_key.empty() ? "" : ", API key required");
+  return port;
+}
+
+void HttpServer::stop() {
+  Impl& m = *impl_;
+  if (!m.thread.joinable()) return;
+  m.stopping = true;
+  m.http.stop();
+  m.thread.join();
+}
+
+}  // namespace tsr::server

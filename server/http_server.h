@@ -1,0 +1,47 @@
+// The HTTP front of `tessera serve` (cpp-httplib): OpenAI-compatible endpoints, /health,
+// /metrics, Bearer authentication, a request-body limit and the bounded queue.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace tsr {
+class Engine;
+}
+
+namespace tsr::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int32_t port = 8080;             // 0: any free port (start() returns it)
+  int32_t max_queue = 256;         // engine requests that may wait for the running batch
+  std::string api_key;             // empty: no authentication
+  size_t max_body_bytes = 16u << 20;
+  std::string model_id;            // the name /v1/models lists and "model" must match
+  std::string model_path;          // accepted as "model" too
+};
+
+class HttpServer {
+ public:
+  // The engine must outlive the server; start() puts it into background-thread mode.
+  HttpServer(Engine& engine, ServerOptions options);
+  ~HttpServer();  // stop()
+
+  // Binds and serves on a background thread; returns the bound port. Throws tsr::Error
+  // when the address cannot be bound.
+  int start();
+  // Stops accepting, cancels the requests in flight, waits for the handlers. The engine
+  // keeps running (it belongs to the caller).
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The name a model file is served under: its file name without the extension.
+std::string model_id_from_path(const std::string& path);
+
+}  // namespace tsr::server

@@ -1,0 +1,129 @@
+#include "server/openai_api.h"
+
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "core/engine/engine.h"
+#include "server/admission.h"
+#include "server/api_error.h"
+#include "server/event_stream.h"
+#include "server/json_fields.h"
+#include "server/metrics.h"
+#include "server/openai_format.h"
+#include "server/prompts.h"
+
+namespace tsr::server {
+
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr auto kPollInterval = 250ms;  // how often a waiting handler checks for shutdown
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+json parse_body(const httplib::Request& req) {
+  json body = json::parse(req.body, nullptr, false);
+  if (body.is_discarded()) throw ApiError(400, "the request body is not valid JSON", "invalid_request_error");
+  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object", "invalid_request_error");
+  return body;
+}
+
+void check_model(const ApiContext& ctx, const json& body) {
+  const auto model = get_string(body, "model");
+  if (model && *model != ctx.model_id && *model != ctx.model_path) {
+    throw ApiError(404, "the model '" + *model + "' does not exist; this server serves '" + ctx.model_id + "'",
+                   "invalid_request_error", "model", "model_not_found");
+  }
+}
+
+std::shared_ptr<GenerationJob> start_job(const ApiContext& ctx, std::vector<RequestParams> choices,
+                                         std::optional<int32_t> logprobs) {
+  const auto n = static_cast<int32_t>(choices.size());
+  if (!ctx.admission->try_admit(n, ctx.engine.stats().num_running)) {
+    throw ApiError(503, "the request queue is full; retry later", "server_error", "", "queue_full");
+  }
+  auto metrics = ctx.metrics;
+  auto admission = ctx.admission;
+  return std::make_shared<GenerationJob>(
+      ctx.engine, std::move(choices), logprobs,
+      [metrics, admission](const RequestOutput& out) {
+        metrics->on_finished(out);
+        admission->release(1);
+      },
+      [admission](int32_t refused) { admission->release(refused); });
+}
+
+// Non-streaming: waits for every choice, then answers at once. cpp-httplib 0.11 notices a
+// departed client only when a write fails, and this response writes only at the end, so
+// such a request runs to its end (bounded by max_tokens); streams are cancelled at once.
+void respond_whole(const ApiContext& ctx, httplib::Response& res, GenerationJob& job, const ResponseMeta& meta,
+                   int32_t n, const std::vector<std::string>& echo) {
+  std::vector<ChoiceDelta> totals(size_t(job.num_choices()));
+  while (!job.done()) {
+    if (ctx.stopping) job.cancel();
+    for (ChoiceDelta& d : job.next(kPollInterval)) accumulate(totals[size_t(d.index)], std::move(d));
+  }
+  for (ChoiceDelta& c : totals) {
+    if (c.finish_reason == TSR_FINISH_ERROR) throw ApiError(500, "generation failed: " + c.error, "server_error");
+    if (!echo.empty()) c.text = echo[size_t(c.index / n)] + c.text;
+  }
+  res.set_content(response_json(meta, totals, n, ctx.engine.tokenizer()).dump(-1, ' ', false, json::error_handler_t::replace),
+                  "application/json");
+}
+
+std::vector<std::string> echo_texts(const Engine& engine, const std::vector<std::vector<int32_t>>& prompts) {
+  std::vector<std::string> out;
+  for (const auto& p : prompts) out.push_back(engine.tokenizer().decode(p));
+  return out;
+}
+
+void handle_generation(const ApiContext& ctx, Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+  const json body = parse_body(req);
+  check_model(ctx, body);
+  const GenerationSpec spec =
+      parse_generation(body, endpoint, ctx.engine.request_defaults(), ctx.engine.tokenizer().n_tokens());
+  const std::vector<std::vector<int32_t>> prompts =
+      endpoint == Endpoint::CHAT ? std::vector<std::vector<int32_t>>{chat_prompt(body, ctx.engine)}
+                                 : completion_prompts(body, ctx.engine);
+  const std::vector<std::string> echo = spec.echo ? echo_texts(ctx.engine, prompts) : std::vector<std::string>{};
+  auto job = start_job(ctx, expand_choices(spec, prompts), spec.logprobs);
+  const ResponseMeta meta{endpoint, new_response_id(endpoint), unix_now(), ctx.model_id, spec.logprobs.has_value()};
+  if (!spec.stream) return respond_whole(ctx, res, *job, meta, spec.n, echo);
+  start_event_stream(res, std::make_shared<EventStream>(job, meta, spec.n, spec.include_usage, echo,
+                                                        ctx.engine.tokenizer(), ctx.stopping));
+}
+
+json model_json(const ApiContext& ctx) {
+  return {{"id", ctx.model_id}, {"object", "model"}, {"created", 0}, {"owned_by", "tessera"},
+          {"max_model_len", ctx.engine.context_length()}};
+}
+
+}  // namespace
+
+void handle_completions(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  handle_generation(ctx, Endpoint::COMPLETIONS, req, res);
+}
+
+void handle_chat_completions(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  handle_generation(ctx, Endpoint::CHAT, req, res);
+}
+
+void handle_models(const ApiContext& ctx, const httplib::Request&, httplib::Response& res) {
+  res.set_content(json{{"object", "list"}, {"data", json::array({model_json(ctx)})}}.dump(), "application/json");
+}
+
+void handle_model(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const std::string id = req.matches[1];
+  if (id != ctx.model_id) {
+    throw ApiError(404, "the model '" + id + "' does not exist", "invalid_request_error", "model", "model_not_found");
+  }
+  res.set_content(model_json(ctx).dump(), "application/json");
+}
+
+}  // namespace tsr::server

@@ -1,0 +1,38 @@
+// The OpenAI-compatible endpoints: POST /v1/completions, POST /v1/chat/completions
+// (whole or streamed as server-sent events) and GET /v1/models. Handlers throw ApiError;
+// the HTTP layer turns it into the error response.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+namespace httplib {
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace tsr {
+class Engine;
+}
+
+namespace tsr::server {
+
+class Admission;
+class Metrics;
+
+struct ApiContext {
+  Engine& engine;
+  std::string model_id;    // what /v1/models lists
+  std::string model_path;  // also accepted as "model"
+  std::shared_ptr<Metrics> metrics;
+  std::shared_ptr<Admission> admission;
+  const std::atomic<bool>& stopping;  // the server shuts down: requests are cancelled
+};
+
+void handle_completions(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_chat_completions(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_models(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_model(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res);  // /v1/models/{id}
+
+}  // namespace tsr::server

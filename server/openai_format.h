@@ -1,0 +1,51 @@
+// OpenAI response bodies: text_completion / chat.completion objects, their streaming
+// chunks, usage and logprobs, built from the engine's per-choice increments.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "server/generation_job.h"
+#include "server/generation_params.h"
+
+namespace tsr {
+class Tokenizer;
+}
+
+namespace tsr::server {
+
+struct ResponseMeta {
+  Endpoint endpoint = Endpoint::COMPLETIONS;
+  std::string id;       // "cmpl-..." or "chatcmpl-..."
+  int64_t created = 0;  // Unix seconds
+  std::string model;
+  bool logprobs = false;
+};
+
+// A fresh response id with the endpoint's prefix.
+std::string new_response_id(Endpoint endpoint);
+
+// Appends an increment to a choice's running total (non-streaming responses).
+void accumulate(ChoiceDelta& total, ChoiceDelta&& delta);
+
+// Prompt tokens count once per prompt (choice i of n belongs to prompt i / n), completion
+// tokens once per choice, as OpenAI counts them.
+nlohmann::json usage_json(const std::vector<RequestStats>& finals, int32_t n);
+
+// The whole response; `choices` are whole choices in index order.
+nlohmann::json response_json(const ResponseMeta& meta, const std::vector<ChoiceDelta>& choices, int32_t n,
+                             const Tokenizer& tokenizer);
+
+// One streaming chunk for one choice's increment. `first` marks the choice's first chunk
+// (chat sends the assistant role there); `text_offset` is the completions logprobs'
+// running offset, advanced past this chunk's tokens.
+nlohmann::json chunk_json(const ResponseMeta& meta, const ChoiceDelta& delta, bool first, size_t& text_offset,
+                          const Tokenizer& tokenizer);
+
+// The last chunk with stream_options.include_usage: no choices, the usage.
+nlohmann::json usage_chunk_json(const ResponseMeta& meta, nlohmann::json usage);
+
+}  // namespace tsr::server

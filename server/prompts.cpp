@@ -1,0 +1,110 @@
+#include "server/prompts.h"
+
+#include "core/chat/chat_template.h"
+#include "core/engine/engine.h"
+#include "core/error.h"
+#include "server/api_error.h"
+#include "server/json_fields.h"
+
+namespace tsr::server {
+
+namespace {
+
+using nlohmann::json;
+
+// 413 rather than 400: the request is well-formed, only too large for this model.
+void check_fits(const std::vector<int32_t>& prompt, const Engine& engine, const std::string& param) {
+  const int32_t n_ctx = engine.context_length();
+  if (static_cast<int32_t>(prompt.size()) >= n_ctx) {
+    throw ApiError(413, "the prompt has " + std::to_string(prompt.size()) + " tokens; this model's context holds " +
+                            std::to_string(n_ctx) + " (prompt and output)",
+                   "invalid_request_error", param, "context_length_exceeded");
+  }
+}
+
+bool is_token_array(const json& v) {
+  return v.is_array() && !v.empty() && v.front().is_number();
+}
+
+std::vector<int32_t> token_prompt(const json& v, const Engine& engine) {
+  std::vector<int32_t> ids;
+  for (const json& t : v) ids.push_back(static_cast<int32_t>(as_int(t, "prompt", 0, engine.tokenizer().n_tokens() - 1)));
+  return ids;
+}
+
+std::vector<int32_t> one_prompt(const json& v, const Engine& engine) {
+  if (v.is_string()) return engine.tokenize(v.get<std::string>());
+  if (is_token_array(v)) return token_prompt(v, engine);
+  throw bad_param("prompt", "'prompt' must be a string, an array of token ids, or an array of those");
+}
+
+std::string message_content(const json& m) {
+  const json* c = field(m, "content");
+  if (!c) return {};
+  if (c->is_string()) return c->get<std::string>();
+  if (!c->is_array()) throw bad_param("messages", "message 'content' must be a string or an array of parts");
+  std::string text;
+  for (const json& part : *c) {
+    const json* type = part.is_object() ? field(part, "type") : nullptr;
+    if (!type || *type != "text" || !field(part, "text") || !part["text"].is_string()) {
+      throw bad_param("messages", "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
+    }
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+std::vector<ChatMessage> parse_messages(const json& body) {
+  const json* v = field(body, "messages");
+  if (!v) throw bad_param("messages", "'messages' is required");
+  if (!v->is_array() || v->empty()) throw bad_param("messages", "'messages' must be a non-empty array");
+  std::vector<ChatMessage> out;
+  for (const json& m : *v) {
+    if (!m.is_object()) throw bad_param("messages", "each message must be an object");
+    const json* role = field(m, "role");
+    if (!role || !role->is_string()) throw bad_param("messages", "each message needs a string 'role'");
+    out.push_back({role->get<std::string>(), message_content(m)});
+  }
+  return out;
+}
+
+std::string token_text(const Vocab& vocab, int32_t id) {
+  return id >= 0 && id < static_cast<int32_t>(vocab.tokens.size()) ? vocab.tokens[size_t(id)] : std::string();
+}
+
+}  // namespace
+
+std::vector<std::vector<int32_t>> completion_prompts(const json& body, const Engine& engine) {
+  const json* v = field(body, "prompt");
+  if (!v) throw bad_param("prompt", "'prompt' is required");
+  std::vector<std::vector<int32_t>> prompts;
+  if (v->is_array() && !v->empty() && !is_token_array(*v)) {
+    for (const json& p : *v) prompts.push_back(one_prompt(p, engine));
+  } else {
+    prompts.push_back(one_prompt(*v, engine));
+  }
+  for (const auto& p : prompts) {
+    if (p.empty()) throw bad_param("prompt", "the prompt is empty");
+    check_fits(p, engine, "prompt");
+  }
+  return prompts;
+}
+
+std::vector<int32_t> chat_prompt(const json& body, const Engine& engine) {
+  const Vocab& vocab = engine.tokenizer().vocab();
+  const std::string bos = token_text(vocab, vocab.bos_id), eos = token_text(vocab, vocab.eos_id);
+  std::string text;
+  try {
+    text = apply_chat_template(chat_template_for(vocab), parse_messages(body), true, bos, eos);
+  } catch (const Error& e) {
+    // raise_exception() in a template is how it rejects a conversation (roles, order).
+    throw bad_param("messages", std::string("the chat template rejected the messages: ") + e.what());
+  }
+  const bool has_bos = !bos.empty() && text.starts_with(bos);
+  std::vector<int32_t> ids = engine.tokenizer().encode(text, !has_bos, true);
+  if (ids.empty()) throw bad_param("messages", "the rendered chat prompt is empty");
+  check_fits(ids, engine, "messages");
+  return ids;
+}
+
+}  // namespace tsr::server

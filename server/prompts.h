@@ -1,0 +1,25 @@
+// Request input -> prompt token ids: the completions "prompt" field and the chat
+// "messages" rendered with the model's chat template.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <vector>
+
+namespace tsr {
+class Engine;
+}
+
+namespace tsr::server {
+
+// "prompt": a string, an array of token ids, or an array of those (one choice set per
+// prompt). Strings get BOS as the model wants; token arrays are used as given.
+std::vector<std::vector<int32_t>> completion_prompts(const nlohmann::json& body, const Engine& engine);
+
+// "messages" through the model's tokenizer.chat_template (ChatML when it has none), with
+// the vocabulary's BOS and EOS strings. Special-token text in the rendered prompt becomes
+// those tokens; BOS is added only when the template did not write it already.
+std::vector<int32_t> chat_prompt(const nlohmann::json& body, const Engine& engine);
+
+}  // namespace tsr::server

@@ -1,0 +1,369 @@
+// The HTTP server in-process on an ephemeral port with stories260K, driven by
+// httplib::Client: every endpoint, the streaming format, error statuses and shapes,
+// authentication, the bounded queue and client disconnects.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "core/engine/engine.h"
+#include "server/http_server.h"
+#include "tests/common/shared_data.h"
+
+namespace tsr::server {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr const char* kModel = "models/stories260K.gguf";
+
+Config test_config() {
+  Config c;
+  c.model.path = testing::shared_path(kModel);
+  c.plugin_dir = TESSERA_PLUGIN_DIR;
+  c.backend.threads = 1;
+  c.scheduler.max_seqs = 8;
+  return c;
+}
+
+ServerOptions test_options() {
+  ServerOptions o;
+  o.port = 0;
+  o.max_queue = 16;
+  o.max_body_bytes = 1u << 20;
+  o.model_id = model_id_from_path(kModel);
+  return o;
+}
+
+// The data payloads of a text/event-stream body, in order.
+std::vector<std::string> sse_events(const std::string& body) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  for (size_t end; (end = body.find("\n\n", pos)) != std::string::npos; pos = end + 2) {
+    const std::string event = body.substr(pos, end - pos);
+    if (event.starts_with("data: ")) out.push_back(event.substr(6));
+  }
+  return out;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!std::filesystem::exists(testing::shared_path(kModel))) return;
+    engine_ = Engine::create(test_config()).release();
+    server_ = new HttpServer(*engine_, test_options());
+    port_ = server_->start();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    delete engine_;
+    server_ = nullptr;
+    engine_ = nullptr;
+  }
+  void SetUp() override { TSR_REQUIRE_SHARED(kModel); }
+
+  static httplib::Client client(int port = port_) {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(120, 0);
+    return c;
+  }
+  static httplib::Result post(const std::string& path, const json& body, int port = port_) {
+    return client(port).Post(path.c_str(), body.dump(), "application/json");
+  }
+  // Expects an OpenAI error object with `status` and, when given, `param`.
+  static json expect_error(const httplib::Result& r, int status, const std::string& param = {}) {
+    EXPECT_TRUE(r);
+    if (!r) return {};
+    EXPECT_EQ(r->status, status) << r->body;
+    const json j = json::parse(r->body, nullptr, false);
+    EXPECT_TRUE(j.contains("error")) << r->body;
+    if (!j.contains("error")) return j;
+    const json& e = j["error"];
+    EXPECT_TRUE(e["message"].is_string());
+    EXPECT_TRUE(e["type"].is_string());
+    EXPECT_TRUE(e.contains("param") && e.contains("code"));
+    if (!param.empty()) {
+      EXPECT_EQ(e["param"], param) << r->body;
+    }
+    return j;
+  }
+  static json completion(json body) {
+    body["model"] = "stories260K";
+    const auto r = post("/v1/completions", body);
+    EXPECT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+    return json::parse(r->body);
+  }
+
+  static inline Engine* engine_ = nullptr;
+  static inline HttpServer* server_ = nullptr;
+  static inline int port_ = 0;
+};
+
+TEST_F(ServerTest, HealthAndModels) {
+  auto h = client().Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  EXPECT_EQ(json::parse(h->body)["status"], "ok");
+  auto m = client().Get("/v1/models");
+  ASSERT_TRUE(m);
+  const json j = json::parse(m->body);
+  EXPECT_EQ(j["object"], "list");
+  EXPECT_EQ(j["data"][0]["id"], "stories260K");
+  EXPECT_EQ(client().Get("/v1/models/stories260K")->status, 200);
+  expect_error(client().Get("/v1/models/nope"), 404, "model");
+}
+
+TEST_F(ServerTest, GreedyCompletionMatchesTheEngine) {
+  const json j = completion({{"prompt", "Once upon a time"}, {"max_tokens", 24}, {"temperature", 0}});
+  RequestParams p = engine_->request_defaults();
+  p.prompt = engine_->tokenize("Once upon a time");
+  p.max_tokens = 24;
+  p.sampling.temperature = 0;
+  const GenerateResult ref = engine_->generate(p);
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["choices"][0]["text"], ref.text);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], finish_reason_name(ref.finish_reason));
+  EXPECT_EQ(j["usage"]["prompt_tokens"], p.prompt.size());
+  EXPECT_EQ(j["usage"]["completion_tokens"], ref.tokens.size());
+  EXPECT_EQ(j["usage"]["total_tokens"], p.prompt.size() + ref.tokens.size());
+  // The same prompt as token ids gives the same text.
+  const json ids = completion({{"prompt", p.prompt}, {"max_tokens", 24}, {"temperature", 0}});
+  EXPECT_EQ(ids["choices"][0]["text"], ref.text);
+}
+
+TEST_F(ServerTest, StreamedCompletionEqualsWholeOne) {
+  const json body{{"prompt", "Once upon a time"}, {"max_tokens", 32}, {"temperature", 0}};
+  const json whole = completion(body);
+  json sbody = body;
+  sbody["stream"] = true;
+  sbody["stream_options"] = {{"include_usage", true}};
+  const auto r = post("/v1/completions", sbody);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "text/event-stream");
+  const auto events = sse_events(r->body);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  std::string text;
+  for (size_t i = 0; i + 2 < events.size(); ++i) {
+    const json c = json::parse(events[i]);
+    EXPECT_EQ(c["object"], "text_completion");
+    EXPECT_TRUE(c["usage"].is_null());
+    text += c["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(text, whole["choices"][0]["text"]);
+  const json last_choice = json::parse(events[events.size() - 3]);
+  EXPECT_EQ(last_choice["choices"][0]["finish_reason"], whole["choices"][0]["finish_reason"]);
+  const json usage = json::parse(events[events.size() - 2]);
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"], whole["usage"]);
+}
+
+TEST_F(ServerTest, ChatWholeAndStreamed) {
+  const json body{{"model", "stories260K"},
+                  {"messages", {{{"role", "system"}, {"content", "Tell a story."}}, {{"role", "user"}, {"content", "Hi"}}}},
+                  {"max_completion_tokens", 20},
+                  {"temperature", 0}};
+  const auto r = post("/v1/chat/completions", body);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json whole = json::parse(r->body);
+  EXPECT_EQ(whole["object"], "chat.completion");
+  EXPECT_EQ(whole["choices"][0]["message"]["role"], "assistant");
+  EXPECT_LE(whole["usage"]["completion_tokens"].get<int>(), 20);
+  json sbody = body;
+  sbody["stream"] = true;
+  const auto s = post("/v1/chat/completions", sbody);
+  const auto events = sse_events(s->body);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  const json first = json::parse(events[0]);
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  std::string text;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    const json d = json::parse(events[i])["choices"][0]["delta"];
+    if (d.contains("content")) text += d["content"].get<std::string>();
+  }
+  EXPECT_EQ(text, whole["choices"][0]["message"]["content"]);
+}
+
+TEST_F(ServerTest, NChoicesAreSeededReproduciblyAndDiffer) {
+  const json body{{"prompt", "Once"}, {"max_tokens", 16}, {"temperature", 1.0}, {"seed", 7}, {"n", 3}};
+  const json a = completion(body), b = completion(body);
+  ASSERT_EQ(a["choices"].size(), 3u);
+  std::set<std::string> distinct;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(a["choices"][i]["index"], i);
+    EXPECT_EQ(a["choices"][i]["text"], b["choices"][i]["text"]);
+    distinct.insert(a["choices"][i]["text"].get<std::string>());
+  }
+  EXPECT_GT(distinct.size(), 1u);
+  EXPECT_EQ(a["usage"]["prompt_tokens"], engine_->tokenize("Once").size());  // counted once
+}
+
+TEST_F(ServerTest, StopStringEndsTheText) {
+  const json free_run = completion({{"prompt", "Once upon a time"}, {"max_tokens", 40}, {"temperature", 0}});
+  const std::string text = free_run["choices"][0]["text"];
+  const size_t cut = text.find(' ', 10);
+  ASSERT_NE(cut, std::string::npos) << text;
+  const std::string stop = text.substr(cut, 4);
+  const json stopped = completion({{"prompt", "Once upon a time"}, {"max_tokens", 40}, {"temperature", 0}, {"stop", {stop}}});
+  EXPECT_EQ(stopped["choices"][0]["text"], text.substr(0, text.find(stop)));
+  EXPECT_EQ(stopped["choices"][0]["finish_reason"], "stop");
+}
+
+TEST_F(ServerTest, Logprobs) {
+  const json c = completion({{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}, {"logprobs", 2}});
+  const json& lp = c["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), c["usage"]["completion_tokens"].get<size_t>());
+  for (size_t i = 0; i < lp["tokens"].size(); ++i) {
+    EXPECT_LE(lp["token_logprobs"][i].get<double>(), 0.0);
+    ASSERT_EQ(lp["top_logprobs"][i].size(), 2u);
+    double best = -1e9;
+    for (const auto& [tok, v] : lp["top_logprobs"][i].items()) best = std::max(best, v.get<double>());
+    EXPECT_NEAR(lp["token_logprobs"][i].get<double>(), best, 1e-6);  // greedy picks the top token
+  }
+  const auto r = post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                                               {"max_tokens", 4}, {"temperature", 0}, {"logprobs", true},
+                                               {"top_logprobs", 3}});
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json content = json::parse(r->body)["choices"][0]["logprobs"]["content"];
+  ASSERT_FALSE(content.empty());
+  EXPECT_EQ(content[0]["top_logprobs"].size(), 3u);
+  EXPECT_TRUE(content[0]["bytes"].is_array());
+}
+
+TEST_F(ServerTest, BadRequestsName400Parameters) {
+  const auto bad = [](json body, const std::string& param) {
+    body["prompt"] = body.value("prompt", json("Once"));
+    expect_error(post("/v1/completions", body), 400, param);
+  };
+  bad({{"temperature", "hot"}}, "temperature");
+  bad({{"max_tokens", -1}}, "max_tokens");
+  bad({{"max_tokens", 1.5}}, "max_tokens");
+  bad({{"top_p", 2}}, "top_p");
+  bad({{"n", 0}}, "n");
+  bad({{"stop", 3}}, "stop");
+  bad({{"logit_bias", {{"abc", 1}}}}, "logit_bias");
+  bad({{"logit_bias", {{"99999", 1}}}}, "logit_bias");
+  bad({{"stream_options", {{"include_usage", true}}}}, "stream_options");
+  bad({{"prompt", {1, "x"}}}, "prompt");
+  bad({{"prompt", {100000}}}, "prompt");
+  bad({{"grammar", "root ::= \"a\""}}, "grammar");
+  bad({{"regex", "a+"}}, "regex");
+  bad({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", json::object()}}}}}},
+      "response_format");
+  bad({{"response_format", {{"type", "json_object"}}}}, "response_format");
+  expect_error(post("/v1/chat/completions", {{"messages", "hi"}}), 400, "messages");
+  expect_error(post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"tools", {{{"type", "function"}}}}}),
+               400, "tools");
+  expect_error(client().Post("/v1/completions", "{not json", "application/json"), 400);
+  // A valid request without the unsupported field passes.
+  EXPECT_EQ(completion({{"prompt", "Once"}, {"max_tokens", 2}, {"response_format", {{"type", "text"}}}})["object"],
+            "text_completion");
+}
+
+TEST_F(ServerTest, NotFoundAndTooLarge) {
+  expect_error(client().Get("/v1/nothing"), 404);
+  expect_error(post("/v1/completions", {{"model", "gpt-4"}, {"prompt", "x"}}), 404, "model");
+  expect_error(post("/v1/completions", {{"prompt", std::vector<int>(600, 5)}}), 413, "prompt");
+  expect_error(post("/v1/completions", {{"prompt", std::string(2u << 20, 'a')}}), 413);
+}
+
+TEST_F(ServerTest, Metrics) {
+  completion({{"prompt", "Once"}, {"max_tokens", 4}, {"temperature", 0}});
+  const auto r = client().Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  for (const char* name : {"tessera_requests_total{finish_reason=\"length\"}", "tessera_prompt_tokens_total",
+                           "tessera_generation_tokens_total", "tessera_time_to_first_token_seconds_bucket",
+                           "tessera_time_per_output_token_seconds_count", "tessera_kv_blocks{state=\"free\"}",
+                           "tessera_kv_blocks{state=\"used\"}", "tessera_kv_blocks{state=\"cached\"}",
+                           "tessera_prefix_cache_hit_rate", "tessera_spec_draft_tokens_total",
+                           "tessera_spec_accepted_tokens_total", "tessera_http_responses_total{code=\"200\"}"}) {
+    EXPECT_NE(r->body.find(name), std::string::npos) << name;
+  }
+}
+
+TEST_F(ServerTest, ApiKey) {
+  ServerOptions o = test_options();
+  o.api_key = "secret";
+  HttpServer secured(*engine_, o);
+  const int port = secured.start();
+  const json body{{"prompt", "Once"}, {"max_tokens", 2}};
+  expect_error(post("/v1/completions", body, port), 401);
+  httplib::Client c = client(port);
+  EXPECT_EQ(c.Get("/health")->status, 200);
+  c.set_bearer_token_auth("wrong");
+  expect_error(c.Post("/v1/completions", body.dump(), "application/json"), 401);
+  c.set_bearer_token_auth("secret");
+  EXPECT_EQ(c.Post("/v1/completions", body.dump(), "application/json")->status, 200);
+}
+
+// With the engine paused nothing leaves the queue: one request waits, the next is refused.
+TEST_F(ServerTest, FullQueueAnswers503WithRetryAfter) {
+  ServerOptions o = test_options();
+  o.max_queue = 1;
+  HttpServer small(*engine_, o);
+  const int port = small.start();
+  engine_->stop();
+  std::promise<void> admitted;
+  auto waiting = std::async(std::launch::async, [&] {
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.body = json{{"prompt", "Once"}, {"max_tokens", 4}, {"stream", true}}.dump();
+    req.set_header("Content-Type", "application/json");
+    req.response_handler = [&](const httplib::Response&) {
+      admitted.set_value();  // headers arrive once the request is queued
+      return true;
+    };
+    std::string body;
+    req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
+      body.append(d, n);
+      return true;
+    };
+    auto r = client(port).send(req);
+    return r ? body : std::string("no response");
+  });
+  ASSERT_EQ(admitted.get_future().wait_for(10s), std::future_status::ready);
+  const auto refused = post("/v1/completions", {{"prompt", "Once"}, {"max_tokens", 4}}, port);
+  const json e = expect_error(refused, 503);
+  EXPECT_EQ(refused->get_header_value("Retry-After"), "1");
+  engine_->start();
+  EXPECT_NE(waiting.get().find("[DONE]"), std::string::npos);
+}
+
+// A client that goes away mid-stream cancels its request: the KV blocks all come back.
+TEST_F(ServerTest, DisconnectCancelsAndFreesKvBlocks) {
+  const auto aborted_before = engine_->stats().requests_finished;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = json{{"prompt", "Once upon a time"}, {"max_tokens", 480}, {"ignore_eos", true}, {"stream", true}}.dump();
+  req.set_header("Content-Type", "application/json");
+  int chunks = 0;
+  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 2; };
+  client().send(req);
+  EXPECT_GE(chunks, 1);
+  EngineStats s;
+  for (int i = 0; i < 200; ++i) {
+    s = engine_->stats();
+    if (s.requests_finished > aborted_before && s.kv_blocks_used == 0 && s.num_running == 0) break;
+    std::this_thread::sleep_for(25ms);
+  }
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_EQ(s.kv_blocks_free, s.kv_blocks_total);
+  const std::string metrics = client().Get("/metrics")->body;
+  EXPECT_EQ(metrics.find("tessera_requests_total{finish_reason=\"abort\"} 0"), std::string::npos) << metrics;
+}
+
+}  // namespace
+}  // namespace tsr::server
