@@ -41,9 +41,6 @@ class BpeTokenizer final : public Tokenizer {
 
   std::vector<int32_t> encode(std::string_view text, bool add_special,
                               bool parse_special) const override;
-  std::string token_to_piece(int32_t id, bool render_special = false) const override;
-  std::string decode(std::span<const int32_t> ids, bool strip_leading_space = true,
-                     bool render_special = false) const override;
 
   // A merge of two adjacent symbols: its rank (lower merges first) and resulting token.
   struct Merge {
@@ -64,7 +61,6 @@ class BpeTokenizer final : public Tokenizer {
   std::unordered_map<std::string_view, int32_t> text_to_id_;
   std::unordered_map<uint64_t, Merge> merges_;  // key: left id << 32 | right id
   std::array<int32_t, 256> byte_ids_{};          // token of each byte's one-character text
-  std::vector<std::string> pieces_;               // token_to_piece without render_special
   std::vector<int32_t> special_ids_;
 };
 

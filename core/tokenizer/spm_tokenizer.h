@@ -38,9 +38,6 @@ class SpmTokenizer final : public Tokenizer {
 
   std::vector<int32_t> encode(std::string_view text, bool add_special,
                               bool parse_special) const override;
-  std::string token_to_piece(int32_t id, bool render_special = false) const override;
-  std::string decode(std::span<const int32_t> ids, bool strip_leading_space = true,
-                     bool render_special = false) const override;
 
  private:
   void init_byte_ids();
@@ -51,7 +48,6 @@ class SpmTokenizer final : public Tokenizer {
 
   std::unordered_map<std::string_view, int32_t> text_to_id_;
   std::array<int32_t, 256> byte_ids_{};   // byte fallback token per byte value
-  std::vector<std::string> pieces_;        // token_to_piece without render_special
   std::vector<int32_t> special_ids_;
 };
 

@@ -112,4 +112,33 @@ std::vector<TextFragment> split_special(const Vocab& vocab,
   return fragments;
 }
 
+std::string Tokenizer::token_to_piece(int32_t id, bool render_special) const {
+  if (id < 0 || id >= n_tokens()) {
+    throw Error("tokenizer: token id " + std::to_string(id) + " is outside the vocabulary of " +
+                std::to_string(n_tokens()) + " tokens");
+  }
+  const TokenType type = vocab_.types[id];
+  if (render_special && (type == TokenType::CONTROL || type == TokenType::UNKNOWN)) {
+    return vocab_.tokens[id];
+  }
+  return pieces_[id];
+}
+
+std::string Tokenizer::decode(std::span<const int32_t> ids, bool strip_leading_space,
+                              bool render_special) const {
+  std::string out;
+  // The prefix space follows BOS and other control tokens, so it sits in the first
+  // piece after them.
+  bool strip = strip_leading_space && vocab_.add_space_prefix;
+  for (int32_t id : ids) {
+    std::string piece = token_to_piece(id, render_special);
+    if (strip && vocab_.types[id] != TokenType::CONTROL) {
+      if (piece.starts_with(' ')) piece.erase(0, 1);
+      strip = false;
+    }
+    out += piece;
+  }
+  return out;
+}
+
 }  // namespace tsr

@@ -28,12 +28,12 @@ class Tokenizer {
   // The bytes a token stands for when it follows other text: control tokens give ""
   // (unless render_special), byte tokens <0xXX> their byte, "▁" becomes a space.
   // Bytes may be an incomplete UTF-8 sequence.
-  virtual std::string token_to_piece(int32_t id, bool render_special = false) const = 0;
+  std::string token_to_piece(int32_t id, bool render_special = false) const;
 
   // Concatenated pieces; with strip_leading_space the space that encode() added in front
   // of the text (add_space_prefix) is removed again, so decode(encode(x)) == x.
-  virtual std::string decode(std::span<const int32_t> ids, bool strip_leading_space = true,
-                             bool render_special = false) const = 0;
+  std::string decode(std::span<const int32_t> ids, bool strip_leading_space = true,
+                     bool render_special = false) const;
 
   const Vocab& vocab() const { return vocab_; }
   int32_t n_tokens() const { return static_cast<int32_t>(vocab_.tokens.size()); }
@@ -42,6 +42,7 @@ class Tokenizer {
  protected:
   explicit Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {}
   Vocab vocab_;
+  std::vector<std::string> pieces_;  // each token's bytes without render_special; set by subclasses
 };
 
 }  // namespace tsr

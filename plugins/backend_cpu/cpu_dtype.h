@@ -5,42 +5,13 @@
 #include <cstring>
 
 #include "tessera/abi.h"
+#include "tessera/sdk/tensor.hpp"
 
 namespace tsr::cpu {
 
-inline float f16_to_f32(uint16_t h) {
-  // Exact conversion including subnormals, infinities and NaN.
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-  uint32_t exp = (h >> 10) & 0x1f;
-  uint32_t mant = h & 0x3ff;
-  uint32_t bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal: normalize
-      exp = 127 - 15 + 1;
-      while ((mant & 0x400) == 0) {
-        mant <<= 1;
-        --exp;
-      }
-      bits = sign | (exp << 23) | ((mant & 0x3ff) << 13);
-    }
-  } else if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-
-inline float bf16_to_f32(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
+// The SDK's exact conversions (subnormals, infinities and NaN included).
+using sdk::bf16_to_f32;
+using sdk::f16_to_f32;
 
 constexpr int kQBlock = 32;
 
