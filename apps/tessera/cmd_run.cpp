@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <chrono>
 #include <optional>
 #include <thread>
 
@@ -158,8 +159,14 @@ int run_file(Engine& engine, const RunFlags& f) {
       results[i].error = e.what();
     }
   }
+  const auto t0 = std::chrono::steady_clock::now();
   while (engine.step()) {
   }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int64_t generated = 0;
+  for (const GenerateResult& r : results) generated += static_cast<int64_t>(r.tokens.size());
+  spdlog::info("{} tokens for {} prompts in {:.2f} s: {:.1f} tok/s aggregate", generated,
+               prompts.size(), seconds, generated / seconds);
   int status = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     const GenerateResult& r = results[i];
