@@ -8,16 +8,22 @@ namespace {
 
 constexpr double kSmoothing = 0.3;  // weight of the newest step in the moving average
 constexpr int32_t kLargeBatch = 16;
+constexpr double kHopeless = 0.1;   // acceptance below which drafting only probes
+constexpr int32_t kProbeEvery = 8;  // steps between probes
 
 }  // namespace
 
 SpeculationPolicy::SpeculationPolicy(const SpeculativeConfig& spec, const SchedulerConfig& sched)
     : k_max_(spec.num_draft_tokens), adaptive_(spec.adaptive), max_batch_tokens_(sched.max_batch_tokens) {}
 
-int32_t SpeculationPolicy::num_drafts(const State& s, int32_t running) const {
+int32_t SpeculationPolicy::num_drafts(State& s, int32_t running) const {
   int32_t k = k_max_;
   if (adaptive_) {
-    if (s.acceptance < 0.3) {
+    if (s.acceptance < kHopeless) {
+      if (++s.idle_steps < kProbeEvery) return 0;
+      s.idle_steps = 0;
+      k = 1;
+    } else if (s.acceptance < 0.3) {
       k = 1;
     } else if (s.acceptance < 0.6) {
       k = std::max(1, k_max_ / 2);
