@@ -140,7 +140,8 @@ void Engine::Impl::load() {
     model_host = std::make_unique<ModelHost>(*backend, config);
     draft = std::make_unique<DraftClient>(plugin, config.speculative, tokenizer->vocab().tokens,
                                           model->n_params(), model_host->table(), config.backend.threads);
-    spec_policy = std::make_unique<SpeculationPolicy>(config.speculative, config.scheduler);
+    spec_policy = std::make_unique<SpeculationPolicy>(config.speculative, config.scheduler,
+                                                      draft->runs_model());
     spdlog::info("speculative decoding: {} drafts, k = {}{}", config.speculative.method,
                  config.speculative.num_draft_tokens, config.speculative.adaptive ? " (adaptive)" : "");
   }

@@ -41,6 +41,7 @@ class DraftClient {
 
   std::unique_ptr<Seq> open(std::span<const int32_t> prompt);
   const std::string& name() const { return name_; }
+  bool runs_model() const { return (iface_->needs & TSR_DRAFT_NEEDS_MODEL) != 0; }
 
  private:
   std::shared_ptr<Plugin> plugin_;  // keeps the library loaded while the handle lives
