@@ -18,7 +18,12 @@ namespace {
 
 const tsr_host_api* g_host = nullptr;
 
-void check(tsr_status status, tsr_error* error, const std::string& what) {
+// Calls a host entry `call(tsr_error**)`; a failure becomes a Failure carrying its message.
+// (The status is taken before the error is read: argument order is unspecified.)
+template <class Call>
+void call_host(const std::string& what, Call&& call) {
+  tsr_error* error = nullptr;
+  const tsr_status status = call(&error);
   if (status == TSR_STATUS_OK) return;
   std::string message = what + ": " + (error ? g_host->error_message(error) : "failed");
   g_host->error_free(error);
@@ -72,9 +77,9 @@ tsr_status draft_create(const tsr_draft_params* p, tsr_draft** out, tsr_error** 
     require(p->model_path != nullptr && p->model_path[0] != '\0',
             "draft model: no model given ([speculative] draft_model = \"path.gguf\")");
     auto d = std::make_unique<tsr_draft>(tsr_draft{p->model_host, nullptr, 0, p->max_draft_tokens});
-    tsr_error* e = nullptr;
-    check(d->host->model_open(d->host->context, p->model_path, &d->model, &e), e,
-          std::string("draft model ") + p->model_path);
+    call_host(std::string("draft model ") + p->model_path, [&](tsr_error** e) {
+      return d->host->model_open(d->host->context, p->model_path, &d->model, e);
+    });
     d->n_vocab = d->host->model_n_vocab(d->model);
     try {
       check_compatible(*d, *p);
@@ -96,8 +101,7 @@ tsr_status seq_create(tsr_draft* d, const int32_t*, size_t, tsr_draft_seq** out,
   return tsr::sdk::guard(g_host, error, [&] {
     require(out != nullptr, "draft model: out is NULL");
     auto s = std::make_unique<tsr_draft_seq>();
-    tsr_error* e = nullptr;
-    check(d->host->seq_create(d->model, &s->seq, &e), e, "draft model seq_create");
+    call_host("draft model seq_create", [&](tsr_error** e) { return d->host->seq_create(d->model, &s->seq, e); });
     s->logits.resize(static_cast<size_t>(d->n_vocab));
     *out = s.release();
   });
@@ -110,8 +114,8 @@ void seq_destroy(tsr_draft* d, tsr_draft_seq* s) {
 }
 
 void decode(tsr_draft& d, tsr_draft_seq& s, const int32_t* tokens, size_t n) {
-  tsr_error* e = nullptr;
-  check(d.host->seq_decode(d.model, s.seq, tokens, n, s.logits.data(), &e), e, "draft model decode");
+  call_host("draft model decode",
+            [&](tsr_error** e) { return d.host->seq_decode(d.model, s.seq, tokens, n, s.logits.data(), e); });
   s.known.insert(s.known.end(), tokens, tokens + n);
 }
 
@@ -122,8 +126,7 @@ void sync(tsr_draft& d, tsr_draft_seq& s, const int32_t* history, size_t n) {
   while (common < s.known.size() && common < n && s.known[common] == history[common]) ++common;
   if (common == n && common == s.known.size()) return;
   if (common == n) --common;  // recompute the last token to get its logits back
-  tsr_error* e = nullptr;
-  check(d.host->seq_truncate(d.model, s.seq, common, &e), e, "draft model truncate");
+  call_host("draft model truncate", [&](tsr_error** e) { return d.host->seq_truncate(d.model, s.seq, common, e); });
   s.known.resize(common);
   decode(d, s, history + common, n - common);
 }

@@ -168,7 +168,11 @@ const tsr_backend_iface& table_of(const LoadedPlugin& p) {
 }
 
 // Throws (failing the test with the plugin's message) unless the call succeeded.
-void check(tsr_status status, tsr_error* error, const std::string& what) {
+// Takes the error slot, not its value: the slot is read after the call has filled it
+// (the order in which arguments are evaluated is unspecified).
+void check(tsr_status status, tsr_error** slot, const std::string& what) {
+  tsr_error* error = slot ? *slot : nullptr;
+  if (slot) *slot = nullptr;
   if (status == TSR_STATUS_OK) {
     EXPECT_EQ(error, nullptr) << what << " succeeded but stored an error";
     take_error(error);
@@ -182,8 +186,8 @@ class Device {
   explicit Device(const LoadedPlugin& p) : t(table_of(p)) {
     const tsr_backend_params params{sizeof(tsr_backend_params), 0, 1, nullptr};
     tsr_error* e = nullptr;
-    check(t.backend_create(&params, &b, &e), e, "backend_create");
-    check(t.stream_create(b, &s, &e), e, "stream_create");
+    check(t.backend_create(&params, &b, &e), &e, "backend_create");
+    check(t.stream_create(b, &s, &e), &e, "stream_create");
   }
   ~Device() {
     t.stream_destroy(b, s);
@@ -195,31 +199,31 @@ class Device {
   std::shared_ptr<tsr_buffer> alloc(uint64_t size) {
     tsr_buffer* buf = nullptr;
     tsr_error* e = nullptr;
-    check(t.buffer_alloc(b, size, &buf, &e), e, "buffer_alloc");
+    check(t.buffer_alloc(b, size, &buf, &e), &e, "buffer_alloc");
     return {buf, [this](tsr_buffer* x) { t.buffer_free(b, x); }};
   }
   void write(tsr_buffer* buf, uint64_t off, const void* src, uint64_t n) {
     tsr_error* e = nullptr;
-    check(t.buffer_write(b, s, buf, off, src, n, &e), e, "buffer_write");
+    check(t.buffer_write(b, s, buf, off, src, n, &e), &e, "buffer_write");
   }
   void read(const tsr_buffer* buf, uint64_t off, void* dst, uint64_t n) {
     tsr_error* e = nullptr;
-    check(t.buffer_read(b, s, buf, off, dst, n, &e), e, "buffer_read");
+    check(t.buffer_read(b, s, buf, off, dst, n, &e), &e, "buffer_read");
     sync();
   }
   void memset(tsr_buffer* buf, uint64_t off, int v, uint64_t n) {
     tsr_error* e = nullptr;
-    check(t.buffer_memset(b, s, buf, off, v, n, &e), e, "buffer_memset");
+    check(t.buffer_memset(b, s, buf, off, v, n, &e), &e, "buffer_memset");
   }
   void sync() {
     tsr_error* e = nullptr;
-    check(t.stream_synchronize(b, s, &e), e, "stream_synchronize");
+    check(t.stream_synchronize(b, s, &e), &e, "stream_synchronize");
   }
   template <class P>
   void run(tsr_status (*entry)(tsr_backend*, tsr_stream*, const P*, tsr_error**), const P& p,
            const char* what) {
     tsr_error* e = nullptr;
-    check(entry(b, s, &p, &e), e, what);
+    check(entry(b, s, &p, &e), &e, what);
   }
 
   const tsr_backend_iface& t;
@@ -343,7 +347,7 @@ TEST_F(BackendTest, DevicePropsAreWellFormed) {
   tsr_device_props props{};
   props.struct_size = sizeof(props);
   tsr_error* e = nullptr;
-  check(t.device_props(0, &props, &e), e, "device_props");
+  check(t.device_props(0, &props, &e), &e, "device_props");
   EXPECT_NE(std::memchr(props.name, 0, sizeof(props.name)), nullptr) << "name not NUL-terminated";
   EXPECT_GE(props.struct_size, sizeof(props));
 }
@@ -376,7 +380,7 @@ TEST_F(BackendTest, BufferFromHostSeesHostBytes) {
   std::iota(host.begin(), host.end(), uint8_t{0});
   tsr_buffer* buf = nullptr;
   tsr_error* e = nullptr;
-  check(d.t.buffer_from_host(d.b, host.data(), host.size(), &buf, &e), e, "buffer_from_host");
+  check(d.t.buffer_from_host(d.b, host.data(), host.size(), &buf, &e), &e, "buffer_from_host");
   std::vector<uint8_t> back(host.size());
   d.read(buf, 0, back.data(), back.size());
   EXPECT_EQ(back, host);
@@ -389,17 +393,17 @@ TEST_F(BackendTest, EventsOrderStreams) {
   tsr_stream* other = nullptr;
   tsr_event* event = nullptr;
   tsr_error* e = nullptr;
-  check(t.stream_create(d.b, &other, &e), e, "stream_create");
-  check(t.event_create(d.b, &event, &e), e, "event_create");
+  check(t.stream_create(d.b, &other, &e), &e, "stream_create");
+  check(t.event_create(d.b, &event, &e), &e, "event_create");
   auto buf = d.alloc(4096);
   std::vector<uint8_t> data(4096, 0x3C), back(4096);
   d.write(buf.get(), 0, data.data(), data.size());
-  check(t.event_record(d.b, event, d.s, &e), e, "event_record");
-  check(t.event_wait(d.b, other, event, &e), e, "event_wait");
-  check(t.buffer_read(d.b, other, buf.get(), 0, back.data(), back.size(), &e), e, "buffer_read");
-  check(t.stream_synchronize(d.b, other, &e), e, "stream_synchronize");
+  check(t.event_record(d.b, event, d.s, &e), &e, "event_record");
+  check(t.event_wait(d.b, other, event, &e), &e, "event_wait");
+  check(t.buffer_read(d.b, other, buf.get(), 0, back.data(), back.size(), &e), &e, "buffer_read");
+  check(t.stream_synchronize(d.b, other, &e), &e, "stream_synchronize");
   EXPECT_EQ(back, data);
-  check(t.event_synchronize(d.b, event, &e), e, "event_synchronize");
+  check(t.event_synchronize(d.b, event, &e), &e, "event_synchronize");
   t.event_destroy(d.b, event);
   t.stream_destroy(d.b, other);
 }

@@ -128,7 +128,11 @@ struct GoodParams {
                      vocab.data(), 1, 0, 1000000, &kModelHost, nullptr};
 };
 
-void check(tsr_status status, tsr_error* error, const std::string& what) {
+// Takes the error slot, not its value: the slot is read after the call has filled it
+// (the order in which arguments are evaluated is unspecified).
+void check(tsr_status status, tsr_error** slot, const std::string& what) {
+  tsr_error* error = slot ? *slot : nullptr;
+  if (slot) *slot = nullptr;
   if (status != TSR_STATUS_OK) throw std::runtime_error(what + " failed: " + take_error(error));
 }
 
@@ -136,7 +140,7 @@ class DraftTest : public ::testing::Test {
  protected:
   void SetUp() override {
     tsr_error* e = nullptr;
-    check(table().draft_create(&params_.p, &draft_, &e), e, "draft_create");
+    check(table().draft_create(&params_.p, &draft_, &e), &e, "draft_create");
   }
   void TearDown() override {
     table().draft_destroy(draft_);
@@ -147,7 +151,7 @@ class DraftTest : public ::testing::Test {
   tsr_draft_seq* new_seq(const std::vector<int32_t>& prompt) {
     tsr_draft_seq* seq = nullptr;
     tsr_error* e = nullptr;
-    check(table().seq_create(draft_, prompt.data(), prompt.size(), &seq, &e), e, "seq_create");
+    check(table().seq_create(draft_, prompt.data(), prompt.size(), &seq, &e), &e, "seq_create");
     return seq;
   }
 
@@ -157,7 +161,7 @@ class DraftTest : public ::testing::Test {
     std::vector<float> probs(tokens.size(), -7.0f);
     tsr_draft_proposal p{sizeof(p), tokens.data(), probs.data(), capacity, 99};
     tsr_error* e = nullptr;
-    check(table().propose(draft_, seq, history.data(), history.size(), &p, &e), e, "propose");
+    check(table().propose(draft_, seq, history.data(), history.size(), &p, &e), &e, "propose");
     EXPECT_GE(p.n_tokens, 0);
     EXPECT_LE(p.n_tokens, std::min(capacity, kMaxDraft)) << "more than capacity or max_draft_tokens";
     EXPECT_EQ(tokens[capacity], -7) << "wrote past the capacity";
@@ -202,10 +206,10 @@ TEST_F(DraftTest, StateFollowsVerifiedHistoryThroughRollbacks) {
     const auto next = static_cast<int32_t>(rng_() % kVocab);
     history.push_back(next);
     tsr_error* e = nullptr;
-    check(table().on_verified(draft_, seq, accepted, next, &e), e, "on_verified");
+    check(table().on_verified(draft_, seq, accepted, next, &e), &e, "on_verified");
     propose(other, other_history, 3);
     other_history.push_back(static_cast<int32_t>(step % 6));
-    check(table().on_verified(draft_, other, 0, other_history.back(), &e), e, "on_verified");
+    check(table().on_verified(draft_, other, 0, other_history.back(), &e), &e, "on_verified");
   }
   table().seq_destroy(draft_, seq);
   table().seq_destroy(draft_, other);
