@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "constraints/errors.h"
+#include "constraints/hex_escape.h"
 
 namespace tsr::constraints {
 namespace {
@@ -210,18 +211,9 @@ class GbnfParser {
   }
 
   uint32_t parse_hex(int digits) {
-    uint32_t v = 0;
-    for (int i = 0; i < digits; ++i) {
-      char c = peek();
-      int d = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
-              : (c >= 'a' && c <= 'f')                    ? c - 'a' + 10
-              : (c >= 'A' && c <= 'F')                    ? c - 'A' + 10
-                                                          : -1;
-      if (d < 0) fail("bad hex escape");
-      v = v * 16 + d;
-      ++pos_;
-    }
-    return v;
+    const std::optional<uint32_t> v = read_hex_digits(s_, pos_, digits);
+    if (!v) fail("bad hex escape");
+    return *v;
   }
 
   // One code point of a literal or class, escapes decoded.

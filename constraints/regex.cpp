@@ -4,6 +4,7 @@
 
 #include "constraints/codepoint_set.h"
 #include "constraints/errors.h"
+#include "constraints/hex_escape.h"
 #include "constraints/gbnf.h"
 #include "constraints/json_chars.h"
 
@@ -178,18 +179,9 @@ class RegexParser {
   }
 
   uint32_t parse_hex(int digits) {
-    uint32_t v = 0;
-    for (int i = 0; i < digits; ++i) {
-      char c = peek();
-      int d = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
-              : (c >= 'a' && c <= 'f')                    ? c - 'a' + 10
-              : (c >= 'A' && c <= 'F')                    ? c - 'A' + 10
-                                                          : -1;
-      if (d < 0) fail("bad hex escape");
-      v = v * 16 + d;
-      ++pos_;
-    }
-    return v;
+    const std::optional<uint32_t> v = read_hex_digits(s_, pos_, digits);
+    if (!v) fail("bad hex escape");
+    return *v;
   }
 
   CodepointSet parse_escape(bool in_class) {
