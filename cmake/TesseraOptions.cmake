@@ -31,14 +31,21 @@ function(tessera_add_plugin kind name)
   install(TARGETS ${target} LIBRARY DESTINATION ${TESSERA_PLUGIN_INSTALL_DIR})
 endfunction()
 
-# tessera_add_test(<name> SOURCES ... LIBRARIES ...): a GoogleTest executable registered
-# with ctest. TESSERA_SHARED_DIR points at ../shared data.
+# tessera_add_test(<name> SOURCES ... LIBRARIES ... [DEFINITIONS ...] [DEPENDS ...]): a
+# GoogleTest executable registered with ctest; nothing at all when tests are off, so
+# callers pass everything here rather than touching the target afterwards. TESSERA_SHARED_DIR points at ../shared data.
 function(tessera_add_test name)
   if(NOT TESSERA_BUILD_TESTS)
     return()
   endif()
-  cmake_parse_arguments(T "" "" "SOURCES;LIBRARIES" ${ARGN})
+  cmake_parse_arguments(T "" "" "SOURCES;LIBRARIES;DEFINITIONS;DEPENDS" ${ARGN})
   add_executable(${name} ${T_SOURCES})
+  if(T_DEFINITIONS)
+    target_compile_definitions(${name} PRIVATE ${T_DEFINITIONS})
+  endif()
+  if(T_DEPENDS)
+    add_dependencies(${name} ${T_DEPENDS})
+  endif()
   target_link_libraries(${name} PRIVATE tessera_warnings GTest::gtest_main ${T_LIBRARIES})
   target_compile_definitions(${name} PRIVATE
     TESSERA_SHARED_DIR="${TESSERA_SHARED_DIR}"

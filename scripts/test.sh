@@ -12,6 +12,9 @@ if command -v npm >/dev/null; then
   npm ci --prefix tests/npm --cache "$PWD/build/npm-cache" --prefer-offline --no-audit --no-fund
 fi
 
+echo "== Configure without tests (what scripts/demo.sh does)"
+cmake -S . -B build-notests -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_TESTS=OFF > /dev/null
+
 echo "== Release build and tests"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j "$JOBS"
