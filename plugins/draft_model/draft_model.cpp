@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tessera/draft.h"
+#include "tessera/sdk/plugin.hpp"
 #include "tessera/sdk/status.hpp"
 
 using tsr::sdk::Failure;
@@ -16,7 +17,8 @@ using tsr::sdk::require;
 
 namespace {
 
-const tsr_host_api* g_host = nullptr;
+// Set by tsr::sdk::query when the host loads the plugin.
+using tsr::sdk::g_host;
 
 // Calls a host entry `call(tsr_error**)`; a failure becomes a Failure carrying its message.
 // (The status is taken before the error is read: argument order is unspecified.)
@@ -176,13 +178,6 @@ const tsr_plugin_desc kDesc = {
 extern "C" TSR_EXPORT const tsr_plugin_desc* tsr_plugin_query(const tsr_host_api* host,
                                                                uint32_t host_abi_major,
                                                                uint32_t host_abi_minor) {
-  if (host == nullptr) return nullptr;
-  if (host_abi_major != TSR_ABI_MAJOR) {
-    const std::string msg = "draft 'model' was built for ABI major " + std::to_string(TSR_ABI_MAJOR);
-    host->log(TSR_LOG_ERROR, msg.data(), msg.size());
-    return nullptr;
-  }
-  (void)host_abi_minor;
-  g_host = host;
-  return &kDesc;
+  (void)host_abi_minor;  // built for 1.0: any 1.x host reads our 1.0 tables
+  return tsr::sdk::query(host, host_abi_major, kDesc);
 }

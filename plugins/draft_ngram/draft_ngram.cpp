@@ -6,13 +6,15 @@
 #include <string>
 
 #include "tessera/draft.h"
+#include "tessera/sdk/plugin.hpp"
 #include "tessera/sdk/status.hpp"
 
 using tsr::sdk::require;
 
 namespace {
 
-const tsr_host_api* g_host = nullptr;
+// Set by tsr::sdk::query when the host loads the plugin.
+using tsr::sdk::g_host;
 
 }  // namespace
 
@@ -99,13 +101,6 @@ const tsr_plugin_desc kDesc = {
 extern "C" TSR_EXPORT const tsr_plugin_desc* tsr_plugin_query(const tsr_host_api* host,
                                                                uint32_t host_abi_major,
                                                                uint32_t host_abi_minor) {
-  if (host == nullptr) return nullptr;
-  if (host_abi_major != TSR_ABI_MAJOR) {
-    const std::string msg = "draft 'ngram' was built for ABI major " + std::to_string(TSR_ABI_MAJOR);
-    host->log(TSR_LOG_ERROR, msg.data(), msg.size());
-    return nullptr;
-  }
-  (void)host_abi_minor;
-  g_host = host;
-  return &kDesc;
+  (void)host_abi_minor;  // built for 1.0: any 1.x host reads our 1.0 tables
+  return tsr::sdk::query(host, host_abi_major, kDesc);
 }
