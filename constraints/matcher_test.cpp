@@ -58,7 +58,7 @@ TEST(Matcher, RollbackAndForkReproduceStates) {
   }
   EXPECT_TRUE(m.can_terminate());
   Matcher f = m.fork();
-  f.rollback(3);
+  ASSERT_TRUE(f.rollback(3));
   EXPECT_EQ(f.steps(), ids.size() - 3);
   std::vector<uint32_t> mask(g->vocab().mask_words());
   f.fill_mask(mask.data());
@@ -66,8 +66,24 @@ TEST(Matcher, RollbackAndForkReproduceStates) {
   EXPECT_TRUE(m.can_terminate());  // the fork leaves the original alone
   for (size_t i = ids.size() - 3; i < ids.size(); ++i) ASSERT_TRUE(f.accept(ids[i]));
   EXPECT_TRUE(f.can_terminate());
-  f.rollback(100);
+  EXPECT_FALSE(f.rollback(100));  // more than was accepted: refused, nothing changes
+  EXPECT_EQ(f.steps(), ids.size());
+  EXPECT_TRUE(f.rollback(ids.size()));
   EXPECT_EQ(f.steps(), 0u);
+}
+
+TEST(Matcher, ForcedBytesStopWhereChoiceOrEndBegins) {
+  auto g = compile_test(ConstraintKind::gbnf, R"(root ::= "{\"name\": " [0-9]+ "}" | "{\"nam" [x])");
+  Matcher m(g);
+  EXPECT_EQ(m.forced_bytes(100), "{\"nam");  // then 'e' or 'x'
+  EXPECT_EQ(m.forced_bytes(3), "{\"n");
+  ASSERT_TRUE(m.accept_bytes("{\"name"));
+  EXPECT_EQ(m.forced_bytes(100), "\": ");
+  ASSERT_TRUE(m.accept_bytes("\": 1"));
+  EXPECT_EQ(m.forced_bytes(100), "");  // a digit or '}'
+  ASSERT_TRUE(m.accept_bytes("}"));
+  EXPECT_EQ(m.forced_bytes(100), "");  // complete
+  EXPECT_EQ(m.steps(), 3u);
 }
 
 TEST(Matcher, RejectedTokenLeavesStateUnchanged) {

@@ -3,25 +3,20 @@
 #include <algorithm>
 #include <numeric>
 
-#include "core/tokenizer/tokenizer.h"
 
 namespace tsr::constraints {
 
-Vocabulary vocabulary_from_tokenizer(const Tokenizer& tokenizer) {
-  const Vocab& v = tokenizer.vocab();
+Vocabulary vocabulary_from_desc(const tsr_vocab_desc& desc) {
   Vocabulary out;
-  size_t n = static_cast<size_t>(tokenizer.n_tokens());
+  const auto n = static_cast<size_t>(desc.n_tokens);
   out.bytes.resize(n);
   out.special.resize(n);
   for (size_t id = 0; id < n; ++id) {
-    TokenType type = id < v.types.size() ? v.types[id] : TokenType::NORMAL;
-    bool text = type == TokenType::NORMAL || type == TokenType::USER_DEFINED ||
-                type == TokenType::BYTE || type == TokenType::UNDEFINED;
+    const bool text = desc.token_kinds[id] == TSR_TOKEN_TEXT;
     out.special[id] = !text;
-    if (text) out.bytes[id] = tokenizer.token_to_piece(static_cast<int32_t>(id), true);
+    if (text && desc.token_lens[id] > 0) out.bytes[id].assign(desc.token_bytes[id], desc.token_lens[id]);
+    if (desc.token_kinds[id] == TSR_TOKEN_EOS) out.eos_ids.push_back(static_cast<int32_t>(id));
   }
-  out.eos_ids = v.eog_ids;
-  if (out.eos_ids.empty() && v.eos_id >= 0) out.eos_ids.push_back(v.eos_id);
   return out;
 }
 

@@ -7,9 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace tsr {
-class Tokenizer;
-}
+#include "tessera/constraint.h"
 
 namespace tsr::constraints {
 
@@ -22,10 +20,9 @@ struct Vocabulary {
   size_t mask_words() const { return (bytes.size() + 31) / 32; }
 };
 
-// Normal, user-defined and byte tokens are text (their piece, possibly a partial UTF-8
-// character); every other token is special. EOS ids are the tokenizer's end-of-generation
-// ids.
-Vocabulary vocabulary_from_tokenizer(const Tokenizer& tokenizer);
+// The vocabulary a host describes through the constraint ABI (text tokens keep their
+// bytes; EOS tokens are special and listed in eos_ids).
+Vocabulary vocabulary_from_desc(const tsr_vocab_desc& desc);
 
 // The normal tokens' bytes in depth-first preorder: node i spells its parent's bytes plus
 // byte[i]; skip[i] is the first node after i's subtree, so a walk drops a dead prefix

@@ -11,6 +11,7 @@ PACKAGES=(
   libicu-dev
   libcpp-httplib-dev
   libgtest-dev libgmock-dev
+  libvalijson-dev
 )
 
 # The tokenizer tests compare against npm packages; Node.js may come from elsewhere.
@@ -28,4 +29,4 @@ echo "install-deps: installing ${missing[*]}"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 $SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -14,6 +14,7 @@
 #include "apps/tessera/commands.h"
 #include "constraints/json_literal.h"
 #include "constraints/maskbench.h"
+#include "core/constraint/token_vocab.h"
 #include "core/tokenizer/hf_tokenizer_json.h"
 #include "core/tokenizer/tokenizer.h"
 
@@ -71,7 +72,7 @@ double percentile(std::vector<double>& v, double p) {
 int run_maskbench(const MaskbenchFlags& f) {
   if (f.verbose) spdlog::set_level(spdlog::level::debug);
   auto tokenizer = Tokenizer::create(vocab_from_hf_tokenizer_json(f.tokenizer));
-  auto vocab = std::make_shared<const tc::Vocabulary>(tc::vocabulary_from_tokenizer(*tokenizer));
+  auto vocab = std::make_shared<const tc::Vocabulary>(tc::vocabulary_from_desc(TokenVocab(*tokenizer).desc()));
   auto trie = std::make_shared<const tc::TokenTrie>(*vocab);
   fs::path instances_path = f.instances.empty() ? fs::path(f.dir) / ".." / "dev-instances.jsonl" : fs::path(f.instances);
   bool have_instances = fs::exists(instances_path);

@@ -24,6 +24,8 @@ struct RunFlags {
   std::optional<float> temperature, top_p, min_p, typical_p, repeat_penalty, presence_penalty,
       frequency_penalty;
   std::optional<std::string> samplers;
+  // Constrained output (llama.cpp's flags, plus --regex); at most one.
+  std::string grammar, grammar_file, json_schema, regex;
   int64_t seed = -1;  // -1: random, as llama.cpp's default
   int32_t threads = 0;
   bool ignore_eos = false, echo = false, json = false, verbose = false;
@@ -69,6 +71,24 @@ Config load_config(const RunFlags& f) {
   return c;
 }
 
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot open grammar file " + path, TSR_STATUS_IO_ERROR);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::optional<ConstraintSpec> constraint_from(const RunFlags& f) {
+  if (!f.grammar.empty()) return ConstraintSpec{"gbnf", f.grammar};
+  if (!f.grammar_file.empty()) return ConstraintSpec{"gbnf", read_file(f.grammar_file)};
+  if (!f.json_schema.empty()) {
+    // llama.cpp's -j {} means "any JSON object".
+    if (f.json_schema == "{}") return ConstraintSpec{"json_object", ""};
+    return ConstraintSpec{"json_schema", f.json_schema};
+  }
+  if (!f.regex.empty()) return ConstraintSpec{"regex", f.regex};
+  return std::nullopt;
+}
+
 RequestParams request_from(const Engine& engine, const RunFlags& f, std::vector<int32_t> prompt) {
   RequestParams p = engine.request_defaults();
   p.prompt = std::move(prompt);
@@ -86,6 +106,7 @@ RequestParams request_from(const Engine& engine, const RunFlags& f, std::vector<
   s.presence_penalty = f.presence_penalty.value_or(s.presence_penalty);
   s.frequency_penalty = f.frequency_penalty.value_or(s.frequency_penalty);
   if (f.samplers) s.order = parse_sampler_order(*f.samplers);
+  p.constraint = constraint_from(f);
   return p;
 }
 
@@ -202,6 +223,11 @@ std::function<int()> register_run(CLI::App& app) {
   app.add_option("--presence-penalty", f->presence_penalty, "OpenAI presence penalty over the output");
   app.add_option("--frequency-penalty", f->frequency_penalty, "OpenAI frequency penalty over the output");
   app.add_option("--samplers", f->samplers, "stage order, e.g. \"penalties;top_k;top_p;min_p;temperature\"");
+  auto* g = app.add_option("--grammar", f->grammar, "GBNF grammar the output must match");
+  auto* gf = app.add_option("--grammar-file", f->grammar_file, "file with a GBNF grammar")->excludes(g);
+  auto* js = app.add_option("-j,--json-schema", f->json_schema, "JSON Schema the output must satisfy ({}: any object)")
+                 ->excludes(g)->excludes(gf);
+  app.add_option("--regex", f->regex, "regex the whole output must match")->excludes(g)->excludes(gf)->excludes(js);
   app.add_option("-s,--seed", f->seed, "random seed (-1: random)");
   app.add_option("-t,--threads", f->threads, "threads (default: number of cores)")->check(CLI::NonNegativeNumber);
   app.add_option("-c,--config", f->config, "TOML configuration file");

@@ -34,7 +34,6 @@ constexpr std::string_view kQuantSchemes[] = {"auto", "q8_0", "q4_0", "int4_g128
 constexpr std::string_view kPolicies[] = {"fcfs", "priority"};
 constexpr std::string_view kSpecMethods[] = {"none", "ngram", "draft_model", "eagle"};
 constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
-constexpr std::string_view kConstraintPlugins[] = {"json_schema", "regex", "gbnf"};
 
 // ---------------------------------------------------------------------------------------
 // "Did you mean" support.
@@ -175,13 +174,16 @@ class Field {
 
   std::string one_of(Choices choices) const { return checked_choice(str(), choices); }
 
-  std::vector<std::string> list_of(Choices choices) const {
+  // Plugin names ([a-z0-9_]+, as in libtessera_<kind>_<name>.so), each at most once.
+  std::vector<std::string> plugin_names() const {
     const toml::array* arr = node_.as_array();
     if (!arr) type_error("array of strings");
     std::vector<std::string> out;
     for (size_t i = 0; i < arr->size(); ++i) {
       const Field item((*arr)[i], fmt::format("{}[{}]", key_, i), ctx_);
-      std::string v = item.one_of(choices);
+      std::string v = item.nonempty_str();
+      if (v.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
+        item.fail("'" + v + "' is not a plugin name (lower-case letters, digits and '_')");
       if (std::find(out.begin(), out.end(), v) != out.end())
         item.fail("'" + v + "' is listed twice");
       out.push_back(std::move(v));
@@ -311,7 +313,7 @@ constexpr KeySpec kKeys[] = {
      [](const Field& f, Config& c) { c.speculative.draft_model = f.path(); }},
 
     {"constraints", "plugins",
-     [](const Field& f, Config& c) { c.constraints.plugins = f.list_of(kConstraintPlugins); }},
+     [](const Field& f, Config& c) { c.constraints.plugins = f.plugin_names(); }},
 
     {"server", "host", [](const Field& f, Config& c) { c.server.host = f.nonempty_str(); }},
     {"server", "port",

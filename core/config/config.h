@@ -63,7 +63,8 @@ struct SpeculativeConfig {
 };
 
 struct ConstraintsConfig {
-  std::vector<std::string> plugins;       // e.g. ["json_schema", "regex", "gbnf"]
+  // Constraint plugins to load, in order: the first that serves a kind compiles it.
+  std::vector<std::string> plugins{"json_schema", "regex", "gbnf"};
 };
 
 struct ServerConfig {

@@ -183,7 +183,7 @@ TEST(Config, Defaults) {
   EXPECT_EQ(c.speculative.ngram_min, 1);
   EXPECT_EQ(c.speculative.ngram_max, 4);
   EXPECT_EQ(c.speculative.draft_model, "");
-  EXPECT_TRUE(c.constraints.plugins.empty());
+  EXPECT_EQ(c.constraints.plugins, (std::vector<std::string>{"json_schema", "regex", "gbnf"}));
   EXPECT_EQ(c.server.host, "127.0.0.1");
   EXPECT_EQ(c.server.port, 8080);
   EXPECT_EQ(c.server.max_queue, 256);
@@ -393,9 +393,8 @@ TEST(Config, BadEnumSuggests) {
       {"[speculative]\nmethod = \"draft\"\n", "did you mean 'draft_model'?"},
       {"[speculative]\nmethod = \"egale\"\n", "did you mean 'eagle'?"},
       {"[log]\nlevel = \"warning\"\n", "did you mean 'warn'?"},
-      {"[constraints]\nplugins = [\"regex\", \"json\"]\n",
-       "constraints.plugins[1]: unknown value 'json'"},
-      {"[constraints]\nplugins = [\"regex\", \"json\"]\n", "did you mean 'json_schema'?"},
+      {"[constraints]\nplugins = [\"regex\", \"Json!\"]\n",
+       "constraints.plugins[1]: 'Json!' is not a plugin name"},
       {"[constraints]\nplugins = [\"regex\", \"regex\"]\n", "'regex' is listed twice"},
   });
   const std::string msg = parse_error("[quant]\nscheme = \"zzzz\"\n");

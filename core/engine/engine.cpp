@@ -9,6 +9,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include "core/constraint/grammar_cache.h"
+#include "core/constraint/token_vocab.h"
 #include "core/engine/step_batch_builder.h"
 #include "core/error.h"
 #include "core/kv/kv_cache.h"
@@ -42,7 +44,17 @@ LoadProgress progress_logger(const std::string& what) {
 // asking for one is refused with the plugin and the directories searched, never ignored.
 void require_optional_plugins(const Config& c, const std::vector<std::filesystem::path>& dirs) {
   if (c.quant.scheme != "auto") Plugin::find(TSR_PLUGIN_QUANT, c.quant.scheme, dirs);
-  for (const std::string& p : c.constraints.plugins) Plugin::find(TSR_PLUGIN_CONSTRAINT, p, dirs);
+}
+
+// The [constraints] plugins, in order (the first that serves a kind compiles it).
+std::unique_ptr<GrammarCache> load_constraint_plugins(const Config& c, const Tokenizer& tokenizer,
+                                                      const std::vector<std::filesystem::path>& dirs) {
+  const TokenVocab vocab(tokenizer);
+  std::vector<std::shared_ptr<ConstraintPlugin>> plugins;
+  for (const std::string& name : c.constraints.plugins) {
+    plugins.push_back(ConstraintPlugin::create(Plugin::find(TSR_PLUGIN_CONSTRAINT, name, dirs), vocab));
+  }
+  return std::make_unique<GrammarCache>(std::move(plugins));
 }
 
 // [speculative] method -> draft plugin name ("draft_model" loads the plugin "model").
@@ -62,6 +74,12 @@ struct Live {
   OutputCallback on_output;
   std::unique_ptr<DraftClient::Seq> draft;  // with speculative decoding
   SpeculationPolicy::State spec;
+  bool compiling = false;  // waits for its constraint before it is scheduled
+};
+
+struct Compiled {
+  RequestId id;
+  GrammarCache::Result result;
 };
 
 }  // namespace
@@ -91,16 +109,23 @@ struct Engine::Impl {
   std::condition_variable inbox_cv;
   std::vector<Submission> inbox;
   std::vector<RequestId> cancels;
+  std::vector<Compiled> compiled;  // constraints compiled since the last step
+  size_t n_compiling = 0;          // step thread only: live requests waiting for one
   std::atomic<RequestId> next_id{1};
   std::thread worker;
   bool stopping = false;       // guarded by inbox_mutex
   std::atomic<bool> background{false};
   mutable std::mutex stats_mutex;
   EngineStats stats;
+  // Last, so that it is destroyed first: its worker's callbacks use the inbox.
+  std::unique_ptr<GrammarCache> grammars;
 
   void load();
   bool step();
   void admit(std::vector<Submission>& subs, std::vector<RequestId>& cancel_ids, Clock::time_point now);
+  void start_compile(Live& l);
+  void attach_constraints(std::vector<Compiled>& done, std::vector<Request*>& touched,
+                          Clock::time_point now);
   void finish(Request& r, tsr_finish_reason reason, Clock::time_point now);
   void execute(const SchedulerOutput& out);
   void propose_drafts();
@@ -135,6 +160,7 @@ void Engine::Impl::load() {
                                         config.cache.prefix_caching);
   scheduler = std::make_unique<Scheduler>(config.scheduler, *kv);
   n_ctx = hp.n_ctx_train;
+  grammars = load_constraint_plugins(config, *tokenizer, dirs);
   if (config.speculative.method != "none") {
     auto plugin = Plugin::find(TSR_PLUGIN_DRAFT, draft_plugin_name(config.speculative.method), dirs);
     model_host = std::make_unique<ModelHost>(*backend, config);
@@ -152,14 +178,59 @@ void Engine::Impl::admit(std::vector<Submission>& subs, std::vector<RequestId>& 
                          Clock::time_point now) {
   for (Submission& s : subs) {
     auto r = std::make_unique<Request>(s.id, std::move(s.params), *tokenizer, s.arrival);
-    scheduler->add(r.get());
     Live l{std::move(r), std::move(s.on_output), nullptr, {}};
     if (draft) l.draft = draft->open(l.request->tokens());
-    live.emplace(s.id, std::move(l));
+    Live& placed = live.emplace(s.id, std::move(l)).first->second;
+    if (placed.request->params().constraint) {
+      start_compile(placed);
+    } else {
+      scheduler->add(placed.request.get());
+    }
   }
   for (RequestId id : cancel_ids) {
     auto it = live.find(id);
-    if (it != live.end()) finish(*it->second.request, TSR_FINISH_ABORT, now);
+    if (it == live.end()) continue;
+    if (it->second.compiling) {
+      it->second.compiling = false;
+      --n_compiling;
+    }
+    finish(*it->second.request, TSR_FINISH_ABORT, now);
+  }
+}
+
+// Compiles on the cache's worker (or finds it cached); the result reaches the next step
+// through the inbox.
+void Engine::Impl::start_compile(Live& l) {
+  l.compiling = true;
+  ++n_compiling;
+  const RequestId id = l.request->id();
+  grammars->request(*l.request->params().constraint, [this, id](const GrammarCache::Result& r) {
+    {
+      std::lock_guard lock(inbox_mutex);
+      compiled.push_back({id, r});
+    }
+    inbox_cv.notify_one();
+  });
+}
+
+// Requests whose constraint compiled start with a fresh matcher; a constraint that did not
+// compile fails its request with the reason.
+void Engine::Impl::attach_constraints(std::vector<Compiled>& done, std::vector<Request*>& touched,
+                                      Clock::time_point now) {
+  for (Compiled& c : done) {
+    auto it = live.find(c.id);
+    if (it == live.end() || !it->second.compiling) continue;  // cancelled meanwhile
+    it->second.compiling = false;
+    --n_compiling;
+    Request& r = *it->second.request;
+    try {
+      if (!c.result.grammar) throw Error(c.result.error);
+      r.set_matcher(c.result.grammar->new_matcher());
+      scheduler->add(&r);
+    } catch (const std::exception& e) {
+      r.finish(TSR_FINISH_ERROR, now, e.what());
+      touched.push_back(&r);
+    }
   }
 }
 
@@ -215,7 +286,10 @@ void Engine::Impl::propose_drafts() {
     }
     const int32_t room = std::min(r.params().max_tokens - r.num_output_tokens(), n_ctx - r.num_tokens()) - 1;
     const int32_t k = std::min(spec_policy->num_drafts(l.spec, running), room);
-    if (k > 0) r.drafts = l.draft->propose(r.tokens(), k);
+    if (k > 0) {
+      r.drafts = l.draft->propose(r.tokens(), k);
+      r.trim_drafts_to_constraint();
+    }
   }
 }
 
@@ -237,14 +311,22 @@ void Engine::Impl::deliver(std::vector<Request*>& touched) {
 bool Engine::Impl::step() {
   std::vector<Submission> subs;
   std::vector<RequestId> cancel_ids;
+  std::vector<Compiled> done;
   {
-    std::lock_guard lock(inbox_mutex);
+    std::unique_lock lock(inbox_mutex);
+    // Step-driven callers loop on step(): while only compiles are pending, wait for one
+    // rather than spin.
+    if (inbox.empty() && cancels.empty() && compiled.empty() && n_compiling > 0 && live.size() == n_compiling) {
+      inbox_cv.wait_for(lock, std::chrono::milliseconds(50));
+    }
     subs.swap(inbox);
     cancel_ids.swap(cancels);
+    done.swap(compiled);
   }
   const Clock::time_point now = Clock::now();
   admit(subs, cancel_ids, now);
   std::vector<Request*> touched;
+  attach_constraints(done, touched, now);
   for (auto& [id, l] : live) {
     if (l.request->finished()) touched.push_back(l.request.get());
     else if (l.request->past_deadline(now)) {
@@ -290,6 +372,8 @@ void Engine::Impl::publish_stats() {
   s.generated_tokens = generated;
   s.draft_tokens = drafted;
   s.accepted_tokens = accepted;
+  s.constraint_compiles = static_cast<int64_t>(grammars->misses());
+  s.constraint_cache_hits = static_cast<int64_t>(grammars->hits());
   std::lock_guard lock(stats_mutex);
   stats = s;
 }
@@ -298,7 +382,10 @@ void Engine::Impl::run_background() {
   for (;;) {
     {
       std::unique_lock lock(inbox_mutex);
-      inbox_cv.wait(lock, [&] { return stopping || !inbox.empty() || !cancels.empty() || !live.empty(); });
+      inbox_cv.wait(lock, [&] {
+        return stopping || !inbox.empty() || !cancels.empty() || !compiled.empty() ||
+               live.size() > n_compiling;
+      });
       if (stopping) return;
     }
     step();
@@ -355,6 +442,7 @@ RequestId Engine::submit(RequestParams params, OutputCallback on_output) {
     if (t < 0 || t >= m.tokenizer->n_tokens()) throw Error("prompt token id " + std::to_string(t) + " is out of range");
   }
   if (params.max_tokens < 0) throw Error("max_tokens must be >= 0");
+  if (params.constraint) m.grammars->check_kind(params.constraint->kind);
   SamplerChain validate(params.sampling);  // throws naming a bad sampling parameter
   const RequestId id = m.next_id++;
   {

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/plugin_host/host_services.h"
 #include "tessera/backend.h"
+#include "tessera/constraint.h"
 #include "tessera/draft.h"
 
 namespace tsr {
@@ -23,6 +24,7 @@ namespace fs = std::filesystem;
 constexpr size_t kDescSizeV1_0 = sizeof(tsr_plugin_desc);
 constexpr size_t kBackendIfaceSizeV1_0 = sizeof(tsr_backend_iface);
 constexpr size_t kDraftIfaceSizeV1_0 = sizeof(tsr_draft_iface);
+constexpr size_t kConstraintIfaceSizeV1_1 = sizeof(tsr_constraint_iface);  // new in 1.1
 
 struct Plugin::Library {
   boost::dll::shared_library lib;
@@ -93,14 +95,26 @@ const char* missing_draft_entry(const tsr_draft_iface& t) {
   return nullptr;
 }
 
+const char* missing_constraint_entry(const tsr_constraint_iface& t) {
+#define TSR_REQUIRE(entry) \
+  if (t.entry == nullptr) return #entry;
+  TSR_REQUIRE(kinds) TSR_REQUIRE(vocab_create) TSR_REQUIRE(vocab_destroy)
+  TSR_REQUIRE(grammar_compile) TSR_REQUIRE(grammar_destroy) TSR_REQUIRE(matcher_create)
+  TSR_REQUIRE(matcher_destroy) TSR_REQUIRE(matcher_fork) TSR_REQUIRE(matcher_fill_mask)
+  TSR_REQUIRE(matcher_accept) TSR_REQUIRE(matcher_rollback) TSR_REQUIRE(matcher_is_terminated)
+  TSR_REQUIRE(matcher_can_terminate)
+#undef TSR_REQUIRE
+  return nullptr;
+}
+
 // Checks a kind's table against the size ABI 1.0 gave it and its required entries.
 template <class Table>
 void validate_table(const fs::path& file, const void* iface, size_t min_size, const char* kind,
-                    const char* (*missing)(const Table&)) {
+                    const char* (*missing)(const Table&), const char* since = "1.0") {
   const auto* table = static_cast<const Table*>(iface);
   if (table->struct_size < min_size) {
     refuse(file, std::string("its ") + kind + " table is " + std::to_string(table->struct_size) +
-                     " bytes, smaller than the " + std::to_string(min_size) + " bytes of ABI 1.0");
+                     " bytes, smaller than the " + std::to_string(min_size) + " bytes of ABI " + since);
   }
   if (const char* entry = missing(*table)) {
     refuse(file, std::string("required entry '") + entry + "' is NULL");
@@ -118,8 +132,13 @@ void validate_iface(const fs::path& file, const tsr_plugin_desc& desc) {
       validate_table<tsr_draft_iface>(file, desc.iface, kDraftIfaceSizeV1_0, "draft",
                                       missing_draft_entry);
       break;
+    case TSR_PLUGIN_CONSTRAINT:
+      if (desc.abi_minor < 1) refuse(file, "constraint plugins need ABI 1.1 or newer; it was built for 1.0");
+      validate_table<tsr_constraint_iface>(file, desc.iface, kConstraintIfaceSizeV1_1,
+                                           "constraint", missing_constraint_entry, "1.1");
+      break;
     default:
-      break;  // quant and constraint tables arrive with their ABI headers
+      break;  // quant tables arrive with their ABI header
   }
 }
 

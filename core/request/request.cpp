@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 #include "core/kv/block_hash.h"
@@ -89,7 +90,15 @@ int32_t Request::append_verified(std::span<const float> logits, int32_t n_vocab,
   const auto k = static_cast<int32_t>(drafts.size());
   int32_t accepted = 0;
   for (int32_t i = 0; i <= k && !finished(); ++i) {
-    const std::span<const float> row = logits.subspan(size_t(i) * n_vocab, n_vocab);
+    std::span<const float> row = logits.subspan(size_t(i) * n_vocab, n_vocab);
+    if (matcher_) {
+      row = constrain(row);
+      if (row.empty()) {
+        finish(TSR_FINISH_ERROR, now, "the constraint allows no token after " +
+                                          std::to_string(num_output_tokens()) + " generated tokens");
+        break;
+      }
+    }
     if (params_.on_logits) params_.on_logits(row);
     const Distribution p = distribution(row);
     int32_t token = 0;
@@ -104,11 +113,38 @@ int32_t Request::append_verified(std::span<const float> logits, int32_t n_vocab,
   return accepted;
 }
 
+std::span<const float> Request::constrain(std::span<const float> row) {
+  mask_.resize(matcher_->mask_words());
+  matcher_->fill_mask(mask_);
+  masked_.assign(row.begin(), row.end());
+  bool any = false;
+  for (size_t i = 0; i < masked_.size(); ++i) {
+    const bool allowed = (mask_[i / 32] >> (i % 32)) & 1u;
+    if (!allowed) masked_[i] = -std::numeric_limits<float>::infinity();
+    any |= allowed;
+  }
+  return any ? std::span<const float>(masked_) : std::span<const float>();
+}
+
+void Request::trim_drafts_to_constraint() {
+  if (!matcher_) return;
+  size_t n = 0;
+  while (n < drafts.size() && matcher_->accept(drafts[n])) ++n;
+  matcher_->rollback(n);
+  drafts.resize(n);
+}
+
 void Request::append_token(int32_t token, int32_t n_ctx, Clock::time_point now) {
   if (num_output_tokens() == 0) first_token_ = now;
   tokens_.push_back(token);
   out_tokens_.push_back(token);
-  if (!params_.ignore_eos && tokenizer_.is_eog(token)) {
+  if (matcher_ && !matcher_->accept(token)) {
+    // Only a faulty plugin gets here (the token came from its own mask); never fail open.
+    finish(TSR_FINISH_ERROR, now, "the constraint refused token " + std::to_string(token) +
+                                      " that its mask allowed");
+    return;
+  }
+  if ((!params_.ignore_eos && tokenizer_.is_eog(token)) || (matcher_ && matcher_->is_terminated())) {
     finish(TSR_FINISH_STOP, now);
     return;
   }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/constraint/constraint_plugin.h"
 #include "core/request/detokenizer.h"
 #include "core/request/stop_matcher.h"
 #include "core/spec/verifier.h"
@@ -33,6 +34,9 @@ struct RequestParams {
   int32_t priority = 0;              // policy "priority": lower runs first
   std::optional<double> timeout_ms;  // deadline from arrival; finishes as "length"
   std::string cache_salt;            // requests share cached prefixes only with equal salts
+  // Structured output: every token is allowed by the constraint, EOS only where it can
+  // end. A constraint that does not compile fails the request.
+  std::optional<ConstraintSpec> constraint;
   // C++ callers only: the logits row each generated token is sampled from.
   std::function<void(std::span<const float>)> on_logits;
 };
@@ -90,6 +94,13 @@ class Request {
   std::vector<int32_t> drafts;
   int32_t num_tokens_with_drafts() const { return num_tokens() + static_cast<int32_t>(drafts.size()); }
 
+  // The constraint's matcher, at the start of its grammar; set before the first schedule.
+  void set_matcher(std::unique_ptr<ConstraintMatcher> matcher) { matcher_ = std::move(matcher); }
+  bool constrained() const { return matcher_ != nullptr; }
+  // Drops the drafts from the first one the constraint forbids on; the matcher is left
+  // where it was (each draft is accepted, then all are rolled back).
+  void trim_drafts_to_constraint();
+
   // The target's sampling distribution for one logits row, given the tokens so far.
   Distribution distribution(std::span<const float> logits) const;
   // Verifies the drafts against rows 0..k-1 of `logits` (n_vocab each), appends the
@@ -107,6 +118,9 @@ class Request {
  private:
   void release_text(std::string_view piece);
   void append_token(int32_t token, int32_t n_ctx, Clock::time_point now);
+  // `row` with the tokens the constraint forbids set to -infinity (in masked_); empty when
+  // it forbids every token.
+  std::span<const float> constrain(std::span<const float> row);
 
   RequestId id_;
   RequestParams params_;
@@ -129,6 +143,9 @@ class Request {
   int32_t cached_tokens_ = 0;
   int32_t preemptions_ = 0;
   int32_t drafted_ = 0, accepted_ = 0;
+  std::unique_ptr<ConstraintMatcher> matcher_;
+  std::vector<uint32_t> mask_;
+  std::vector<float> masked_;
 };
 
 }  // namespace tsr

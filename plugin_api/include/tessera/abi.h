@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 #define TSR_ABI_MAJOR 1
-#define TSR_ABI_MINOR 0
+#define TSR_ABI_MINOR 1
 
 #if defined(_WIN32)
 #define TSR_EXPORT __declspec(dllexport)

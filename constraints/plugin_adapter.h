@@ -1,0 +1,74 @@
+// The constraint plugins (json_schema, regex, gbnf) as thin adapters over this library:
+// ConstraintPlugin<LibraryConstraint<kinds>> fills the ABI table; each plugin names the
+// kinds it serves. Header-only, for plugin targets (which link tessera_sdk).
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "constraints/compiled_grammar.h"
+#include "constraints/errors.h"
+#include "constraints/matcher.h"
+#include "tessera/sdk/constraint.hpp"
+
+namespace tsr::constraints {
+
+struct PluginVocab {
+  std::shared_ptr<const Vocabulary> vocab;
+  std::shared_ptr<const TokenTrie> trie;
+};
+
+// A Matcher with the SDK's calling conventions.
+class PluginMatcher {
+ public:
+  explicit PluginMatcher(std::shared_ptr<CompiledGrammar> g) : m_(std::move(g)) {}
+  void fill_mask(std::span<uint32_t> words) { m_.fill_mask(words.data()); }
+  bool accept(int32_t token) { return m_.accept(token); }
+  bool rollback(size_t n) { return m_.rollback(n); }
+  bool is_terminated() const { return m_.is_terminated(); }
+  bool can_terminate() const { return m_.can_terminate(); }
+  size_t forced_bytes(std::span<char> buf) {
+    const std::string forced = m_.forced_bytes(buf.size());
+    std::copy(forced.begin(), forced.end(), buf.begin());
+    return forced.size();
+  }
+
+ private:
+  Matcher m_;
+};
+
+inline ConstraintKind constraint_kind(std::string_view kind) {
+  if (kind == "json_schema") return ConstraintKind::json_schema;
+  if (kind == "json_object") return ConstraintKind::json_object;
+  if (kind == "regex") return ConstraintKind::regex;
+  return ConstraintKind::gbnf;
+}
+
+template <const char* Kinds>
+struct LibraryConstraint {
+  static constexpr const char* kKinds = Kinds;
+  using Vocab = PluginVocab;
+  using Grammar = CompiledGrammar;
+  using Matcher = PluginMatcher;
+
+  static std::shared_ptr<Vocab> vocab_create(const tsr_vocab_desc& desc) {
+    auto vocab = std::make_shared<const Vocabulary>(vocabulary_from_desc(desc));
+    auto trie = std::make_shared<const TokenTrie>(*vocab);
+    return std::make_shared<Vocab>(Vocab{std::move(vocab), std::move(trie)});
+  }
+
+  static std::shared_ptr<Grammar> compile(const std::shared_ptr<Vocab>& v, std::string_view kind,
+                                          std::string_view text) {
+    try {
+      return tsr::constraints::compile(constraint_kind(kind), text, v->vocab, v->trie);
+    } catch (const CompileError& e) {
+      throw sdk::Failure(e.unsupported() ? TSR_STATUS_UNSUPPORTED : TSR_STATUS_INVALID_ARGUMENT,
+                         e.what());
+    }
+  }
+
+  static Matcher matcher_create(const std::shared_ptr<Grammar>& g) { return Matcher(g); }
+};
+
+}  // namespace tsr::constraints
