@@ -22,8 +22,11 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+// Whitespace as llama.cpp's json-schema-to-grammar allows it: one space, or a newline and
+// an indent. Any JSON layout a serializer writes (compact, Python's, pretty-printed up to
+// 20 columns of indent) fits; a model cannot pad the output with runs of blank lines.
 const char* const kBaseRules = R"(
-ws ::= [ \t\n\r]{0,20}
+ws ::= ( " " | "\n" [ \t]{0,20} )?
 json-char ::= ( [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )
 string-tail ::= json-char* "\""
 string ::= "\"" string-tail

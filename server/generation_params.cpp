@@ -14,23 +14,75 @@ using nlohmann::json;
 constexpr int32_t kMaxN = 128;
 constexpr int32_t kMaxTopLogprobs = 20;
 
-// Constrained decoding and tool calling arrive later; a request relying on them must not
-// silently get unconstrained text.
+// Tool calling and the rest arrive later; a request relying on them must not silently get
+// plain text.
 void refuse_unsupported(const json& body, Endpoint endpoint) {
-  if (const json* rf = field(body, "response_format")) {
-    const json* type = rf->is_object() ? field(*rf, "type") : nullptr;
-    if (!type || !type->is_string()) throw bad_param("response_format", "'response_format' must be an object with a 'type'");
-    if (*type != "text") throw unsupported_param("response_format", "response_format type '" + type->get<std::string>() + "'");
-  }
-  for (const char* key : {"grammar", "regex", "guided_json", "guided_regex", "guided_grammar", "guided_choice"}) {
-    if (field(body, key)) throw unsupported_param(key, "constrained decoding");
-  }
   for (const char* key : {"tools", "functions"}) {
     const json* v = field(body, key);
     if (v && !(v->is_array() && v->empty())) throw unsupported_param(key, "tool calling");
   }
   if (endpoint == Endpoint::COMPLETIONS && field(body, "suffix")) throw unsupported_param("suffix", "a suffix");
   if (get_int(body, "min_tokens", 0, INT32_MAX).value_or(0) > 0) throw unsupported_param("min_tokens", "min_tokens");
+}
+
+// OpenAI's response_format: text, json_object, or json_schema {name, schema, strict}.
+std::optional<ConstraintSpec> response_format(const json& rf) {
+  const json* type = rf.is_object() ? field(rf, "type") : nullptr;
+  if (!type || !type->is_string()) throw bad_param("response_format", "'response_format' must be an object with a 'type'");
+  if (*type == "text") return std::nullopt;
+  if (*type == "json_object") return ConstraintSpec{"json_object", ""};
+  if (*type != "json_schema") {
+    throw bad_param("response_format", "'response_format.type' must be 'text', 'json_object' or 'json_schema'");
+  }
+  const json* js = field(rf, "json_schema");
+  const json* schema = js && js->is_object() ? field(*js, "schema") : nullptr;
+  if (!schema) throw bad_param("response_format", "'response_format.json_schema.schema' is required");
+  if (!schema->is_object() && !schema->is_boolean()) {
+    throw bad_param("response_format", "'response_format.json_schema.schema' must be a JSON Schema object");
+  }
+  return ConstraintSpec{"json_schema", schema->dump()};
+}
+
+// A regex whose only match is `s`.
+std::string regex_literal(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+std::string string_param(const json& v, const char* key) {
+  if (!v.is_string()) throw bad_param(key, std::string("'") + key + "' must be a string");
+  return v.get<std::string>();
+}
+
+// The constraint a request asks for, through OpenAI's response_format, Tessera's `grammar`
+// (GBNF) and `regex`, or vLLM's guided_* parameters; at most one of them.
+std::optional<Constraint> parse_constraint(const json& body) {
+  std::optional<Constraint> out;
+  auto set = [&](const char* key, std::optional<ConstraintSpec> spec) {
+    if (!spec) return;
+    if (out) throw bad_param(key, std::string("'") + key + "' cannot be combined with '" + out->param + "'");
+    out = Constraint{key, std::move(*spec)};
+  };
+  if (const json* v = field(body, "response_format")) set("response_format", response_format(*v));
+  if (const json* v = field(body, "grammar")) set("grammar", ConstraintSpec{"gbnf", string_param(*v, "grammar")});
+  if (const json* v = field(body, "regex")) set("regex", ConstraintSpec{"regex", string_param(*v, "regex")});
+  if (const json* v = field(body, "guided_grammar")) set("guided_grammar", ConstraintSpec{"gbnf", string_param(*v, "guided_grammar")});
+  if (const json* v = field(body, "guided_regex")) set("guided_regex", ConstraintSpec{"regex", string_param(*v, "guided_regex")});
+  if (const json* v = field(body, "guided_json")) {
+    if (!v->is_object() && !v->is_string()) throw bad_param("guided_json", "'guided_json' must be a JSON Schema (object or string)");
+    set("guided_json", ConstraintSpec{"json_schema", v->is_string() ? v->get<std::string>() : v->dump()});
+  }
+  if (const json* v = field(body, "guided_choice")) {
+    if (!v->is_array() || v->empty()) throw bad_param("guided_choice", "'guided_choice' must be a non-empty array of strings");
+    std::string alternatives;
+    for (const json& c : *v) alternatives += (alternatives.empty() ? "" : "|") + regex_literal(string_param(c, "guided_choice"));
+    set("guided_choice", ConstraintSpec{"regex", "(" + alternatives + ")"});
+  }
+  return out;
 }
 
 std::vector<std::string> parse_stop(const json& body) {
@@ -137,6 +189,8 @@ GenerationSpec parse_generation(const json& body, Endpoint endpoint, RequestPara
   if (endpoint == Endpoint::COMPLETIONS) spec.echo = get_bool(body, "echo").value_or(false);
   if (spec.echo && spec.logprobs) throw unsupported_param("echo", "echo with logprobs (prompt logprobs)");
   parse_stream(body, spec);
+  spec.constraint = parse_constraint(body);
+  if (spec.constraint) p.constraint = spec.constraint->spec;
   return spec;
 }
 

@@ -1,8 +1,10 @@
 // The generation parameters /v1/completions and /v1/chat/completions share: OpenAI's
 // (max_tokens, temperature, top_p, stop, n, seed, logprobs, penalties, logit_bias, stream)
-// plus llama.cpp/vLLM extensions (top_k, min_p, typical_p, repetition_penalty, ignore_eos).
-// Parameters naming features the engine lacks (constrained decoding, tools, ...) are
-// refused with a 400 that names them, never ignored.
+// plus llama.cpp/vLLM extensions (top_k, min_p, typical_p, repetition_penalty, ignore_eos),
+// and constrained output: response_format (json_object, json_schema), Tessera's `grammar`
+// (GBNF) and `regex`, and vLLM's guided_json / guided_regex / guided_grammar /
+// guided_choice. Parameters naming features the engine lacks (tools, ...) are refused
+// with a 400 that names them, never ignored.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -16,6 +18,11 @@ namespace tsr::server {
 
 enum class Endpoint { COMPLETIONS, CHAT };
 
+struct Constraint {
+  std::string param;  // the request parameter it came from, for error messages
+  ConstraintSpec spec;
+};
+
 struct GenerationSpec {
   RequestParams params;           // everything but the prompt
   int32_t n = 1;                  // choices per prompt
@@ -23,6 +30,7 @@ struct GenerationSpec {
   bool include_usage = false;     // stream_options.include_usage
   std::optional<int32_t> logprobs;  // alternatives per token; absent: no logprobs
   bool echo = false;              // completions: the prompt precedes the text
+  std::optional<Constraint> constraint;  // also in params.constraint
 };
 
 // `defaults` are the engine's request defaults ([sampling] in the config).

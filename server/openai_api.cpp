@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "core/engine/engine.h"
+#include "core/error.h"
 #include "server/admission.h"
 #include "server/api_error.h"
 #include "server/event_stream.h"
@@ -88,6 +89,13 @@ void handle_generation(const ApiContext& ctx, Endpoint endpoint, const httplib::
   check_model(ctx, body);
   const GenerationSpec spec =
       parse_generation(body, endpoint, ctx.engine.request_defaults(), ctx.engine.tokenizer().n_tokens());
+  if (spec.constraint) {
+    try {
+      ctx.engine.compile_constraint(spec.constraint->spec);  // a bad one is a 400, not a failed stream
+    } catch (const Error& e) {
+      throw bad_param(spec.constraint->param, e.what());
+    }
+  }
   const std::vector<std::vector<int32_t>> prompts =
       endpoint == Endpoint::CHAT ? std::vector<std::vector<int32_t>>{chat_prompt(body, ctx.engine)}
                                  : completion_prompts(body, ctx.engine);

@@ -2,6 +2,8 @@
 // httplib::Client: every endpoint, the streaming format, error statuses and shapes,
 // authentication, the bounded queue and client disconnects.
 #include <gtest/gtest.h>
+
+#include <regex>
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
@@ -256,18 +258,45 @@ TEST_F(ServerTest, BadRequestsName400Parameters) {
   bad({{"stream_options", {{"include_usage", true}}}}, "stream_options");
   bad({{"prompt", {1, "x"}}}, "prompt");
   bad({{"prompt", {100000}}}, "prompt");
-  bad({{"grammar", "root ::= \"a\""}}, "grammar");
-  bad({{"regex", "a+"}}, "regex");
-  bad({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", json::object()}}}}}},
-      "response_format");
-  bad({{"response_format", {{"type", "json_object"}}}}, "response_format");
+  // Constraints that do not compile are 400s naming the parameter and the feature.
+  bad({{"grammar", "root ::= undefined"}}, "grammar");
+  bad({{"regex", "(?=a)b"}}, "regex");
+  bad({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"},
+       {"schema", {{"type", "object"}, {"patternProperties", {{"^a", json::object()}}}}}}}}}}, "response_format");
+  bad({{"response_format", {{"type", "json_schema"}}}}, "response_format");
+  bad({{"response_format", {{"type", "xml"}}}}, "response_format");
+  bad({{"grammar", "root ::= \"a\""}, {"regex", "a"}}, "regex");
+  bad({{"guided_choice", json::array()}}, "guided_choice");
   expect_error(post("/v1/chat/completions", {{"messages", "hi"}}), 400, "messages");
   expect_error(post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"tools", {{{"type", "function"}}}}}),
                400, "tools");
   expect_error(client().Post("/v1/completions", "{not json", "application/json"), 400);
-  // A valid request without the unsupported field passes.
+  // A valid request with a plain-text response_format passes.
   EXPECT_EQ(completion({{"prompt", "Once"}, {"max_tokens", 2}, {"response_format", {{"type", "text"}}}})["object"],
             "text_completion");
+}
+
+TEST_F(ServerTest, ConstrainedOutputs) {
+  const json schema = {{"type", "object"},
+                       {"properties", {{"name", {{"type", "string"}, {"maxLength", 10}}},
+                                       {"age", {{"type", "integer"}, {"minimum", 0}, {"maximum", 120}}}}},
+                       {"required", {"name", "age"}},
+                       {"additionalProperties", false}};
+  const json r = completion({{"prompt", "Once"}, {"max_tokens", 200}, {"temperature", 0},
+                             {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "person"}, {"schema", schema}}}}}});
+  const json choice = r["choices"][0];
+  ASSERT_EQ(choice["finish_reason"], "stop") << r.dump();
+  const json doc = json::parse(choice["text"].get<std::string>());
+  EXPECT_LE(doc["name"].get<std::string>().size(), 10u);
+  EXPECT_GE(doc["age"].get<int>(), 0);
+  EXPECT_LE(doc["age"].get<int>(), 120);
+  EXPECT_EQ(doc.size(), 2u);
+  const json choice2 = completion({{"prompt", "Once"}, {"max_tokens", 50}, {"temperature", 1}, {"seed", 5},
+                                   {"guided_choice", {"yes", "no", "a.b"}}})["choices"][0];
+  EXPECT_TRUE(choice2["text"] == "yes" || choice2["text"] == "no" || choice2["text"] == "a.b") << choice2;
+  const json choice3 = completion({{"prompt", "Once"}, {"max_tokens", 50}, {"temperature", 1}, {"seed", 5},
+                                   {"regex", "[0-9]{3}-[a-z]{2}"}})["choices"][0];
+  EXPECT_TRUE(std::regex_match(choice3["text"].get<std::string>(), std::regex("[0-9]{3}-[a-z]{2}"))) << choice3;
 }
 
 TEST_F(ServerTest, NotFoundAndTooLarge) {

@@ -453,6 +453,8 @@ RequestId Engine::submit(RequestParams params, OutputCallback on_output) {
   return id;
 }
 
+void Engine::compile_constraint(const ConstraintSpec& spec) { impl_->grammars->get(spec); }
+
 void Engine::cancel(RequestId id) {
   {
     std::lock_guard lock(impl_->inbox_mutex);

@@ -86,6 +86,11 @@ class Engine {
   GenerateResult generate(RequestParams params, OutputCallback on_output = {});
   std::vector<int32_t> tokenize(std::string_view text) const;  // with BOS as the model wants
 
+  // Compiles a constraint now (waiting for the compile worker), so that a caller can
+  // report a bad one before it streams anything; requests then find it cached. Throws
+  // tsr::Error with the reason (naming the unsupported feature). Thread-safe.
+  void compile_constraint(const ConstraintSpec& spec);
+
  private:
   struct Impl;
   explicit Engine(std::unique_ptr<Impl> impl);

@@ -76,13 +76,48 @@ test('n choices with a seed are reproducible', async () => {
   assert.deepEqual(a.choices.map((c) => c.text), b.choices.map((c) => c.text));
 });
 
-test('json_schema response_format is refused until constrained decoding lands', async () => {
+test('json_schema response_format: the output validates', async () => {
+  const schema = {
+    type: 'object',
+    properties: {
+      name: { type: 'string', maxLength: 10 },
+      age: { type: 'integer', minimum: 0, maximum: 120 },
+      pet: { enum: ['cat', 'dog', null] },
+    },
+    required: ['name', 'age', 'pet'],
+    additionalProperties: false,
+  };
+  for (const seed of [1, 2, 3]) {
+    const r = await client.chat.completions.create({
+      model, temperature: 1, seed, max_tokens: 200, messages: [{ role: 'user', content: 'Who are you?' }],
+      response_format: { type: 'json_schema', json_schema: { name: 'person', schema, strict: true } },
+    });
+    assert.equal(r.choices[0].finish_reason, 'stop');
+    const doc = JSON.parse(r.choices[0].message.content);
+    assert.deepEqual(Object.keys(doc).sort(), ['age', 'name', 'pet']);
+    assert.equal(typeof doc.name, 'string');
+    assert.ok([...doc.name].length <= 10, doc.name);
+    assert.ok(Number.isInteger(doc.age) && doc.age >= 0 && doc.age <= 120, String(doc.age));
+    assert.ok(['cat', 'dog', null].includes(doc.pet));
+  }
+  const obj = await client.completions.create({ ...greedy, max_tokens: 300, prompt: 'x', response_format: { type: 'json_object' } });
+  if (obj.choices[0].finish_reason === 'stop') assert.equal(typeof JSON.parse(obj.choices[0].text), 'object');
+});
+
+test('constraints that do not compile are 400s naming the parameter', async () => {
   await expectApiError(client.chat.completions.create({
     ...greedy, messages: [{ role: 'user', content: 'x' }],
-    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object' } } },
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', patternProperties: { '^a': {} } } } },
   }), 400, 'response_format');
-  await expectApiError(client.completions.create({ ...greedy, prompt: 'x', grammar: 'root ::= "a"' }), 400, 'grammar');
-  await expectApiError(client.completions.create({ ...greedy, prompt: 'x', regex: 'a+' }), 400, 'regex');
+  await expectApiError(client.completions.create({ ...greedy, prompt: 'x', grammar: 'root ::= nothing' }), 400, 'grammar');
+  await expectApiError(client.completions.create({ ...greedy, prompt: 'x', regex: '(?=a)' }), 400, 'regex');
+});
+
+test('grammar and regex extensions constrain the text', async () => {
+  const g = await client.completions.create({ ...greedy, prompt: 'x', grammar: 'root ::= ("yes" | "no") "!"' });
+  assert.ok(['yes!', 'no!'].includes(g.choices[0].text), g.choices[0].text);
+  const r = await client.completions.create({ ...greedy, prompt: 'x', regex: '[a-z]{3} [0-9]{2}' });
+  assert.match(r.choices[0].text, /^[a-z]{3} [0-9]{2}$/);
 });
 
 test('bad parameters are 400 naming them', async () => {
