@@ -14,6 +14,7 @@
 #include "server/metrics.h"
 #include "server/openai_format.h"
 #include "server/prompts.h"
+#include "server/whole_response.h"
 
 namespace tsr::server {
 
@@ -21,8 +22,6 @@ namespace {
 
 using nlohmann::json;
 using namespace std::chrono_literals;
-
-constexpr auto kPollInterval = 250ms;  // how often a waiting handler checks for shutdown
 
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -60,24 +59,6 @@ std::shared_ptr<GenerationJob> start_job(const ApiContext& ctx, std::vector<Requ
       [admission](int32_t refused) { admission->release(refused); });
 }
 
-// Non-streaming: waits for every choice, then answers at once. cpp-httplib 0.11 notices a
-// departed client only when a write fails, and this response writes only at the end, so
-// such a request runs to its end (bounded by max_tokens); streams are cancelled at once.
-void respond_whole(const ApiContext& ctx, httplib::Response& res, GenerationJob& job, const ResponseMeta& meta,
-                   int32_t n, const std::vector<std::string>& echo) {
-  std::vector<ChoiceDelta> totals(size_t(job.num_choices()));
-  while (!job.done()) {
-    if (ctx.stopping) job.cancel();
-    for (ChoiceDelta& d : job.next(kPollInterval)) accumulate(totals[size_t(d.index)], std::move(d));
-  }
-  for (ChoiceDelta& c : totals) {
-    if (c.finish_reason == TSR_FINISH_ERROR) throw ApiError(500, "generation failed: " + c.error, "server_error");
-    if (!echo.empty()) c.text = echo[size_t(c.index / n)] + c.text;
-  }
-  res.set_content(response_json(meta, totals, n, ctx.engine.tokenizer()).dump(-1, ' ', false, json::error_handler_t::replace),
-                  "application/json");
-}
-
 std::vector<std::string> echo_texts(const Engine& engine, const std::vector<std::vector<int32_t>>& prompts) {
   std::vector<std::string> out;
   for (const auto& p : prompts) out.push_back(engine.tokenizer().decode(p));
@@ -102,7 +83,7 @@ void handle_generation(const ApiContext& ctx, Endpoint endpoint, const httplib::
   const std::vector<std::string> echo = spec.echo ? echo_texts(ctx.engine, prompts) : std::vector<std::string>{};
   auto job = start_job(ctx, expand_choices(spec, prompts), spec.logprobs);
   const ResponseMeta meta{endpoint, new_response_id(endpoint), unix_now(), ctx.model_id, spec.logprobs.has_value()};
-  if (!spec.stream) return respond_whole(ctx, res, *job, meta, spec.n, echo);
+  if (!spec.stream) return respond_whole(res, job, meta, spec.n, echo, ctx.engine.tokenizer(), ctx.stopping);
   start_event_stream(res, std::make_shared<EventStream>(job, meta, spec.n, spec.include_usage, echo,
                                                         ctx.engine.tokenizer(), ctx.stopping));
 }

@@ -394,5 +394,70 @@ TEST_F(ServerTest, DisconnectCancelsAndFreesKvBlocks) {
   EXPECT_EQ(metrics.find("tessera_requests_total{finish_reason=\"abort\"} 0"), std::string::npos) << metrics;
 }
 
+// Non-streamed requests that run past the first second: one request at a time, 16 choices
+// of 480 tokens each (seconds of work).
+class SlowServerTest : public ServerTest {
+ protected:
+  void SetUp() override {
+    ServerTest::SetUp();
+    if (IsSkipped()) return;
+    Config c = test_config();
+    c.scheduler.max_seqs = 1;
+    engine = Engine::create(c);
+    ServerOptions o = test_options();
+    o.max_queue = 64;
+    server = std::make_unique<HttpServer>(*engine, o);
+    port = server->start();
+  }
+  long aborted() {
+    const std::string metric = "tessera_requests_total{finish_reason=\"abort\"} ";
+    const std::string m = client(port).Get("/metrics")->body;
+    const size_t at = m.find(metric);
+    return at == std::string::npos ? 0L : std::stol(m.substr(at + metric.size()));
+  }
+  static inline const json kSlow{{"prompt", "Once upon a time"}, {"max_tokens", 480}, {"ignore_eos", true},
+                                 {"n", 16}, {"temperature", 1}, {"seed", 1}};
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<HttpServer> server;
+  int port = 0;
+};
+
+// The client leaves at the first byte (the heartbeat after a second): the next heartbeat
+// fails and the choices are cancelled.
+TEST_F(SlowServerTest, DisconnectCancels) {
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = kSlow.dump();
+  req.set_header("Content-Type", "application/json");
+  std::string received;
+  req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+    received.append(data, size);
+    return false;  // leaves at the first heartbeat
+  };
+  client(port).send(req);
+  EXPECT_EQ(received, " ") << "the request finished before the client left";
+  EngineStats s;
+  for (int i = 0; i < 400; ++i) {
+    s = engine->stats();
+    if (s.kv_blocks_used == 0 && s.num_running == 0 && s.num_waiting == 0) break;
+    std::this_thread::sleep_for(25ms);
+  }
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_EQ(s.num_running + s.num_waiting, 0);
+  EXPECT_GT(aborted(), 0);
+}
+
+// A slow answer arrives chunked, led by whitespace, and parses like a quick one.
+TEST_F(SlowServerTest, SlowAnswerIsValidJson) {
+  const auto r = post("/v1/completions", kSlow, port);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json j = json::parse(r->body);
+  ASSERT_EQ(j["choices"].size(), 16u);
+  for (const json& c : j["choices"]) EXPECT_EQ(c["finish_reason"], "length");
+  EXPECT_EQ(aborted(), 0);
+}
+
 }  // namespace
 }  // namespace tsr::server

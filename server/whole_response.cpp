@@ -1,0 +1,91 @@
+#include "server/whole_response.h"
+
+#include <httplib.h>
+
+#include <chrono>
+
+#include "server/api_error.h"
+
+namespace tsr::server {
+
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr auto kPollInterval = 250ms;  // how often a waiting handler checks for shutdown
+constexpr auto kFirstAnswer = 1s;      // answered in full (with its real status) if done by then
+constexpr auto kHeartbeat = 1s;        // then a space this often, to notice a departed client
+
+class WholeResponse {
+ public:
+  WholeResponse(std::shared_ptr<GenerationJob> job, ResponseMeta meta, int32_t n,
+                std::vector<std::string> echo, const Tokenizer& tokenizer, const std::atomic<bool>& stopping)
+      : job_(std::move(job)), meta_(std::move(meta)), n_(n), echo_(std::move(echo)),
+        tokenizer_(tokenizer), stopping_(stopping), totals_(size_t(job_->num_choices())) {}
+
+  // Collects increments for up to `timeout`; true when every choice has finished.
+  bool collect(std::chrono::milliseconds timeout) {
+    if (stopping_) job_->cancel();
+    for (ChoiceDelta& d : job_->next(timeout)) accumulate(totals_[size_t(d.index)], std::move(d));
+    return job_->done();
+  }
+
+  // The final body; throws ApiError(500) when a choice failed.
+  std::string body() {
+    for (ChoiceDelta& c : totals_) {
+      if (c.finish_reason == TSR_FINISH_ERROR) throw ApiError(500, "generation failed: " + c.error, "server_error");
+      if (!echo_.empty()) c.text = echo_[size_t(c.index / n_)] + c.text;
+    }
+    return response_json(meta_, totals_, n_, tokenizer_).dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+
+  // One round of the chunked body: waits, then writes the answer or a space.
+  bool pump(httplib::DataSink& sink) {
+    if (!collect(std::chrono::duration_cast<std::chrono::milliseconds>(kHeartbeat))) {
+      if (sink.write(" ", 1)) return true;
+      job_->cancel();
+      return false;
+    }
+    std::string out;
+    try {
+      out = body();
+    } catch (const ApiError& e) {
+      out = e.to_json().dump();
+    }
+    if (!sink.write(out.data(), out.size())) return false;
+    sink.done();
+    return true;
+  }
+
+  void cancel() { job_->cancel(); }
+
+ private:
+  std::shared_ptr<GenerationJob> job_;
+  ResponseMeta meta_;
+  int32_t n_;
+  std::vector<std::string> echo_;  // per prompt, completions with echo only
+  const Tokenizer& tokenizer_;
+  const std::atomic<bool>& stopping_;
+  std::vector<ChoiceDelta> totals_;
+};
+
+}  // namespace
+
+void respond_whole(httplib::Response& res, std::shared_ptr<GenerationJob> job, ResponseMeta meta,
+                   int32_t n, std::vector<std::string> echo, const Tokenizer& tokenizer,
+                   const std::atomic<bool>& stopping) {
+  auto whole = std::make_shared<WholeResponse>(std::move(job), std::move(meta), n, std::move(echo),
+                                               tokenizer, stopping);
+  const auto until = std::chrono::steady_clock::now() + kFirstAnswer;
+  while (std::chrono::steady_clock::now() < until) {
+    if (whole->collect(kPollInterval)) return res.set_content(whole->body(), "application/json");
+  }
+  res.set_chunked_content_provider(
+      "application/json", [whole](size_t, httplib::DataSink& sink) { return whole->pump(sink); },
+      [whole](bool success) {
+        if (!success) whole->cancel();
+      });
+}
+
+}  // namespace tsr::server
