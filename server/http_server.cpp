@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <thread>
 
+#include <sys/socket.h>
+
 #include "core/engine/engine.h"
 #include "core/error.h"
 #include "server/admission.h"
@@ -68,6 +70,7 @@ struct HttpServer::Impl {
   ApiContext ctx;
   httplib::Server http;
   std::thread thread;
+  int listen_fd = -1;  // the listening socket, seen by the socket-options hook
 
   Impl(Engine& e, ServerOptions o)
       : engine(e),
@@ -85,6 +88,10 @@ void HttpServer::Impl::configure() {
   const size_t threads = size_t(engine.config().scheduler.max_seqs) + size_t(options.max_queue) + 8;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http.set_payload_max_length(options.max_body_bytes);
+  http.set_socket_options([this](socket_t fd) {
+    httplib::default_socket_options(fd);
+    listen_fd = fd;
+  });
   http.set_exception_handler(on_exception);
   http.set_error_handler(httplib::Server::HandlerWithResponse(on_error_status));
   http.set_pre_routing_handler([this](const Request& req, Response& res) {
@@ -127,6 +134,9 @@ int HttpServer::start() {
   if (port < 0) {
     throw Error("cannot listen on " + m.options.host + ":" + std::to_string(m.options.port), TSR_STATUS_IO_ERROR);
   }
+  // Debian's compiled cpp-httplib listens with a backlog of 5: a burst of clients would
+  // then see dropped SYNs and reconnect a second later. Listening again resizes it.
+  if (m.listen_fd >= 0) ::listen(m.listen_fd, SOMAXCONN);
   m.engine.start();
   m.thread = std::thread([&m] { m.http.listen_after_bind(); });
   spdlog::info("serving {} on http://{}:{} (queue {}{})", m.options.model_id, m.options.host, port,

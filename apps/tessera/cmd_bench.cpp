@@ -1,10 +1,14 @@
-// `tessera bench --serving`: the in-process serving benchmark. N requests sharing a
-// prefix go through the engine's background thread at a fixed concurrency, once with
-// prefix caching and once without, in the same run.
+// `tessera bench`: one command, three modes — `-m MODEL` the engine benchmark
+// (engine_bench.h), `--serving` the in-process serving benchmark (here: N requests sharing
+// a prefix go through the engine's background thread at a fixed concurrency, once with
+// prefix caching and once without, in the same run), `--url URL` the HTTP serving
+// benchmark (http_bench.h).
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <condition_variable>
 #include <mutex>
 #include <random>
@@ -12,6 +16,7 @@
 
 #include "apps/tessera/commands.h"
 #include "apps/tessera/engine_bench.h"
+#include "apps/tessera/http_bench.h"
 #include "core/config/config.h"
 #include "core/engine/engine.h"
 #include "core/error.h"
@@ -22,7 +27,8 @@ namespace {
 
 struct ServingFlags {
   std::string model, config;
-  int32_t requests = 32, concurrency = 8, prefix_len = 400, suffix_len = 16, max_tokens = 32;
+  std::vector<int32_t> concurrency{8};
+  int32_t requests = 32, prefix_len = 400, suffix_len = 16, max_tokens = 32;
   int32_t threads = 0;
   double slo_ttft_ms = 1000, slo_tpot_ms = 100;
   uint64_t seed = 1;
@@ -72,7 +78,7 @@ ServingResult run_serving(const Config& config, const ServingFlags& f) {
   for (const auto& prompt : prompts) {
     {
       std::unique_lock lock(mu);
-      cv.wait(lock, [&] { return in_flight < f.concurrency; });
+      cv.wait(lock, [&] { return in_flight < f.concurrency.front(); });
       ++in_flight;
     }
     RequestParams p;
@@ -106,7 +112,7 @@ nlohmann::json summarize(const ServingResult& r, const ServingFlags& f) {
     if (s.ttft_ms <= f.slo_ttft_ms && s.tpot_ms <= f.slo_tpot_ms) ++good;
   }
   return {{"requests", f.requests},
-          {"concurrency", f.concurrency},
+          {"concurrency", f.concurrency.front()},
           {"throughput_tok_s", r.output_tokens / r.wall_s},
           {"ttft_ms_p50", percentile(ttft, 50)},
           {"ttft_ms_p99", percentile(ttft, 99)},
@@ -129,7 +135,7 @@ int bench_serving(const ServingFlags& f) {
   if (!f.model.empty()) config.model.path = f.model;
   if (f.threads > 0) config.backend.threads = f.threads;
   spdlog::info("serving benchmark: {} requests, concurrency {}, shared prefix {} + {} tokens, {} out",
-               f.requests, f.concurrency, f.prefix_len, f.suffix_len, f.max_tokens);
+               f.requests, f.concurrency.front(), f.prefix_len, f.suffix_len, f.max_tokens);
   std::vector<nlohmann::json> runs;
   for (bool caching : {true, false}) {
     config.cache.prefix_caching = caching;
@@ -161,19 +167,67 @@ int bench_engine(const ServingFlags& f, const EngineBenchOptions& o) {
   return 0;
 }
 
+// "16-128" (or "16") -> {16, 128}.
+std::pair<int32_t, int32_t> parse_range(const std::string& s, const char* flag) {
+  try {
+    const size_t dash = s.find('-');
+    const int32_t lo = std::stoi(s.substr(0, dash));
+    const int32_t hi = dash == std::string::npos ? lo : std::stoi(s.substr(dash + 1));
+    if (lo >= 0 && hi >= lo) return {lo, hi};
+  } catch (const std::exception&) {
+  }
+  throw Error(std::string(flag) + ": expected LO-HI with 0 <= LO <= HI, got '" + s + "'");
+}
+
+void add_http_flags(CLI::App& app, HttpBenchOptions& h, std::string& prompt_len, std::string& output_len,
+                    std::string& rate) {
+  app.add_option("--url", h.url, "HTTP serving benchmark against this OpenAI-compatible server");
+  app.add_option("--model-name", h.model, "--url: model id to request (default: the server's first)");
+  app.add_option("--api-key", h.api_key, "--url: bearer token");
+  app.add_option("--pid", h.pid, "--url: server process id, to follow its resident memory");
+  app.add_option("--rate", rate, "--url: Poisson arrivals per second, or inf (default)");
+  app.add_option("--prompt-len", prompt_len, "--url: prompt words, LO-HI (default 16-128)");
+  app.add_option("--output-len", output_len, "--url: output tokens, LO-HI (default 16-64)");
+  app.add_option("--shared-prefix", h.shared_prefix, "--url: share of prompts with the common prefix")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--prefix-words", h.prefix_words, "--url: words in the common prefix")->check(CLI::NonNegativeNumber);
+  app.add_option("--disconnect", h.disconnect, "--url: share of clients leaving mid-stream")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--rounds", h.rounds, "--url: repetitions of the sweep (memory is compared across them)")->check(CLI::PositiveNumber);
+}
+
+int bench_http(const ServingFlags& f, HttpBenchOptions h, const std::string& prompt_len,
+               const std::string& output_len, const std::string& rate) {
+  h.concurrency = f.concurrency;
+  h.requests = f.requests;
+  h.slo_ttft_ms = f.slo_ttft_ms;
+  h.slo_tpot_ms = f.slo_tpot_ms;
+  h.seed = f.seed;
+  h.json = f.json;
+  if (!prompt_len.empty()) h.prompt_words = parse_range(prompt_len, "--prompt-len");
+  if (!output_len.empty()) h.output_tokens = parse_range(output_len, "--output-len");
+  if (!rate.empty() && rate != "inf") h.rate = std::stod(rate);
+  if (!(h.rate > 0)) throw Error("--rate must be positive or inf");
+  spdlog::info("HTTP serving benchmark: {} requests per level at concurrency {}, {} round(s)", h.requests,
+               fmt::format("{}", fmt::join(h.concurrency, ",")), h.rounds);
+  return run_http_bench(h);
+}
+
 }  // namespace
 
 std::function<int()> register_bench(CLI::App& app) {
   auto f = std::make_shared<ServingFlags>();
   auto serving = std::make_shared<bool>(false);
   auto engine_opts = std::make_shared<EngineBenchOptions>();
+  auto http = std::make_shared<HttpBenchOptions>();
+  auto ranges = std::make_shared<std::array<std::string, 3>>();  // prompt-len, output-len, rate
+  add_http_flags(app, *http, (*ranges)[0], (*ranges)[1], (*ranges)[2]);
   app.add_option("--reps", engine_opts->repetitions, "engine benchmark: repetitions (best of)")->check(CLI::PositiveNumber);
   app.add_flag("--serving", *serving, "in-process serving benchmark (shared prefix, caching on/off)");
   app.add_option("-m,--model", f->model, "GGUF model file");
   app.add_option("-c,--config", f->config, "TOML configuration file");
   app.add_option("-t,--threads", f->threads, "threads");
   app.add_option("--requests", f->requests, "number of requests")->check(CLI::PositiveNumber);
-  app.add_option("--concurrency", f->concurrency, "requests in flight")->check(CLI::PositiveNumber);
+  app.add_option("--concurrency", f->concurrency, "requests in flight; --url: a sweep, e.g. 1,4,16")
+      ->delimiter(',')->check(CLI::PositiveNumber);
   app.add_option("--prefix-len", f->prefix_len, "shared prefix tokens (BOS included)")->check(CLI::PositiveNumber);
   app.add_option("--suffix-len", f->suffix_len, "unique tokens per request")->check(CLI::NonNegativeNumber);
   app.add_option("--max-tokens", f->max_tokens, "output tokens per request")->check(CLI::PositiveNumber);
@@ -181,8 +235,9 @@ std::function<int()> register_bench(CLI::App& app) {
   app.add_option("--slo-tpot-ms", f->slo_tpot_ms, "goodput SLO on TPOT");
   app.add_option("--seed", f->seed, "seed of the random prompts");
   app.add_flag("--json", f->json, "print one JSON object as the last line");
-  return [f, serving, engine_opts]() -> int {
+  return [f, serving, engine_opts, http, ranges]() -> int {
     try {
+      if (!http->url.empty()) return bench_http(*f, *http, (*ranges)[0], (*ranges)[1], (*ranges)[2]);
       return *serving ? bench_serving(*f) : bench_engine(*f, *engine_opts);
     } catch (const Error& e) {
       spdlog::error("{}", e.what());

@@ -20,6 +20,10 @@ KvCache::KvCache(Backend& backend, const KvCacheShape& shape) : shape_(shape) {
   for (int l = 0; l < shape.n_layer; ++l) {
     for (auto* list : {&k_, &v_}) {
       buffers_.push_back(backend.alloc(bytes));
+      // Faulted in now, not block by block while serving: no page faults on the step path,
+      // and resident memory is flat from the start instead of growing as the prefix cache
+      // first reaches each block.
+      backend.memset(*buffers_.back(), 0, 0, bytes);
       list->push_back(tensor_make(TSR_DTYPE_F32, buffers_.back()->base(),
                                   {slots, shape.n_kv_heads, shape.head_dim}));
     }
