@@ -23,11 +23,11 @@ function(tessera_add_plugin kind name)
     LIBRARY_OUTPUT_DIRECTORY ${TESSERA_PLUGIN_OUTPUT_DIR}
     C_VISIBILITY_PRESET hidden CXX_VISIBILITY_PRESET hidden)
   # Plugins see only the stable ABI: linking any core library is a configuration error.
-  # The constraint library is not core: it is self-contained and what constraint plugins
-  # adapt.
+  # The constraint and quant-format libraries are not core: they are self-contained, and
+  # what the constraint and quant plugins adapt.
   foreach(lib ${P_LIBRARIES})
-    if(lib MATCHES "^tessera_" AND NOT lib MATCHES "^tessera_(plugin_api|sdk|constraints)$")
-      message(FATAL_ERROR "plugin ${target} links ${lib}; plugins may use only plugin_api, sdk and constraints")
+    if(lib MATCHES "^tessera_" AND NOT lib MATCHES "^tessera_(plugin_api|sdk|constraints|quant_formats)$")
+      message(FATAL_ERROR "plugin ${target} links ${lib}; plugins may use only plugin_api, sdk, constraints and quant_formats")
     endif()
   endforeach()
   install(TARGETS ${target} LIBRARY DESTINATION ${TESSERA_PLUGIN_INSTALL_DIR})

@@ -40,10 +40,10 @@ LoadProgress progress_logger(const std::string& what) {
   };
 }
 
-// Features whose plugins arrive later are looked up like any plugin, so that a config
-// asking for one is refused with the plugin and the directories searched, never ignored.
-void require_optional_plugins(const Config& c, const std::vector<std::filesystem::path>& dirs) {
-  if (c.quant.scheme != "auto") Plugin::find(TSR_PLUGIN_QUANT, c.quant.scheme, dirs);
+// [quant] scheme: "auto" keeps the file's types; a scheme name loads its quant plugin.
+std::shared_ptr<const QuantScheme> load_quant_scheme(const Config& c, const std::vector<std::filesystem::path>& dirs) {
+  if (c.quant.scheme == "auto") return nullptr;
+  return std::make_shared<QuantScheme>(Plugin::find(TSR_PLUGIN_QUANT, c.quant.scheme, dirs));
 }
 
 // The [constraints] plugins, in order (the first that serves a kind compiles it).
@@ -140,11 +140,10 @@ void Engine::Impl::load() {
   }
   const auto dirs = plugin_search_dirs(config.plugin_dir);
   auto plugin = Plugin::find(TSR_PLUGIN_BACKEND, config.backend.plugin, dirs);
-  require_optional_plugins(config, dirs);
   backend = Backend::create(plugin, config.backend.device, config.backend.threads);
 
   gguf = GgufFile::open(config.model.path);
-  model = LlamaModel::load(gguf, *backend, progress_logger(config.model.path));
+  model = LlamaModel::load(gguf, *backend, progress_logger(config.model.path), load_quant_scheme(config, dirs));
   tokenizer = Tokenizer::create(vocab_from_gguf(*gguf));
   const LlamaHParams& hp = model->hparams();
   if (tokenizer->n_tokens() != hp.n_vocab) {

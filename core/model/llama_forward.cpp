@@ -1,5 +1,7 @@
 #include "core/model/llama_forward.h"
 
+#include "core/plugin_host/host_services.h"
+
 #include <cmath>
 
 #include "core/error.h"
@@ -109,9 +111,27 @@ void LlamaForward::run(const StepBatch& b, std::vector<float>& logits) {
   backend_.rms_norm({sizeof(tsr_rms_norm_params), &s_->last_norm, &s_->last,
                      &model_.output_norm(), hp.rms_eps, 0});
   s_->out_logits = tensor_make(TSR_DTYPE_F32, s_->logits->base(), {n_out, hp.n_vocab});
-  backend_.matmul({sizeof(tsr_matmul_params), &s_->out_logits, &s_->last_norm, &model_.output()});
+  matmul(s_->out_logits, s_->last_norm, model_.output());
   backend_.read(*s_->logits, 0, logits.data(), logits.size() * sizeof(float));
   backend_.synchronize();
+}
+
+// y = x · wᵀ on the backend, or on the quant plugin's kernels for the weights of a scheme
+// the backend cannot multiply itself (which run on host memory: CPU backends).
+void LlamaForward::matmul(tsr_tensor& y, const tsr_tensor& x, const tsr_tensor& w) {
+  const tsr_quant_kernels* k = model_.plugin_kernels();
+  if (k == nullptr || w.dtype != model_.plugin_dtype()) {
+    backend_.matmul({sizeof(tsr_matmul_params), &y, &x, &w});
+    return;
+  }
+  backend_.synchronize();
+  const int64_t m = tensor_rows(x), in = x.shape[x.ndim - 1];
+  const int64_t x_stride = x.ndim > 1 ? x.strides[x.ndim - 2] / int64_t(sizeof(float)) : in;
+  const int64_t y_stride = y.ndim > 1 ? y.strides[y.ndim - 2] / int64_t(sizeof(float)) : w.shape[0];
+  call_plugin("quant kernel matmul", [&](tsr_error** e) {
+    return k->matmul(static_cast<const float*>(x.data), x_stride, m, in, w.data, w.strides[0], w.shape[0],
+                     static_cast<float*>(y.data), y_stride, backend_.threads(), e);
+  });
 }
 
 void LlamaForward::attention_block(int l, const StepBatch& b) {
@@ -123,9 +143,9 @@ void LlamaForward::attention_block(int l, const StepBatch& b) {
   tsr_tensor q2 = tensor_make(TSR_DTYPE_F32, s_->q.data, {n, int64_t(hp.n_head) * hp.head_dim});
   tsr_tensor k2 = tensor_make(TSR_DTYPE_F32, s_->k.data, {n, int64_t(hp.n_head_kv) * hp.head_dim});
   tsr_tensor v2 = tensor_make(TSR_DTYPE_F32, s_->v.data, {n, int64_t(hp.n_head_kv) * hp.head_dim});
-  backend_.matmul({sizeof(tsr_matmul_params), &q2, &s_->xn, &w.wq});
-  backend_.matmul({sizeof(tsr_matmul_params), &k2, &s_->xn, &w.wk});
-  backend_.matmul({sizeof(tsr_matmul_params), &v2, &s_->xn, &w.wv});
+  matmul(q2, s_->xn, w.wq);
+  matmul(k2, s_->xn, w.wk);
+  matmul(v2, s_->xn, w.wv);
   for (tsr_tensor* t : {&s_->q, &s_->k}) {
     backend_.rope({sizeof(tsr_rope_params), t, &s_->positions, hp.n_rot, hp.rope_mode,
                    hp.rope_freq_base, hp.rope_freq_scale});
@@ -136,7 +156,7 @@ void LlamaForward::attention_block(int l, const StepBatch& b) {
   backend_.attention({sizeof(tsr_attention_params), &attn3, &s_->q, &cache_.k(l), &cache_.v(l),
                       &s_->tables, &s_->seq_lens, &s_->qsl, &s_->positions,
                       cache_.shape().block_size, 1.0f / std::sqrt(float(hp.head_dim))});
-  backend_.matmul({sizeof(tsr_matmul_params), &s_->xn, &s_->attn, &w.wo});
+  matmul(s_->xn, s_->attn, w.wo);
   backend_.add({sizeof(tsr_add_params), &s_->x, &s_->x, &s_->xn});
 }
 
@@ -144,10 +164,10 @@ void LlamaForward::ffn_block(int l) {
   const LlamaHParams& hp = model_.hparams();
   const LlamaLayer& w = model_.layer(l);
   backend_.rms_norm({sizeof(tsr_rms_norm_params), &s_->xn, &s_->x, &w.ffn_norm, hp.rms_eps, 0});
-  backend_.matmul({sizeof(tsr_matmul_params), &s_->gate, &s_->xn, &w.w_gate});
-  backend_.matmul({sizeof(tsr_matmul_params), &s_->up, &s_->xn, &w.w_up});
+  matmul(s_->gate, s_->xn, w.w_gate);
+  matmul(s_->up, s_->xn, w.w_up);
   backend_.silu_mul({sizeof(tsr_silu_mul_params), &s_->gate, &s_->gate, &s_->up});
-  backend_.matmul({sizeof(tsr_matmul_params), &s_->xn, &s_->gate, &w.w_down});
+  matmul(s_->xn, s_->gate, w.w_down);
   backend_.add({sizeof(tsr_add_params), &s_->x, &s_->x, &s_->xn});
 }
 

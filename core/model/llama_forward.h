@@ -40,6 +40,7 @@ class LlamaForward {
   void upload_metadata(const StepBatch& batch);
   void attention_block(int layer, const StepBatch& batch);
   void ffn_block(int layer);
+  void matmul(tsr_tensor& y, const tsr_tensor& x, const tsr_tensor& w);
 
   const LlamaModel& model_;
   Backend& backend_;

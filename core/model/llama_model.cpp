@@ -7,7 +7,8 @@
 #include <map>
 
 #include "core/error.h"
-#include "core/model/float_convert.h"
+#include "core/quant/quant.h"
+#include "quant_formats/float_convert.h"
 #include "core/plugin_host/tensor.h"
 
 namespace tsr {
@@ -102,6 +103,7 @@ class LlamaModel::Loader {
 
   void run() {
     upload_data_region();
+    if (m_.quant_) check_scheme_runs();
     const LlamaHParams& hp = m_.hparams_;
     m_.tok_embd_ = matrix("token_embd.weight", hp.n_vocab, hp.n_embd, TSR_OP_GET_ROWS);
     m_.output_norm_ = vector_f32("output_norm.weight", hp.n_embd);
@@ -123,6 +125,11 @@ class LlamaModel::Loader {
       l.w_up = matrix(p + "ffn_up.weight", hp.n_ff, hp.n_embd, TSR_OP_MATMUL);
       l.w_down = matrix(p + "ffn_down.weight", hp.n_embd, hp.n_ff, TSR_OP_MATMUL);
       m_.layers_.push_back(l);
+    }
+    if (m_.quant_) {
+      spdlog::info("quant {}: converted {} weight tensors ({:.1f} -> {:.1f} MiB), kept {} whose rows do not fit",
+                   m_.quant_->name(), converted_, double(bytes_before_) / (1 << 20),
+                   double(bytes_after_) / (1 << 20), kept_);
     }
   }
 
@@ -165,13 +172,68 @@ class LlamaModel::Loader {
     return *d;
   }
 
-  // A [rows, cols] weight (GGUF ne = {cols, rows}) read in place.
+  // The scheme runs on the backend's own kernels, or brings kernels for it.
+  void check_scheme_runs() {
+    const QuantScheme& q = *m_.quant_;
+    if (backend_.supports(TSR_OP_MATMUL, q.dtype())) return;
+    m_.plugin_kernels_ = q.kernels(backend_.name());
+    m_.plugin_dtype_ = q.dtype();
+    if (m_.plugin_kernels_ == nullptr) {
+      throw Error("quant scheme '" + q.name() + "' cannot run on backend '" + backend_.name() +
+                      "': the backend does not support its weights and the plugin has no kernels for it",
+                  TSR_STATUS_UNSUPPORTED);
+    }
+  }
+
+  // The weight converted to the quant scheme: dequantized from its stored type, then
+  // quantized by the plugin into a buffer of its own.
+  tsr_tensor quantized(const GgufTensorInfo& t, int64_t rows, int64_t cols) {
+    const QuantScheme& q = *m_.quant_;
+    const std::vector<float> values = quant::dequantize(t.type, {m_.gguf_->tensor_data(t), t.nbytes}, rows * cols);
+    const int64_t row_bytes = q.row_bytes(cols);
+    std::vector<uint8_t> packed(static_cast<size_t>(rows * row_bytes));
+    q.quantize(values.data(), rows, cols, packed.data());
+    auto buffer = backend_.alloc(packed.size());
+    backend_.write(*buffer, 0, packed.data(), packed.size());
+    tsr_tensor tensor{};
+    if (dtype_is_gguf(q.dtype())) {
+      tensor = tensor_make(q.dtype(), buffer->base(), {rows, cols});
+    } else {
+      tensor.struct_size = sizeof(tensor);
+      tensor.dtype = q.dtype();
+      tensor.ndim = 2;
+      tensor.shape[0] = rows;
+      tensor.shape[1] = cols;
+      tensor.strides[0] = row_bytes;  // a plugin format's row layout is its own: only rows are addressed
+      tensor.data = buffer->base();
+    }
+    m_.buffers_.push_back(std::move(buffer));
+    ++converted_;
+    bytes_before_ += t.nbytes;
+    bytes_after_ += packed.size();
+    m_.weight_bytes_ = m_.weight_bytes_ + packed.size() - std::min<uint64_t>(t.nbytes, m_.weight_bytes_);
+    return tensor;
+  }
+
+  // Matmul weights, and the embedding table where the backend gathers rows of the scheme
+  // (as llama.cpp's quantize converts it too).
+  bool converts(const GgufTensorInfo& t, int64_t cols, tsr_op op) {
+    if (!m_.quant_ || dtype_of(t.type) == m_.quant_->dtype()) return false;
+    if (op != TSR_OP_MATMUL && !backend_.supports(op, m_.quant_->dtype())) return false;
+    if (m_.quant_->fits(cols) && quant::is_supported(t.type)) return true;
+    ++kept_;
+    return false;
+  }
+
+  // A [rows, cols] weight (GGUF ne = {cols, rows}) read in place, or converted to the
+  // quant scheme.
   tsr_tensor matrix(const std::string& name, int64_t rows, int64_t cols, tsr_op op) {
     const GgufTensorInfo& t = info(name);
     if (t.ne.size() != 2 || t.ne[0] != cols || t.ne[1] != rows) {
       throw Error("tensor " + name + " has the wrong shape (expected " + std::to_string(cols) +
                   " x " + std::to_string(rows) + ")");
     }
+    if (converts(t, cols, op)) return quantized(t, rows, cols);
     const tsr_dtype d = dtype(t);
     if (!backend_.supports(op, d)) {
       throw Error("backend '" + backend_.name() + "' cannot compute with tensor " + name +
@@ -215,13 +277,17 @@ class LlamaModel::Loader {
   const LoadProgress& progress_;
   BackendBuffer* region_ = nullptr;
   uint64_t region_begin_ = 0;
+  int converted_ = 0, kept_ = 0;
+  uint64_t bytes_before_ = 0, bytes_after_ = 0;
 };
 
 std::unique_ptr<LlamaModel> LlamaModel::load(std::shared_ptr<const GgufFile> gguf,
-                                             Backend& backend, const LoadProgress& progress) {
+                                             Backend& backend, const LoadProgress& progress,
+                                             std::shared_ptr<const QuantScheme> quant) {
   std::unique_ptr<LlamaModel> m(new LlamaModel());
   m->hparams_ = llama_hparams_from_gguf(*gguf);
   m->gguf_ = std::move(gguf);
+  m->quant_ = std::move(quant);
   Loader(*m, backend, progress).run();
   for (const GgufTensorInfo& t : m->gguf_->tensors()) m->n_params_ += static_cast<uint64_t>(t.nelements);
   const LlamaHParams& hp = m->hparams_;

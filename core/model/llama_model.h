@@ -10,6 +10,7 @@
 
 #include "core/model/gguf.h"
 #include "core/plugin_host/backend.h"
+#include "core/quant/quant_scheme.h"
 
 namespace tsr {
 
@@ -43,9 +44,12 @@ using LoadProgress = std::function<void(uint64_t, uint64_t)>;
 class LlamaModel {
  public:
   // Throws tsr::Error for a missing tensor, a wrong shape, or a tensor type the backend
-  // does not support (naming the tensor).
+  // does not support (naming the tensor). With `quant` (can be NULL), every matmul weight
+  // whose rows fit the scheme's blocks is converted to it (others keep their type, as
+  // llama.cpp does); the scheme must run on `backend`, natively or with its own kernels.
   static std::unique_ptr<LlamaModel> load(std::shared_ptr<const GgufFile> gguf,
-                                          Backend& backend, const LoadProgress& progress = {});
+                                          Backend& backend, const LoadProgress& progress = {},
+                                          std::shared_ptr<const QuantScheme> quant = nullptr);
   ~LlamaModel();
 
   const LlamaHParams& hparams() const { return hparams_; }
@@ -55,6 +59,10 @@ class LlamaModel {
   const LlamaLayer& layer(int i) const { return layers_[i]; }
   uint64_t weight_bytes() const { return weight_bytes_; }
   uint64_t n_params() const { return n_params_; }
+  // Kernels for weights the backend cannot multiply itself (a quant scheme's), and the
+  // dtype they serve; NULL when every weight runs on the backend.
+  const tsr_quant_kernels* plugin_kernels() const { return plugin_kernels_; }
+  tsr_dtype plugin_dtype() const { return plugin_dtype_; }
 
  private:
   LlamaModel() = default;
@@ -67,6 +75,9 @@ class LlamaModel {
   std::vector<LlamaLayer> layers_;
   uint64_t weight_bytes_ = 0;
   uint64_t n_params_ = 0;
+  std::shared_ptr<const QuantScheme> quant_;
+  const tsr_quant_kernels* plugin_kernels_ = nullptr;
+  tsr_dtype plugin_dtype_ = TSR_DTYPE_F32;
 };
 
 }  // namespace tsr

@@ -43,6 +43,7 @@ std::unique_ptr<Backend> Backend::create(std::shared_ptr<Plugin> plugin, int32_t
   call_plugin(what, [&](tsr_error** e) { return iface->backend_create(&params, &handle, e); });
   std::unique_ptr<Backend> backend(new Backend(std::move(plugin), handle));
   backend->props_ = props;
+  backend->threads_ = threads;
   call_plugin(what + " stream",
               [&](tsr_error** e) { return iface->stream_create(handle, &backend->stream_, e); });
   spdlog::info("backend '{}' on device {}: {}", backend->name_, device, props.name);

@@ -44,6 +44,7 @@ class Backend {
 
   const tsr_device_props& props() const { return props_; }
   const std::string& name() const { return name_; }
+  int32_t threads() const { return threads_; }  // as requested at creation (0: default)
   bool supports(tsr_op op, tsr_dtype dtype) const;
 
   std::unique_ptr<BackendBuffer> alloc(uint64_t size);
@@ -79,6 +80,7 @@ class Backend {
   tsr_stream* stream_ = nullptr;
   tsr_device_props props_{};
   std::string name_;
+  int32_t threads_ = 0;
 };
 
 }  // namespace tsr

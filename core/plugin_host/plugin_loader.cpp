@@ -14,6 +14,7 @@
 #include "tessera/backend.h"
 #include "tessera/constraint.h"
 #include "tessera/draft.h"
+#include "tessera/quant.h"
 
 namespace tsr {
 
@@ -25,6 +26,7 @@ constexpr size_t kDescSizeV1_0 = sizeof(tsr_plugin_desc);
 constexpr size_t kBackendIfaceSizeV1_0 = sizeof(tsr_backend_iface);
 constexpr size_t kDraftIfaceSizeV1_0 = sizeof(tsr_draft_iface);
 constexpr size_t kConstraintIfaceSizeV1_1 = sizeof(tsr_constraint_iface);  // new in 1.1
+constexpr size_t kQuantIfaceSizeV1_1 = sizeof(tsr_quant_iface);            // new in 1.1
 
 struct Plugin::Library {
   boost::dll::shared_library lib;
@@ -107,6 +109,15 @@ const char* missing_constraint_entry(const tsr_constraint_iface& t) {
   return nullptr;
 }
 
+const char* missing_quant_entry(const tsr_quant_iface& t) {
+#define TSR_REQUIRE(entry) \
+  if (t.entry == nullptr) return #entry;
+  TSR_REQUIRE(scheme) TSR_REQUIRE(row_bytes) TSR_REQUIRE(quantize) TSR_REQUIRE(dequantize)
+  TSR_REQUIRE(dot) TSR_REQUIRE(kernels)
+#undef TSR_REQUIRE
+  return nullptr;
+}
+
 // Checks a kind's table against the size ABI 1.0 gave it and its required entries.
 template <class Table>
 void validate_table(const fs::path& file, const void* iface, size_t min_size, const char* kind,
@@ -137,8 +148,10 @@ void validate_iface(const fs::path& file, const tsr_plugin_desc& desc) {
       validate_table<tsr_constraint_iface>(file, desc.iface, kConstraintIfaceSizeV1_1,
                                            "constraint", missing_constraint_entry, "1.1");
       break;
-    default:
-      break;  // quant tables arrive with their ABI header
+    case TSR_PLUGIN_QUANT:
+      if (desc.abi_minor < 1) refuse(file, "quant plugins need ABI 1.1 or newer; it was built for 1.0");
+      validate_table<tsr_quant_iface>(file, desc.iface, kQuantIfaceSizeV1_1, "quant", missing_quant_entry, "1.1");
+      break;
   }
 }
 

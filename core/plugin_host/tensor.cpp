@@ -14,6 +14,8 @@ const char* dtype_name(tsr_dtype dtype) {
     case TSR_DTYPE_I8: return "i8";
     case TSR_DTYPE_Q8_0: return "q8_0";
     case TSR_DTYPE_Q4_0: return "q4_0";
+    case TSR_DTYPE_INT4_G128: return "int4_g128";
+    case TSR_DTYPE_FP8_E4M3: return "fp8_e4m3";
     default: return "unknown";
   }
 }

@@ -1,6 +1,3 @@
-// The quantizers follow ggml-quants.c's reference code operation for operation (same
-// float expressions in the same order): any reordering could change a rounding and break
-// byte equality with llama.cpp's files.
 #include "core/quant/quant.h"
 
 #include <algorithm>
@@ -10,63 +7,9 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "core/model/float_convert.h"
+#include "quant_formats/float_convert.h"
 
 namespace tsr::quant {
-
-void quantize_row_q8_0_ref(const float* x, BlockQ8_0* y, int64_t k) {
-  for (int64_t i = 0; i < k / kBlockQ8_0; ++i, x += kBlockQ8_0) {
-    float amax = 0.0f;
-    for (int64_t j = 0; j < kBlockQ8_0; ++j) {
-      const float a = std::fabs(x[j]);
-      amax = amax > a ? amax : a;  // ggml's MAX(), whose NaN behaviour std::max does not share
-    }
-    const float d = amax / ((1 << 7) - 1);
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y[i].d = f32_to_f16(d);
-    for (int64_t j = 0; j < kBlockQ8_0; ++j) y[i].qs[j] = static_cast<int8_t>(std::roundf(x[j] * id));
-  }
-}
-
-void quantize_row_q4_0_ref(const float* x, BlockQ4_0* y, int64_t k) {
-  constexpr int64_t half = kBlockQ4_0 / 2;
-  for (int64_t i = 0; i < k / kBlockQ4_0; ++i, x += kBlockQ4_0) {
-    float amax = 0.0f, max = 0.0f;  // the signed value of largest magnitude, first one wins
-    for (int64_t j = 0; j < kBlockQ4_0; ++j) {
-      if (amax < std::fabs(x[j])) {
-        amax = std::fabs(x[j]);
-        max = x[j];
-      }
-    }
-    const float d = max / -8;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y[i].d = f32_to_f16(d);
-    for (int64_t j = 0; j < half; ++j) {
-      // ggml truncates through int8_t; x * id lies in [-8, 8], so the cast is in range.
-      const auto q0 = static_cast<uint8_t>(std::min<int8_t>(15, static_cast<int8_t>(x[j] * id + 8.5f)));
-      const auto q1 = static_cast<uint8_t>(std::min<int8_t>(15, static_cast<int8_t>(x[half + j] * id + 8.5f)));
-      y[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
-    }
-  }
-}
-
-void dequantize_row_q8_0(const BlockQ8_0* x, float* y, int64_t k) {
-  for (int64_t i = 0; i < k / kBlockQ8_0; ++i, y += kBlockQ8_0) {
-    const float d = f16_to_f32(x[i].d);
-    for (int64_t j = 0; j < kBlockQ8_0; ++j) y[j] = x[i].qs[j] * d;
-  }
-}
-
-void dequantize_row_q4_0(const BlockQ4_0* x, float* y, int64_t k) {
-  constexpr int64_t half = kBlockQ4_0 / 2;
-  for (int64_t i = 0; i < k / kBlockQ4_0; ++i, y += kBlockQ4_0) {
-    const float d = f16_to_f32(x[i].d);
-    for (int64_t j = 0; j < half; ++j) {
-      y[j] = static_cast<float>((x[i].qs[j] & 0x0f) - 8) * d;
-      y[half + j] = static_cast<float>((x[i].qs[j] >> 4) - 8) * d;
-    }
-  }
-}
 
 void f32_to_f16_row(const float* x, uint16_t* y, int64_t k) {
   for (int64_t i = 0; i < k; ++i) y[i] = f32_to_f16(x[i]);

@@ -1,6 +1,6 @@
-// Reference conversions between f32 and the weight formats GGUF files store: F32, F16,
-// BF16, Q8_0 and Q4_0. The quantizers reproduce ggml's quantize_row_*_ref bit for bit, so
-// files written here equal llama.cpp's (`llama-quantize --pure`) byte for byte.
+// Conversions between f32 and the weight formats GGUF files store: F32, F16, BF16, Q8_0
+// and Q4_0 (the block codecs are in quant_formats/ggml_blocks.h, bit-exact with ggml's
+// quantize_row_*_ref, so files written here equal llama.cpp's `llama-quantize --pure`).
 #pragma once
 
 #include <cstdint>
@@ -10,29 +10,9 @@
 #include <vector>
 
 #include "core/model/gguf.h"
+#include "quant_formats/ggml_blocks.h"
 
 namespace tsr::quant {
-
-inline constexpr int64_t kBlockQ8_0 = 32;
-inline constexpr int64_t kBlockQ4_0 = 32;
-
-struct BlockQ8_0 {
-  uint16_t d;  // scale, f16
-  int8_t qs[kBlockQ8_0];
-};
-static_assert(sizeof(BlockQ8_0) == 34, "GGUF Q8_0 block layout");
-
-struct BlockQ4_0 {
-  uint16_t d;  // scale, f16
-  uint8_t qs[kBlockQ4_0 / 2];  // element j in the low nibble of qs[j], j + 16 in the high one
-};
-static_assert(sizeof(BlockQ4_0) == 18, "GGUF Q4_0 block layout");
-
-// `k` is the element count, a multiple of the block size.
-void quantize_row_q8_0_ref(const float* x, BlockQ8_0* y, int64_t k);
-void quantize_row_q4_0_ref(const float* x, BlockQ4_0* y, int64_t k);
-void dequantize_row_q8_0(const BlockQ8_0* x, float* y, int64_t k);
-void dequantize_row_q4_0(const BlockQ4_0* x, float* y, int64_t k);
 
 void f32_to_f16_row(const float* x, uint16_t* y, int64_t k);
 void f32_to_bf16_row(const float* x, uint16_t* y, int64_t k);

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/model/float_convert.h"
+#include "quant_formats/float_convert.h"
 #include "core/plugin_host/backend.h"
 #include "core/plugin_host/plugin_loader.h"
 #include "core/plugin_host/tensor.h"

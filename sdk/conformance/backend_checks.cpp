@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -325,18 +326,50 @@ void expect_matches(const std::vector<double>& ref, const std::function<std::vec
   }
 }
 
+// Whether the plugin sees a device; asked before dut() creates a backend, which needs one.
+bool has_device(std::string* reason = nullptr) {
+  int32_t count = 0;
+  tsr_error* e = nullptr;
+  const tsr_status status = table_of(plugin()).device_count(&count, &e);
+  const std::string error = take_error(e);
+  if (reason) *reason = status != TSR_STATUS_OK ? error : "device_count is 0";
+  return status == TSR_STATUS_OK && count >= 1;
+}
+
 class BackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    int32_t count = 0;
-    tsr_error* e = nullptr;
-    const tsr_status status = dut().t.device_count(&count, &e);
-    if (status != TSR_STATUS_OK || count < 1) {
-      GTEST_SKIP() << "no device: " << take_error(e);
-    }
+    std::string reason;
+    if (!has_device(&reason)) GTEST_SKIP() << "no device: " << reason;
   }
   std::mt19937 rng{20240601};
 };
+
+// A device backend on a machine without its device (e.g. CUDA without a GPU) must refuse
+// with DEVICE_ERROR and a message, from device_count and from backend_create, never crash.
+TEST(BackendNoDevice, IsRefusedCleanly) {
+  if (has_device()) GTEST_SKIP() << "a device is present";
+  const tsr_backend_iface& t = table_of(plugin());
+  int32_t count = 0;
+  tsr_error* e = nullptr;
+  const tsr_status status = t.device_count(&count, &e);
+  if (status == TSR_STATUS_OK) {
+    EXPECT_EQ(e, nullptr);
+  } else {
+    EXPECT_EQ(status, TSR_STATUS_DEVICE_ERROR);
+    ASSERT_NE(e, nullptr) << "no error object";
+    EXPECT_GT(std::strlen(host_api()->error_message(e)), 0u) << "empty message";
+    std::printf("refused: %s\n", host_api()->error_message(e));
+    take_error(e);
+  }
+  const tsr_backend_params params{sizeof(tsr_backend_params), 0, 1, nullptr};
+  tsr_backend* b = nullptr;
+  EXPECT_NE(t.backend_create(&params, &b, &e), TSR_STATUS_OK);
+  EXPECT_EQ(b, nullptr);
+  ASSERT_NE(e, nullptr) << "backend_create without a device stored no error";
+  take_error(e);
+  EXPECT_NE(t.backend_create(&params, &b, nullptr), TSR_STATUS_OK) << "without an error pointer";
+}
 
 // ---- devices, handles, buffers, streams, events ----
 

@@ -10,7 +10,7 @@
 #include <filesystem>
 
 #include "core/engine/engine.h"
-#include "core/model/float_convert.h"
+#include "quant_formats/float_convert.h"
 #include "core/model/gguf.h"
 #include "core/quant/quant.h"
 #include "tests/common/shared_data.h"
@@ -235,6 +235,61 @@ TEST(QuantizeStoriesQ8_0, GeneratesAsItsDequantizedF32File) {
   for (const Reference& ref : references()) {
     EXPECT_EQ(greedy(*a, ref.prompt, 50), greedy(*b, ref.prompt, 50));
   }
+}
+
+std::unique_ptr<Engine> load_quantized_at_load(const std::string& path, const std::string& scheme) {
+  Config c;
+  c.model.path = path;
+  c.plugin_dir = TESSERA_PLUGIN_DIR;
+  c.backend.threads = 1;
+  c.quant.scheme = scheme;
+  return Engine::create(c);
+}
+
+// `[quant] scheme` converts the same tensors to the same bytes as `tessera quantize`: the
+// plugins share the GGUF reference, so the two models generate identically.
+TEST(QuantAtLoad, GgufSchemesEqualTheQuantizedFile) {
+  TSR_REQUIRE_SHARED(kStories);
+  TSR_REQUIRE_SHARED(kRefs);
+  for (const char* scheme : {"q8_0", "q4_0"}) {
+    auto at_load = load_quantized_at_load(testing::shared_path(kStories), scheme);
+    auto file = load(quantized_stories(scheme));
+    EXPECT_LT(at_load->weight_bytes(), load(testing::shared_path(kStories))->weight_bytes());
+    for (const Reference& ref : references()) {
+      EXPECT_EQ(greedy(*at_load, ref.prompt, 50), greedy(*file, ref.prompt, 50)) << scheme;
+    }
+  }
+}
+
+// Teacher-forced on llama.cpp's F32 greedy ids, FP8 E4M3 (every stories260K tensor fits)
+// picks the same next token at nearly every position.
+TEST(QuantAtLoad, Fp8FollowsTheF32GreedyIds) {
+  TSR_REQUIRE_SHARED(kStories);
+  TSR_REQUIRE_SHARED(kRefs);
+  auto engine = load_quantized_at_load(testing::shared_path(kStories), "fp8_e4m3");
+  int agree = 0, total = 0;
+  for (const Reference& ref : references()) {
+    for (size_t k = 0; k < 50; ++k, ++total) {
+      std::vector<int32_t> prompt = ref.prompt;
+      prompt.insert(prompt.end(), ref.greedy.begin(), ref.greedy.begin() + static_cast<ptrdiff_t>(k));
+      const std::vector<float> logits = next_logits(*engine, prompt);
+      agree += std::ranges::max_element(logits) - logits.begin() == ref.greedy[k];
+    }
+  }
+  std::printf("[ stats    ] fp8_e4m3: %d of %d teacher-forced greedy ids agree\n", agree, total);
+  EXPECT_GE(agree, total * 9 / 10);
+}
+
+// int4_g128 converts the synthesized tiny model's 128-wide FFN rows and runs them on the
+// plugin's CPU kernel; a scheme is refused where it cannot run.
+TEST(QuantAtLoad, Int4RunsOnThePluginKernels) {
+  TSR_REQUIRE_SHARED(kDonor);
+  const std::string path = synth("f32", 5);
+  auto f32 = load(path);
+  auto int4 = load_quantized_at_load(path, "int4_g128");
+  EXPECT_LT(int4->weight_bytes(), f32->weight_bytes());
+  const std::vector<int32_t> prompt = f32->tokenize("Once upon a time");
+  EXPECT_EQ(greedy(*int4, prompt, 16).size(), 16u);
 }
 
 }  // namespace

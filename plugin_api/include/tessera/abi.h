@@ -104,7 +104,11 @@ typedef enum tsr_dtype {
   TSR_DTYPE_I8 = 5,
   TSR_DTYPE_Q8_0 = 16, /* blocks of 32: f16 scale + 32 x int8 (34 bytes) */
   TSR_DTYPE_Q4_0 = 17, /* blocks of 32: f16 scale + 16 bytes of nibbles (18 bytes) */
-  TSR_DTYPE_COUNT_ = 18
+  /* 1.1: weight-only formats a quant plugin defines (quant.h); their row layout is the
+   * plugin's, a tensor's strides[0] is its row size in bytes. */
+  TSR_DTYPE_INT4_G128 = 18, /* groups of 128: f16 scale, u8 zero point, pad, 64 bytes of nibbles */
+  TSR_DTYPE_FP8_E4M3 = 19,  /* per row: f32 scale, then one E4M3 byte per element */
+  TSR_DTYPE_COUNT_ = 20
 } tsr_dtype;
 
 /* Describes a strided tensor in a backend's memory. Shape is outermost-first

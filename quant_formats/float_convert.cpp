@@ -1,4 +1,4 @@
-#include "core/model/float_convert.h"
+#include "quant_formats/float_convert.h"
 
 namespace tsr {
 

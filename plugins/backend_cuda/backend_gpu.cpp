@@ -1,0 +1,776 @@
+// The GPU backend plugins, `cuda` and (built from this same source with TSR_GPU_HIP) `hip`:
+// device memory, non-blocking streams and events, the kernels of gpu_*.cu, and cuBLAS for
+// dense GEMMs on CUDA. Checks and semantics follow plugins/backend_cpu.
+//
+// Index operands (ids, slots, block tables, positions) are checked on the host before a
+// kernel reads them, so that a bad index is refused as on the CPU instead of faulting the
+// device. They live in device memory, so every small buffer keeps a host mirror of what the
+// host wrote into it (buffer_write, buffer_memset); an op that writes into a buffer
+// invalidates its mirror, and an index tensor without a valid mirror is read back, which
+// waits for the stream. The engine writes its step metadata with buffer_write, so a step
+// never waits.
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#if !defined(TSR_GPU_HIP)
+#include <cublas_v2.h>
+#endif
+
+#include "gpu_kernels.h"
+#include "tessera/sdk/backend.hpp"
+
+namespace tsr::gpu {
+
+using sdk::Failure;
+using sdk::require;
+
+namespace {
+
+constexpr uint64_t kMirrorMax = 1 << 20;         // buffers up to this size keep a host mirror
+constexpr int64_t kGemmMinRows = 16;             // fewer rows of x: GEMV (as the CPU backend)
+constexpr int64_t kDequantChunk = int64_t(32) << 20;  // weights decoded per cuBLAS call
+constexpr int32_t kMinSplitKeys = 256;           // keys per attention split, at least
+constexpr int32_t kMaxSplits = 64;
+
+[[noreturn]] void device_failure(cudaError_t e, const std::string& what) {
+  const tsr_status status =
+      e == cudaErrorMemoryAllocation ? TSR_STATUS_OUT_OF_MEMORY : TSR_STATUS_DEVICE_ERROR;
+  throw Failure(status, std::string(TSR_GPU_API_NAME ": ") + what + ": " + cudaGetErrorName(e) +
+                            " (" + cudaGetErrorString(e) + ")");
+}
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();  // clears a non-sticky error so that later calls can succeed
+    device_failure(e, what);
+  }
+}
+
+#define GPU_CHECK(call) check((call), #call)
+
+#if !defined(TSR_GPU_HIP)
+void check_blas(cublasStatus_t st, const char* what) {
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    throw Failure(TSR_STATUS_DEVICE_ERROR, std::string("cuBLAS: ") + what + ": " + cublasGetStatusString(st));
+  }
+}
+#endif
+
+int64_t row_bytes(tsr_dtype dtype, int64_t n) {
+  switch (dtype) {
+    case TSR_DTYPE_F32: case TSR_DTYPE_I32: return n * 4;
+    case TSR_DTYPE_F16: case TSR_DTYPE_BF16: return n * 2;
+    case TSR_DTYPE_Q8_0: return n / 32 * 34;
+    case TSR_DTYPE_Q4_0: return n / 32 * 18;
+    default: return -1;
+  }
+}
+
+bool is_quantized(tsr_dtype d) { return d == TSR_DTYPE_Q8_0 || d == TSR_DTYPE_Q4_0; }
+
+bool is_weight_dtype(tsr_dtype d) {
+  return d == TSR_DTYPE_F32 || d == TSR_DTYPE_F16 || d == TSR_DTYPE_BF16 || is_quantized(d);
+}
+
+std::string shape_string(const tsr_tensor& t) {
+  std::string s = "[";
+  for (int d = 0; d < t.ndim && d < TSR_MAX_DIMS; ++d) s += (d ? ", " : "") + std::to_string(t.shape[d]);
+  return s + "]";
+}
+
+// A tensor as rows x cols (dims 1.. packed into a row), as the CPU backend's as_matrix,
+// plus the alignment a kernel needs: data and row stride aligned to the element (quantized
+// blocks: to their f16 scale).
+Mat view(const tsr_tensor* t, const std::string& what) {
+  require(t != nullptr, what + " is NULL");
+  require(t->struct_size >= sizeof(tsr_tensor), what + ": tensor struct_size too small");
+  require(t->data != nullptr, what + " has no data");
+  require(t->ndim >= 1 && t->ndim <= TSR_MAX_DIMS, what + ": bad ndim");
+  for (int d = 0; d < t->ndim; ++d) require(t->shape[d] > 0, what + ": empty dimension");
+  int32_t dtype_value = 0;  // read as an int: a C caller may store any value
+  std::memcpy(&dtype_value, &t->dtype, sizeof(dtype_value));
+  require(dtype_value >= 0 && dtype_value < TSR_DTYPE_COUNT_,
+          what + ": unsupported dtype " + std::to_string(dtype_value));
+  const auto dtype = static_cast<tsr_dtype>(dtype_value);
+  const int64_t last = t->shape[t->ndim - 1];
+  const int64_t last_bytes = row_bytes(dtype, last);
+  require(last_bytes > 0, what + ": unsupported dtype " + std::to_string(dtype_value));
+  require(!is_quantized(dtype) || last % 32 == 0, what + ": row length not a multiple of the block size");
+  int64_t packed = last_bytes;
+  for (int d = t->ndim - 2; d >= 1; --d) {
+    require(t->strides[d] == packed, what + " " + shape_string(*t) + " is not contiguous");
+    packed *= t->shape[d];
+  }
+  Mat m;
+  m.data = t->data;
+  m.dtype = dtype;
+  m.rows = t->ndim == 1 ? 1 : t->shape[0];
+  m.cols = packed / last_bytes * last;
+  m.stride = t->ndim == 1 ? packed : t->strides[0];
+  require(m.rows == 1 || m.stride >= packed, what + ": rows overlap");
+  const int64_t align = dtype == TSR_DTYPE_F32 || dtype == TSR_DTYPE_I32 ? 4 : 2;
+  if (reinterpret_cast<uintptr_t>(m.data) % align != 0 || m.stride % align != 0) {
+    throw Failure(TSR_STATUS_UNSUPPORTED, what + ": data or row stride not aligned to " +
+                                              std::to_string(align) + " bytes");
+  }
+  return m;
+}
+
+Mat view(const tsr_tensor* t, tsr_dtype dtype, const std::string& what) {
+  Mat m = view(t, what);
+  require(m.dtype == dtype, what + " must have dtype " + std::to_string(dtype) + ", has " +
+                                std::to_string(m.dtype));
+  return m;
+}
+
+void require_same_shape(const Mat& a, const Mat& b, const char* what) {
+  require(a.rows == b.rows && a.cols == b.cols,
+          std::string(what) + ": operand shapes differ (" + std::to_string(a.rows) + "x" +
+              std::to_string(a.cols) + " vs " + std::to_string(b.rows) + "x" +
+              std::to_string(b.cols) + ")");
+}
+
+// A contiguous i32 vector of `n` elements (n < 0: any); returns its device address.
+const int32_t* index_view(const tsr_tensor* t, int64_t n, const std::string& what,
+                          int64_t* length = nullptr) {
+  const Mat m = view(t, TSR_DTYPE_I32, what);
+  const int64_t total = m.rows * m.cols;
+  require(m.rows == 1 || m.stride == m.cols * 4, what + " is not contiguous");
+  require(n < 0 || total == n, what + " has " + std::to_string(total) + " elements, expected " +
+                                   std::to_string(n));
+  if (length) *length = total;
+  return static_cast<const int32_t*>(m.data);
+}
+
+// Device scratch reused in stream order by the ops of one stream.
+class Scratch {
+ public:
+  ~Scratch() { if (ptr_) (void)cudaFree(ptr_); }
+  void* get(size_t bytes, cudaStream_t stream) {
+    if (bytes > bytes_) {
+      GPU_CHECK(cudaStreamSynchronize(stream));  // earlier ops may still read the old block
+      if (ptr_) GPU_CHECK(cudaFree(ptr_));
+      ptr_ = nullptr;
+      bytes_ = 0;
+      GPU_CHECK(cudaMalloc(&ptr_, bytes + bytes / 4));  // room to grow a little
+      bytes_ = bytes + bytes / 4;
+    }
+    return ptr_;
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace
+
+class GpuBackend {
+ public:
+  class Buffer;
+  // Mirrored buffers by device address. Shared with the buffers, which may outlive the
+  // backend handle.
+  using Mirrors = std::map<uintptr_t, Buffer*>;
+
+  class Buffer {
+   public:
+    Buffer(std::shared_ptr<Mirrors> mirrors, int device, void* ptr, uint64_t size)
+        : mirrors_(std::move(mirrors)), device_(device), ptr_(ptr), size_(size) {}
+    ~Buffer() {
+      mirrors_->erase(reinterpret_cast<uintptr_t>(ptr_));
+      (void)cudaSetDevice(device_);
+      (void)cudaFree(ptr_);
+    }
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    void* data() const { return ptr_; }
+    uint64_t size() const { return size_; }
+
+   private:
+    friend class GpuBackend;
+    std::shared_ptr<Mirrors> mirrors_;
+    int device_;
+    void* ptr_;
+    uint64_t size_;
+    std::vector<uint8_t> mirror_;  // host copy of the contents while mirror_valid_
+    bool mirror_valid_ = false;
+  };
+
+  class Stream {
+   public:
+    explicit Stream(int device) : device_(device) {
+      GPU_CHECK(cudaStreamCreateWithFlags(&handle, cudaStreamNonBlocking));
+    }
+    ~Stream() {
+      (void)cudaSetDevice(device_);
+      (void)cudaStreamSynchronize(handle);
+#if !defined(TSR_GPU_HIP)
+      if (blas_) cublasDestroy(blas_);
+#endif
+      (void)cudaStreamDestroy(handle);
+    }
+    Stream(const Stream&) = delete;
+    Stream& operator=(const Stream&) = delete;
+
+#if !defined(TSR_GPU_HIP)
+    // Created on first use: a handle costs device memory, and many streams never GEMM.
+    cublasHandle_t blas() {
+      if (!blas_) {
+        check_blas(cublasCreate(&blas_), "cublasCreate");
+        check_blas(cublasSetStream(blas_, handle), "cublasSetStream");
+      }
+      return blas_;
+    }
+#endif
+
+    cudaStream_t handle = nullptr;
+    Scratch half_x, half_w, partial, tiles;
+    std::vector<int32_t> tile_map;  // what `tiles` holds
+
+   private:
+    int device_;
+#if !defined(TSR_GPU_HIP)
+    cublasHandle_t blas_ = nullptr;
+#endif
+  };
+
+  class Event {
+   public:
+    Event() { GPU_CHECK(cudaEventCreateWithFlags(&handle, cudaEventDisableTiming)); }
+    ~Event() { (void)cudaEventDestroy(handle); }
+    Event(const Event&) = delete;
+    Event& operator=(const Event&) = delete;
+    cudaEvent_t handle = nullptr;
+  };
+
+  static int32_t device_count() {
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw Failure(TSR_STATUS_DEVICE_ERROR,
+                    std::string(TSR_GPU_API_NAME ": no device (" TSR_GPU_API_PREFIX "GetDeviceCount: ") +
+                        cudaGetErrorName(e) + ": " + cudaGetErrorString(e) + ")");
+    }
+    if (n == 0) {
+      throw Failure(TSR_STATUS_DEVICE_ERROR,
+                    TSR_GPU_API_NAME ": no device (" TSR_GPU_API_PREFIX "GetDeviceCount found none)");
+    }
+    return n;
+  }
+
+  static void device_props(int32_t device, tsr_device_props& props) {
+    cudaDeviceProp prop{};
+    GPU_CHECK(cudaGetDeviceProperties(&prop, device));
+    std::snprintf(props.name, sizeof(props.name), "%.127s", prop.name);
+    props.type = TSR_DEVICE_GPU;
+    props.compute_units = prop.multiProcessorCount;
+    props.memory_total = prop.totalGlobalMem;
+    int current = 0;
+    size_t free_bytes = 0, total = 0;
+    if (cudaGetDevice(&current) == cudaSuccess && cudaSetDevice(device) == cudaSuccess &&
+        cudaMemGetInfo(&free_bytes, &total) == cudaSuccess) {
+      props.memory_free = free_bytes;
+    }
+    (void)cudaSetDevice(current);
+    (void)cudaGetLastError();
+  }
+
+  explicit GpuBackend(const tsr_backend_params& params) : device_(params.device) {
+    GPU_CHECK(cudaSetDevice(device_));
+    cudaDeviceProp prop{};
+    GPU_CHECK(cudaGetDeviceProperties(&prop, device_));
+    sm_count_ = prop.multiProcessorCount;
+    const cudaError_t probe = probe_kernels();
+    if (probe != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw Failure(TSR_STATUS_DEVICE_ERROR,
+                    std::string(TSR_GPU_API_NAME ": this build has no kernels for ") + prop.name +
+                        " (" + cudaGetErrorString(probe) + "); rebuild for its architecture");
+    }
+#if !defined(TSR_GPU_HIP)
+    // A debugging switch: our own GEMM kernels (the HIP backend's) instead of cuBLAS.
+    const char* no_blas = std::getenv("TESSERA_GPU_NO_BLAS");
+    use_blas_ = no_blas == nullptr || std::string(no_blas) == "0";
+#endif
+    default_stream_ = std::make_unique<Stream>(device_);
+  }
+
+  bool supports(tsr_op op, std::span<const tsr_dtype> dtypes) const {
+    for (const tsr_dtype d : dtypes) {
+      int32_t v = 0;
+      std::memcpy(&v, &d, sizeof(v));
+      if (v < 0 || v >= TSR_DTYPE_COUNT_) return false;
+      switch (op) {
+        case TSR_OP_MATMUL: case TSR_OP_GET_ROWS:
+          if (!is_weight_dtype(d)) return false;
+          break;
+        case TSR_OP_COPY_BLOCKS:
+          if (row_bytes(d, 32) <= 0) return false;
+          break;
+        case TSR_OP_RMS_NORM: case TSR_OP_ROPE: case TSR_OP_KV_WRITE: case TSR_OP_ATTENTION:
+        case TSR_OP_SILU_MUL: case TSR_OP_ADD:
+          if (d != TSR_DTYPE_F32) return false;
+          break;
+        default: return false;
+      }
+    }
+    return true;
+  }
+
+  // ---- buffers ----
+
+  std::unique_ptr<Buffer> buffer_alloc(uint64_t size) {
+    activate();
+    void* ptr = nullptr;
+    GPU_CHECK(cudaMalloc(&ptr, size == 0 ? 1 : size));
+    auto buffer = std::make_unique<Buffer>(mirrors_, device_, ptr, size);
+    if (size <= kMirrorMax) {
+      // Zeroed on both sides, so that the mirror is exact from the start.
+      buffer->mirror_.assign(size, 0);
+      GPU_CHECK(cudaMemsetAsync(ptr, 0, size, default_stream_->handle));
+      GPU_CHECK(cudaStreamSynchronize(default_stream_->handle));
+      buffer->mirror_valid_ = true;
+      (*mirrors_)[reinterpret_cast<uintptr_t>(ptr)] = buffer.get();
+    }
+    return buffer;
+  }
+
+  // The source is pageable host memory (the ABI has no pinned allocations), which the
+  // runtime stages before returning, so the caller may reuse it at once.
+  void buffer_write(Stream* s, Buffer& dst, uint64_t offset, const void* src, uint64_t size) {
+    activate();
+    if (size == 0) return;
+    GPU_CHECK(cudaMemcpyAsync(static_cast<uint8_t*>(dst.ptr_) + offset, src, size,
+                              cudaMemcpyHostToDevice, stream(s).handle));
+    if (dst.mirror_valid_) std::memcpy(dst.mirror_.data() + offset, src, size);
+  }
+
+  void buffer_read(Stream* s, const Buffer& src, uint64_t offset, void* dst, uint64_t size) {
+    activate();
+    if (size == 0) return;
+    GPU_CHECK(cudaMemcpyAsync(dst, static_cast<const uint8_t*>(src.ptr_) + offset, size,
+                              cudaMemcpyDeviceToHost, stream(s).handle));
+  }
+
+  void buffer_memset(Stream* s, Buffer& dst, uint64_t offset, int value, uint64_t size) {
+    activate();
+    if (size == 0) return;
+    GPU_CHECK(cudaMemsetAsync(static_cast<uint8_t*>(dst.ptr_) + offset, value, size, stream(s).handle));
+    if (dst.mirror_valid_) std::memset(dst.mirror_.data() + offset, value, size);
+  }
+
+  // ---- streams and events ----
+
+  std::unique_ptr<Stream> stream_create() {
+    activate();
+    return std::make_unique<Stream>(device_);
+  }
+
+  void stream_synchronize(Stream& s) {
+    activate();
+    GPU_CHECK(cudaStreamSynchronize(s.handle));
+  }
+
+  std::unique_ptr<Event> event_create() {
+    activate();
+    return std::make_unique<Event>();
+  }
+
+  void event_record(Event& e, Stream* s) {
+    activate();
+    GPU_CHECK(cudaEventRecord(e.handle, stream(s).handle));
+  }
+
+  void event_wait(Stream* s, Event& e) {
+    activate();
+    GPU_CHECK(cudaStreamWaitEvent(stream(s).handle, e.handle, 0));
+  }
+
+  void event_synchronize(Event& e) {
+    activate();
+    GPU_CHECK(cudaEventSynchronize(e.handle));
+  }
+
+  // ---- ops ----
+
+  void get_rows(Stream* sp, const tsr_get_rows_params& p) {
+    Stream& s = begin_op(sp);
+    const Mat out = view(p.out, TSR_DTYPE_F32, "get_rows out");
+    const Mat table = view(p.table, "get_rows table");
+    require(is_weight_dtype(table.dtype), "get_rows: unsupported table dtype");
+    require(out.cols == table.cols, "get_rows: out and table widths differ");
+    const int32_t* ids = index_view(p.ids, out.rows, "get_rows ids");
+    for (const int32_t id : host_ints(s, ids, out.rows)) {
+      require(id >= 0 && id < table.rows, "get_rows: id " + std::to_string(id) +
+                                               " out of range [0, " + std::to_string(table.rows) + ")");
+    }
+    gpu::get_rows(s.handle, out, table, ids);
+    end_op("get_rows", out);
+  }
+
+  void rms_norm(Stream* sp, const tsr_rms_norm_params& p) {
+    Stream& s = begin_op(sp);
+    const Mat out = view(p.out, TSR_DTYPE_F32, "rms_norm out");
+    const Mat x = view(p.x, TSR_DTYPE_F32, "rms_norm x");
+    const Mat w = view(p.weight, TSR_DTYPE_F32, "rms_norm weight");
+    require_same_shape(out, x, "rms_norm");
+    require(w.rows * w.cols == x.cols, "rms_norm: weight length differs from row length");
+    require(w.rows == 1 || w.stride == w.cols * 4, "rms_norm: weight is not contiguous");
+    require(p.eps >= 0, "rms_norm: negative eps");
+    gpu::rms_norm(s.handle, out, x, static_cast<const float*>(w.data), p.eps);
+    end_op("rms_norm", out);
+  }
+
+  void matmul(Stream* sp, const tsr_matmul_params& p) {
+    Stream& s = begin_op(sp);
+    const Mat out = view(p.out, TSR_DTYPE_F32, "matmul out");
+    const Mat x = view(p.x, TSR_DTYPE_F32, "matmul x");
+    const Mat w = view(p.w, "matmul w");
+    require(is_weight_dtype(w.dtype), "matmul: unsupported weight dtype " + std::to_string(w.dtype));
+    require(x.cols == w.cols, "matmul: x has " + std::to_string(x.cols) + " columns, w has " +
+                                  std::to_string(w.cols));
+    require(out.rows == x.rows && out.cols == w.rows, "matmul: out must be [n, m]");
+#if !defined(TSR_GPU_HIP)
+    if (use_blas_ && (w.dtype == TSR_DTYPE_F32 || x.rows >= kGemmMinRows)) {
+      blas_matmul(s, out, x, w);
+      end_op("matmul", out);
+      return;
+    }
+#endif
+    if (x.rows < kGemmMinRows) {
+      gpu::gemv(s.handle, out, x, w);
+    } else {
+      gpu::gemm_tiled(s.handle, out, x, w);
+    }
+    end_op("matmul", out);
+  }
+
+  void rope(Stream* sp, const tsr_rope_params& p) {
+    Stream& s = begin_op(sp);
+    require(p.x != nullptr && p.x->ndim == 3, "rope: x must be [n, heads, head_dim]");
+    const Mat x = view(p.x, TSR_DTYPE_F32, "rope x");
+    const int64_t heads = p.x->shape[1], head_dim = p.x->shape[2];
+    const int32_t* pos = index_view(p.positions, x.rows, "rope positions");
+    require(p.n_rot > 0 && p.n_rot % 2 == 0 && p.n_rot <= head_dim,
+            "rope: n_rot must be even and at most head_dim");
+    int32_t mode = 0;
+    std::memcpy(&mode, &p.mode, sizeof(mode));
+    require(mode == TSR_ROPE_NORMAL || mode == TSR_ROPE_NEOX, "rope: unknown mode");
+    require(p.freq_base > 0 && p.freq_scale > 0, "rope: frequency base and scale must be > 0");
+    gpu::rope(s.handle, x, heads, head_dim, pos, p.n_rot, mode == TSR_ROPE_NEOX, p.freq_base,
+              p.freq_scale);
+    end_op("rope", x);
+  }
+
+  void kv_write(Stream* sp, const tsr_kv_write_params& p) {
+    Stream& s = begin_op(sp);
+    const Mat kc = view(p.k_cache, TSR_DTYPE_F32, "kv_write k_cache");
+    const Mat vc = view(p.v_cache, TSR_DTYPE_F32, "kv_write v_cache");
+    const Mat k = view(p.k, TSR_DTYPE_F32, "kv_write k");
+    const Mat v = view(p.v, TSR_DTYPE_F32, "kv_write v");
+    require_same_shape(kc, vc, "kv_write caches");
+    require_same_shape(k, v, "kv_write k/v");
+    require(k.cols == kc.cols, "kv_write: row width differs from the cache's");
+    const int32_t* slots = index_view(p.slot_mapping, k.rows, "kv_write slot_mapping");
+    for (const int32_t slot : host_ints(s, slots, k.rows)) {
+      require(slot >= -1 && slot < kc.rows, "kv_write: slot " + std::to_string(slot) + " out of range");
+    }
+    gpu::kv_write(s.handle, kc, vc, k, v, slots);
+    end_op("kv_write", kc);
+    wrote(vc);
+  }
+
+  void attention(Stream* sp, const tsr_attention_params& p) {
+    Stream& s = begin_op(sp);
+    require(p.q != nullptr && p.q->ndim == 3, "attention: q must be [n, heads, head_dim]");
+    require(p.k_cache != nullptr && p.k_cache->ndim == 3,
+            "attention: caches must be [slots, kv_heads, head_dim]");
+    require(p.block_tables != nullptr && p.block_tables->ndim == 2,
+            "attention: block_tables must be [num_seqs, max_blocks]");
+    const Mat out = view(p.out, TSR_DTYPE_F32, "attention out");
+    const Mat q = view(p.q, TSR_DTYPE_F32, "attention q");
+    const Mat kc = view(p.k_cache, TSR_DTYPE_F32, "attention k_cache");
+    const Mat vc = view(p.v_cache, TSR_DTYPE_F32, "attention v_cache");
+    require_same_shape(out, q, "attention out/q");
+    require_same_shape(kc, vc, "attention caches");
+    require(kc.stride == vc.stride, "attention: k and v caches have different row strides");
+    const int64_t n = q.rows, heads = p.q->shape[1], kv_heads = p.k_cache->shape[1];
+    const int64_t head_dim = p.q->shape[2], num_seqs = p.block_tables->shape[0];
+    const int64_t max_blocks = p.block_tables->shape[1];
+    require(p.k_cache->shape[2] == head_dim, "attention: head_dim of q and cache differ");
+    require(kv_heads > 0 && heads % kv_heads == 0, "attention: heads must be a multiple of kv_heads");
+    require(p.block_size > 0, "attention: block_size must be > 0");
+    const int32_t* tables_d = index_view(p.block_tables, num_seqs * max_blocks, "attention block_tables");
+    const int32_t* lens_d = index_view(p.seq_lens, num_seqs, "attention seq_lens");
+    const int32_t* qsl_d = index_view(p.query_start_loc, num_seqs + 1, "attention query_start_loc");
+    const int32_t* pos_d = index_view(p.positions, n, "attention positions");
+    const std::vector<int32_t> tables = host_ints(s, tables_d, num_seqs * max_blocks);
+    const std::vector<int32_t> lens = host_ints(s, lens_d, num_seqs);
+    const std::vector<int32_t> qsl = host_ints(s, qsl_d, num_seqs + 1);
+    const std::vector<int32_t> pos = host_ints(s, pos_d, n);
+    validate_attention(n, num_seqs, max_blocks, kc.rows, p.block_size, tables, lens, qsl, pos);
+
+    AttentionPlan plan;
+    if (!attention_tiles(static_cast<int32_t>(heads), static_cast<int32_t>(kv_heads),
+                         static_cast<int32_t>(head_dim), plan)) {
+      throw Failure(TSR_STATUS_UNSUPPORTED, "attention: head_dim " + std::to_string(head_dim) +
+                                                " is too large for the GPU kernel");
+    }
+    AttentionArgs a{};
+    a.out = static_cast<float*>(out.data);
+    a.q = static_cast<const float*>(q.data);
+    a.k_cache = static_cast<const float*>(kc.data);
+    a.v_cache = static_cast<const float*>(vc.data);
+    a.out_stride = out.stride / 4;
+    a.q_stride = q.stride / 4;
+    a.kv_stride = kc.stride / 4;
+    a.tables = tables_d;
+    a.qsl = qsl_d;
+    a.pos = pos_d;
+    a.max_blocks = static_cast<int32_t>(max_blocks);
+    a.block_size = p.block_size;
+    a.heads = static_cast<int32_t>(heads);
+    a.kv_heads = static_cast<int32_t>(kv_heads);
+    a.head_dim = static_cast<int32_t>(head_dim);
+    a.n = n;
+    a.scale = p.scale;
+
+    // Tiles: each sequence's query rows in runs of rows_per_tile. Decode steps (one row per
+    // sequence) need no list: tile y is sequence y.
+    std::vector<int32_t> map;
+    bool one_tile_each = true;
+    for (int64_t q_seq = 0; q_seq < num_seqs; ++q_seq) {
+      one_tile_each = one_tile_each && qsl[q_seq + 1] - qsl[q_seq] <= plan.rows_per_tile;
+      for (int32_t r = qsl[q_seq]; r < qsl[q_seq + 1]; r += plan.rows_per_tile) {
+        map.push_back(static_cast<int32_t>(q_seq));
+        map.push_back(r);
+      }
+    }
+    int64_t tiles = static_cast<int64_t>(map.size() / 2);
+    if (one_tile_each) {
+      tiles = num_seqs;
+    } else if (map != s.tile_map) {  // uploaded once per step, reused by every layer
+      void* dst = s.tiles.get(map.size() * sizeof(int32_t), s.handle);
+      GPU_CHECK(cudaMemcpyAsync(dst, map.data(), map.size() * sizeof(int32_t),
+                                cudaMemcpyHostToDevice, s.handle));
+      s.tile_map = std::move(map);
+    }
+    a.tile_map = one_tile_each ? nullptr : static_cast<const int32_t*>(s.tiles.get(0, s.handle));
+    require(tiles <= 65535, "attention: too many query tiles (" + std::to_string(tiles) + ")");
+    plan.tiles = static_cast<int32_t>(tiles);
+
+    // Flash-Decoding: split the keys when the grid would leave most of the device idle.
+    const int32_t max_keys = pos.empty() ? 0 : *std::max_element(pos.begin(), pos.end()) + 1;
+    const int64_t blocks = kv_heads * (heads / kv_heads / plan.heads_per_block) * tiles;
+    int64_t splits = 1;
+    if (blocks > 0 && blocks < 2 * sm_count_) {
+      splits = std::min<int64_t>({(2 * sm_count_ + blocks - 1) / blocks,
+                                  (max_keys + kMinSplitKeys - 1) / kMinSplitKeys, kMaxSplits});
+      splits = std::max<int64_t>(splits, 1);
+    }
+    const int64_t per_split = (max_keys + splits - 1) / splits;
+    plan.split_keys = static_cast<int32_t>((per_split + plan.tile_keys - 1) / plan.tile_keys * plan.tile_keys);
+    plan.splits = plan.split_keys > 0 ? static_cast<int32_t>((max_keys + plan.split_keys - 1) / plan.split_keys) : 1;
+    if (plan.splits > 1) {
+      const size_t bytes = sizeof(float) * size_t(n) * heads * plan.splits * (head_dim + 2);
+      a.partial = static_cast<float*>(s.partial.get(bytes, s.handle));
+    }
+    gpu::attention(s.handle, a, plan);
+    end_op("attention", out);
+  }
+
+  void silu_mul(Stream* sp, const tsr_silu_mul_params& p) {
+    Stream& s = begin_op(sp);
+    const Mat out = view(p.out, TSR_DTYPE_F32, "silu_mul out");
+    const Mat g = view(p.gate, TSR_DTYPE_F32, "silu_mul gate");
+    const Mat u = view(p.up, TSR_DTYPE_F32, "silu_mul up");
+    require_same_shape(out, g, "silu_mul");
+    require_same_shape(out, u, "silu_mul");
+    gpu::silu_mul(s.handle, out, g, u);
+    end_op("silu_mul", out);
+  }
+
+  void add(Stream* sp, const tsr_add_params& p) {
+    Stream& s = begin_op(sp);
+    const Mat out = view(p.out, TSR_DTYPE_F32, "add out");
+    const Mat a = view(p.a, TSR_DTYPE_F32, "add a");
+    const Mat b = view(p.b, TSR_DTYPE_F32, "add b");
+    require_same_shape(out, a, "add");
+    require_same_shape(out, b, "add");
+    gpu::add(s.handle, out, a, b);
+    end_op("add", out);
+  }
+
+  void copy_blocks(Stream* sp, const tsr_copy_blocks_params& p) {
+    Stream& s = begin_op(sp);
+    require(p.n_caches >= 0 && (p.n_caches == 0 || p.caches != nullptr), "copy_blocks: caches missing");
+    require(p.block_size > 0, "copy_blocks: block_size must be > 0");
+    require(p.pairs != nullptr && p.pairs->ndim == 2 && p.pairs->shape[1] == 2,
+            "copy_blocks: pairs must be [n, 2]");
+    int64_t n_values = 0;
+    const int32_t* pairs_d = index_view(p.pairs, -1, "copy_blocks pairs", &n_values);
+    const std::vector<int32_t> pairs = host_ints(s, pairs_d, n_values);
+    // Every cache and pair is checked before anything is copied: a failed call changes nothing.
+    std::vector<Mat> caches;
+    for (int32_t c = 0; c < p.n_caches; ++c) {
+      caches.push_back(view(p.caches[c], "copy_blocks cache"));
+      const int64_t n_blocks = caches.back().rows / p.block_size;
+      for (const int32_t b : pairs) require(b >= 0 && b < n_blocks, "copy_blocks: block id out of range");
+    }
+    const int64_t n_pairs = n_values / 2;
+    // Pairs run in parallel unless one pair's destination is another's source or
+    // destination: then one after another, as the CPU backend copies them.
+    std::vector<int32_t> dst(n_pairs);
+    for (int64_t i = 0; i < n_pairs; ++i) dst[i] = pairs[2 * i + 1];
+    std::sort(dst.begin(), dst.end());
+    bool ordered = std::adjacent_find(dst.begin(), dst.end()) != dst.end();
+    for (int64_t i = 0; i < n_pairs && !ordered; ++i) {
+      ordered = std::binary_search(dst.begin(), dst.end(), pairs[2 * i]) && pairs[2 * i] != pairs[2 * i + 1];
+    }
+    for (const Mat& cache : caches) {
+      if (n_pairs == 0) break;
+      if (ordered) {
+        for (int64_t i = 0; i < n_pairs; ++i) gpu::copy_blocks(s.handle, cache, pairs_d, i, 1, p.block_size);
+      } else {
+        gpu::copy_blocks(s.handle, cache, pairs_d, 0, n_pairs, p.block_size);
+      }
+      end_op("copy_blocks", cache);
+    }
+  }
+
+ private:
+  void activate() const { GPU_CHECK(cudaSetDevice(device_)); }
+
+  Stream& stream(Stream* s) { return s != nullptr ? *s : *default_stream_; }
+
+  Stream& begin_op(Stream* s) {
+    activate();
+    return stream(s);
+  }
+
+  // After a launch: a bad launch fails the op now; `written` loses its mirror.
+  void end_op(const char* op, const Mat& written) {
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) device_failure(e, std::string(op) + " kernel launch");
+    wrote(written);
+  }
+
+  void wrote(const Mat& m) {
+    if (Buffer* b = mirrored(m.data)) b->mirror_valid_ = false;
+  }
+
+  // The mirrored buffer that contains `p`, or NULL.
+  Buffer* mirrored(const void* p) {
+    const auto addr = reinterpret_cast<uintptr_t>(p);
+    auto it = mirrors_->upper_bound(addr);
+    if (it == mirrors_->begin()) return nullptr;
+    --it;
+    return addr < it->first + std::max<uint64_t>(it->second->size_, 1) ? it->second : nullptr;
+  }
+
+  // `n` i32 values at device address `p`: from the mirror when it holds them, else read
+  // back (waiting for the stream, so that earlier ops that write them have run).
+  std::vector<int32_t> host_ints(Stream& s, const int32_t* p, int64_t n) {
+    std::vector<int32_t> v(static_cast<size_t>(n));
+    const size_t bytes = v.size() * sizeof(int32_t);
+    Buffer* b = mirrored(p);
+    const uint64_t offset = b ? reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(b->ptr_) : 0;
+    if (b != nullptr && b->mirror_valid_ && offset + bytes <= b->size_) {
+      std::memcpy(v.data(), b->mirror_.data() + offset, bytes);
+    } else if (bytes > 0) {
+      GPU_CHECK(cudaMemcpyAsync(v.data(), p, bytes, cudaMemcpyDeviceToHost, s.handle));
+      GPU_CHECK(cudaStreamSynchronize(s.handle));
+    }
+    return v;
+  }
+
+  // Every key a query may read lies inside its block table and the cache (as the CPU backend).
+  static void validate_attention(int64_t n, int64_t num_seqs, int64_t max_blocks, int64_t num_slots,
+                                 int32_t block_size, const std::vector<int32_t>& tables,
+                                 const std::vector<int32_t>& seq_lens,
+                                 const std::vector<int32_t>& qsl, const std::vector<int32_t>& pos) {
+    require(qsl[0] == 0 && qsl[num_seqs] == n,
+            "attention: query_start_loc must run from 0 to the number of tokens");
+    for (int64_t q = 0; q < num_seqs; ++q) {
+      require(qsl[q + 1] >= qsl[q] && qsl[q + 1] <= n,
+              "attention: query_start_loc must not decrease nor pass the number of tokens");
+      const int64_t blocks = (int64_t{seq_lens[q]} + block_size - 1) / block_size;
+      require(seq_lens[q] >= 0 && blocks <= max_blocks,
+              "attention: seq_len " + std::to_string(seq_lens[q]) + " exceeds the block table");
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t block = tables[q * max_blocks + b];
+        require(block >= 0 && (block + 1) * block_size <= num_slots,
+                "attention: block " + std::to_string(block) + " outside the cache");
+      }
+      for (int32_t i = qsl[q]; i < qsl[q + 1]; ++i) {
+        require(pos[i] >= 0 && pos[i] < seq_lens[q],
+                "attention: position " + std::to_string(pos[i]) + " not below seq_len " +
+                    std::to_string(seq_lens[q]));
+      }
+    }
+  }
+
+#if !defined(TSR_GPU_HIP)
+  // out = x · wᵀ with cuBLAS (column-major: outᵀ = w · xᵀ). F32 in f32; F16 and BF16 weights
+  // with x rounded to the weight's type; Q8_0 / Q4_0 decoded to bf16 in chunks of rows, as
+  // the CPU backend's prefill GEMM does. Accumulation is f32 throughout.
+  void blas_matmul(Stream& s, const Mat& out, const Mat& x, const Mat& w) {
+    require(w.rows <= INT_MAX && x.rows <= INT_MAX && x.cols <= INT_MAX && out.stride / 4 <= INT_MAX &&
+                x.stride / 4 <= INT_MAX && w.stride / 2 <= INT_MAX,
+            "matmul: dimensions exceed cuBLAS's int range");
+    cublasHandle_t h = s.blas();
+    const int m = static_cast<int>(w.rows), n = static_cast<int>(x.rows), k = static_cast<int>(x.cols);
+    const int ldo = static_cast<int>(out.stride / 4);
+    const float one = 1.0f, zero = 0.0f;
+    float* o = static_cast<float*>(out.data);
+    if (w.dtype == TSR_DTYPE_F32) {
+      check_blas(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, static_cast<const float*>(w.data),
+                             static_cast<int>(w.stride / 4), static_cast<const float*>(x.data),
+                             static_cast<int>(x.stride / 4), &zero, o, ldo),
+                 "cublasSgemm");
+      return;
+    }
+    const bool bf16 = w.dtype != TSR_DTYPE_F16;
+    const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_16F;
+    auto* xh = static_cast<uint16_t*>(s.half_x.get(size_t(n) * k * 2, s.handle));
+    to_half(s.handle, x, bf16, xh);
+    if (!is_quantized(w.dtype)) {
+      check_blas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, w.data, type,
+                              static_cast<int>(w.stride / 2), xh, type, k, &zero, o, CUDA_R_32F, ldo,
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx");
+      return;
+    }
+    const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(m, kDequantChunk / k));
+    auto* wh = static_cast<uint16_t*>(s.half_w.get(size_t(chunk) * k * 2, s.handle));
+    for (int64_t j0 = 0; j0 < m; j0 += chunk) {
+      const int rows = static_cast<int>(std::min<int64_t>(chunk, m - j0));
+      dequant_bf16(s.handle, w, j0, rows, wh);
+      check_blas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, rows, n, k, &one, wh, CUDA_R_16BF, k, xh,
+                              CUDA_R_16BF, k, &zero, o + j0, CUDA_R_32F, ldo, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx");
+    }
+  }
+
+  bool use_blas_ = true;
+#endif
+
+  int device_;
+  int64_t sm_count_ = 1;
+  std::unique_ptr<Stream> default_stream_;
+  std::shared_ptr<Mirrors> mirrors_ = std::make_shared<Mirrors>();
+};
+
+}  // namespace tsr::gpu
+
+TSR_SDK_BACKEND_PLUGIN(tsr::gpu::GpuBackend, TSR_GPU_PLUGIN_NAME, "0.1.0")

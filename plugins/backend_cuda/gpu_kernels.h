@@ -1,0 +1,89 @@
+// Kernel launchers of the GPU backends (CUDA, and HIP through gpu_runtime.h). Operands
+// arrive checked by backend_gpu.cpp: shapes agree, indices are in range, pointers and row
+// strides are aligned to their element type. Strides are in bytes, as in tsr_tensor.
+#pragma once
+
+#include <cstdint>
+
+#include "gpu_runtime.h"
+#include "tessera/abi.h"
+
+namespace tsr::gpu {
+
+// A tensor seen as rows x cols: row r starts at data + r * stride; a row is packed.
+struct Mat {
+  void* data = nullptr;
+  tsr_dtype dtype = TSR_DTYPE_F32;
+  int64_t rows = 0, cols = 0, stride = 0;
+};
+
+// Whether this build has kernels the current device can run (e.g. an sm_80 device with an
+// sm_90-only build does not): the error a launch would report, or cudaSuccess.
+cudaError_t probe_kernels();
+
+// Kernel launch failures (bad configuration) are reported by the caller through
+// cudaGetLastError; faults during execution surface at the next synchronization.
+void get_rows(cudaStream_t s, const Mat& out, const Mat& table, const int32_t* ids);
+void rms_norm(cudaStream_t s, const Mat& out, const Mat& x, const float* weight, float eps);
+void rope(cudaStream_t s, const Mat& x, int64_t heads, int64_t head_dim, const int32_t* pos,
+          int32_t n_rot, bool neox, float freq_base, float freq_scale);
+void kv_write(cudaStream_t s, const Mat& k_cache, const Mat& v_cache, const Mat& k, const Mat& v,
+              const int32_t* slots);
+void silu_mul(cudaStream_t s, const Mat& out, const Mat& gate, const Mat& up);
+void add(cudaStream_t s, const Mat& out, const Mat& a, const Mat& b);
+// Copies `block_size` rows from block pairs[2i] to block pairs[2i+1], for i in [first, first + n).
+void copy_blocks(cudaStream_t s, const Mat& cache, const int32_t* pairs, int64_t first, int64_t n,
+                 int32_t block_size);
+
+// out = x · wᵀ for few rows of x: each weight row is read once per 8 rows of x, decoded in
+// registers, with f32 activations (no rounding of x).
+void gemv(cudaStream_t s, const Mat& out, const Mat& x, const Mat& w);
+// The same product as a shared-memory tiled f32 GEMM: the HIP backend's GEMM (Debian has no
+// rocBLAS), and the CUDA backend's with TESSERA_GPU_NO_BLAS=1.
+void gemm_tiled(cudaStream_t s, const Mat& out, const Mat& x, const Mat& w);
+
+#if !defined(TSR_GPU_HIP)
+// Inputs of the cuBLAS path: x as packed f16 or bf16 rows, and rows [first, first + rows) of
+// a quantized weight decoded to packed bf16.
+void to_half(cudaStream_t s, const Mat& x, bool bf16, uint16_t* dst);
+void dequant_bf16(cudaStream_t s, const Mat& w, int64_t first, int64_t rows, uint16_t* dst);
+#endif
+
+// Paged causal attention (tsr_attention_params). One kernel serves prefill and decode: a
+// block takes a tile of up to `rows_per_tile` query rows of one sequence and a group of
+// `heads_per_block` query heads sharing one KV head (GQA: each K/V tile is loaded once for
+// all of them), walks its keys in tiles with an online softmax, and, when the keys are
+// split over `splits` blocks (Flash-Decoding, for batches too small to fill the device),
+// leaves partial results that a second kernel combines.
+struct AttentionPlan {
+  int32_t heads_per_block = 1, rows_per_tile = 1, tile_keys = 32;
+  int32_t tiles = 0;        // grid y: sum over sequences of ceil(query rows / rows_per_tile)
+  int32_t splits = 1;       // grid z
+  int32_t split_keys = 0;   // keys per split (a multiple of tile_keys)
+  size_t shared_bytes = 0;
+};
+
+struct AttentionArgs {
+  float* out;
+  const float* q;
+  const float* k_cache;
+  const float* v_cache;
+  int64_t out_stride, q_stride, kv_stride;  // in floats
+  const int32_t* tables;
+  const int32_t* qsl;
+  const int32_t* pos;
+  // [tiles][2]: sequence and first query row of each tile; NULL when every sequence has at
+  // most rows_per_tile query rows, so that tile y is sequence y.
+  const int32_t* tile_map;
+  int32_t max_blocks, block_size;
+  int32_t heads, kv_heads, head_dim;
+  int64_t n;
+  float scale;
+  float* partial;  // [n, heads, splits, head_dim + 2] when splits > 1
+};
+
+// Tile sizes for a head shape; false when head_dim is too large for the kernel.
+bool attention_tiles(int32_t heads, int32_t kv_heads, int32_t head_dim, AttentionPlan& plan);
+void attention(cudaStream_t s, const AttentionArgs& a, const AttentionPlan& plan);
+
+}  // namespace tsr::gpu

@@ -1,0 +1,125 @@
+// The four quant plugins through the host's loader: round trips within each format's
+// error bound, Q8_0/Q4_0 bytes equal to the GGUF reference, the reference dot product, the
+// CPU kernels against the reference on odd shapes and strides, kernels offered only where
+// they exist, and bad arguments refused with a message.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/error.h"
+#include "core/plugin_host/plugin_loader.h"
+#include "core/quant/quant.h"
+#include "core/quant/quant_scheme.h"
+
+namespace tsr {
+namespace {
+
+std::vector<float> gaussian(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+QuantScheme scheme(const std::string& name) {
+  return QuantScheme(Plugin::find(TSR_PLUGIN_QUANT, name, {TESSERA_PLUGIN_DIR}));
+}
+
+struct Case {
+  const char* name;
+  tsr_dtype dtype;
+  double max_rel_error;  // of |x - deq(q(x))| against the row's largest magnitude
+  bool cpu_kernels;
+};
+
+class QuantPlugins : public ::testing::TestWithParam<Case> {};
+
+TEST_P(QuantPlugins, RoundTripWithinTheFormatsBound) {
+  const QuantScheme q = scheme(GetParam().name);
+  EXPECT_EQ(q.name(), GetParam().name);
+  EXPECT_EQ(q.dtype(), GetParam().dtype);
+  const int64_t rows = 3, cols = 256;
+  const std::vector<float> x = gaussian(rows * cols, 7);
+  std::vector<uint8_t> packed(rows * q.row_bytes(cols));
+  std::vector<float> y(x.size());
+  q.quantize(x.data(), rows, cols, packed.data());
+  q.dequantize(packed.data(), rows, cols, y.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    float amax = 0;
+    for (int64_t j = 0; j < cols; ++j) amax = std::max(amax, std::fabs(x[r * cols + j]));
+    for (int64_t j = 0; j < cols; ++j) {
+      EXPECT_LE(std::fabs(x[r * cols + j] - y[r * cols + j]), GetParam().max_rel_error * amax) << r << "," << j;
+    }
+  }
+}
+
+TEST_P(QuantPlugins, CpuKernelsMatchTheReference) {
+  const QuantScheme q = scheme(GetParam().name);
+  EXPECT_EQ(q.kernels("cuda"), nullptr);
+  const tsr_quant_kernels* k = q.kernels("cpu");
+  if (!GetParam().cpu_kernels) {
+    EXPECT_EQ(k, nullptr);  // the CPU backend runs this dtype itself
+    return;
+  }
+  ASSERT_NE(k, nullptr);
+  const int64_t n = 96, kdim = 384;
+  const std::vector<float> w = gaussian(n * kdim, 1);
+  const int64_t row_bytes = q.row_bytes(kdim) + 8;  // rows further apart than they need
+  std::vector<uint8_t> packed(n * row_bytes);
+  for (int64_t j = 0; j < n; ++j) q.quantize(w.data() + j * kdim, 1, kdim, packed.data() + j * row_bytes);
+  std::vector<float> deq(n * kdim);
+  for (int64_t j = 0; j < n; ++j) q.dequantize(packed.data() + j * row_bytes, 1, kdim, deq.data() + j * kdim);
+  for (int64_t m : {1, 5, 33}) {
+    const int64_t x_stride = kdim + 3, y_stride = n + 5;
+    const std::vector<float> x = gaussian(m * x_stride, 2 + m);
+    std::vector<float> y(m * y_stride, -1.0f);
+    tsr_error* e = nullptr;
+    ASSERT_EQ(k->matmul(x.data(), x_stride, m, kdim, packed.data(), row_bytes, n, y.data(), y_stride, 2, &e),
+              TSR_STATUS_OK);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double ref = 0;
+        for (int64_t c = 0; c < kdim; ++c) ref += double(x[i * x_stride + c]) * deq[j * kdim + c];
+        EXPECT_NEAR(y[i * y_stride + j], ref, 1e-4 * (1 + std::fabs(ref))) << m << ": " << i << "," << j;
+      }
+      EXPECT_EQ(y[i * y_stride + n], -1.0f);  // the stride's padding is left alone
+    }
+  }
+}
+
+TEST_P(QuantPlugins, BadShapesAreRefusedNamingTheBlock) {
+  const QuantScheme q = scheme(GetParam().name);
+  if (q.block_elems() == 1) GTEST_SKIP() << "every row length fits";
+  std::vector<float> x(q.block_elems() + 1);
+  std::vector<uint8_t> out(1024);
+  try {
+    q.quantize(x.data(), 1, q.block_elems() + 1, out.data());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(std::to_string(q.block_elems())), std::string::npos) << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, QuantPlugins,
+    ::testing::Values(Case{"q8_0", TSR_DTYPE_Q8_0, 0.5 / 127 + 1e-3, false},
+                      Case{"q4_0", TSR_DTYPE_Q4_0, 1.0 / 8 + 1e-3, false},
+                      Case{"int4_g128", TSR_DTYPE_INT4_G128, 2.0 / 15 * 0.51 + 1e-3, true},
+                      Case{"fp8_e4m3", TSR_DTYPE_FP8_E4M3, 1.0 / 16 + 1e-3, true}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(QuantPluginsGguf, Q8_0AndQ4_0AreTheGgufBlocks) {
+  const std::vector<float> x = gaussian(4 * 64, 3);
+  for (auto [name, type] : {std::pair{"q8_0", GgmlType::Q8_0}, std::pair{"q4_0", GgmlType::Q4_0}}) {
+    const QuantScheme q = scheme(name);
+    std::vector<uint8_t> packed(4 * q.row_bytes(64));
+    q.quantize(x.data(), 4, 64, packed.data());
+    EXPECT_EQ(packed, quant::quantize(type, x)) << name;
+  }
+}
+
+}  // namespace
+}  // namespace tsr

@@ -1,0 +1,90 @@
+// The formats' reference codecs: exact values where the format can hold them, error
+// bounds elsewhere, and the byte layouts.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "quant_formats/fp8_e4m3.h"
+#include "quant_formats/float_convert.h"
+#include "quant_formats/int4_g128.h"
+
+namespace tsr::quant {
+namespace {
+
+std::vector<float> gaussian(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+TEST(Fp8E4m3, EveryByteRoundTrips) {
+  for (int b = 0; b < 256; ++b) {
+    const float v = e4m3_to_f32(static_cast<uint8_t>(b));
+    if (std::isnan(v)) continue;
+    if (v == 0.0f) continue;  // +0 and -0 both decode to zero
+    EXPECT_EQ(f32_to_e4m3(v), b) << b;
+  }
+  EXPECT_EQ(e4m3_to_f32(0x7e), 448.0f);
+  EXPECT_EQ(e4m3_to_f32(0x01), 0x1p-9f);  // the smallest subnormal
+  EXPECT_EQ(e4m3_to_f32(0x08), 0x1p-6f);  // the smallest normal
+  EXPECT_EQ(f32_to_e4m3(1000.0f), 0x7e);  // saturates
+  EXPECT_EQ(f32_to_e4m3(-1000.0f), 0xfe);
+  EXPECT_TRUE(std::isnan(e4m3_to_f32(f32_to_e4m3(NAN))));
+  // Ties go to the even mantissa: 1.0625 lies between 1.0 (m 0) and 1.125 (m 1).
+  EXPECT_EQ(e4m3_to_f32(f32_to_e4m3(1.0625f)), 1.0f);
+  EXPECT_EQ(e4m3_to_f32(f32_to_e4m3(1.1875f)), 1.25f);
+}
+
+TEST(Fp8E4m3, RowsUsePerChannelScales) {
+  std::vector<float> x = gaussian(256, 1);
+  for (int j = 0; j < 128; ++j) x[j] *= 1000.0f;  // two rows of very different magnitude
+  std::vector<uint8_t> q(2 * fp8_row_bytes(128));
+  std::vector<float> y(256);
+  for (int r = 0; r < 2; ++r) {
+    quantize_row_fp8_e4m3(x.data() + r * 128, q.data() + r * fp8_row_bytes(128), 128);
+    dequantize_row_fp8_e4m3(q.data() + r * fp8_row_bytes(128), y.data() + r * 128, 128);
+  }
+  for (int j = 0; j < 256; ++j) {
+    EXPECT_NEAR(y[j], x[j], std::fabs(x[j]) * 0.0625f + (j < 128 ? 1000.0f : 1.0f) * 1e-3f) << j;
+  }
+}
+
+TEST(Int4G128, GroupsHoldTheirRangeAndZero) {
+  std::vector<float> x = gaussian(256, 2);
+  x[5] = 0.0f;
+  std::vector<GroupInt4> q(2);
+  std::vector<float> y(256);
+  quantize_row_int4_g128(x.data(), q.data(), 256);
+  dequantize_row_int4_g128(q.data(), y.data(), 256);
+  EXPECT_EQ(y[5], 0.0f);
+  for (int g = 0; g < 2; ++g) {
+    float lo = 0, hi = 0;
+    for (int j = 0; j < 128; ++j) lo = std::min(lo, x[g * 128 + j]), hi = std::max(hi, x[g * 128 + j]);
+    const float step = (hi - lo) / 15;
+    for (int j = 0; j < 128; ++j) EXPECT_NEAR(y[g * 128 + j], x[g * 128 + j], step * 0.51f + 1e-3f);
+  }
+  // Element j sits in the low nibble of byte j, element j + 64 in its high nibble.
+  const int q5 = q[0].qs[5] & 0x0f, q69 = q[0].qs[5] >> 4;
+  EXPECT_EQ(q5, q[0].z);  // x[5] == 0
+  EXPECT_EQ(y[69], float(q69 - q[0].z) * f16_to_f32(q[0].d));
+}
+
+TEST(Int4G128, ConstantAndZeroGroups) {
+  std::vector<float> x(128, 0.0f);
+  GroupInt4 q;
+  std::vector<float> y(128);
+  quantize_row_int4_g128(x.data(), &q, 128);
+  dequantize_row_int4_g128(&q, y.data(), 128);
+  for (float v : y) EXPECT_EQ(v, 0.0f);
+  std::fill(x.begin(), x.end(), 3.0f);
+  quantize_row_int4_g128(x.data(), &q, 128);
+  dequantize_row_int4_g128(&q, y.data(), 128);
+  for (float v : y) EXPECT_NEAR(v, 3.0f, 3.0f / 15 * 0.51f);
+}
+
+}  // namespace
+}  // namespace tsr::quant
