@@ -11,7 +11,8 @@ PACKAGES=(
   libicu-dev
   libcpp-httplib-dev
   libgtest-dev libgmock-dev
-  libvalijson-dev
+  libvalijson-dev jq
+  hipcc
 )
 
 # The tokenizer tests compare against npm packages; Node.js may come from elsewhere.

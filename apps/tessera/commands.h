@@ -28,4 +28,7 @@ std::function<int()> register_quantize(CLI::App& app);
 // `tessera maskbench DIR --tokenizer tokenizer.json`: the MaskBench protocol.
 std::function<int()> register_maskbench(CLI::App& app);
 
+// `tessera perplexity`.
+std::function<int()> register_perplexity(CLI::App& app);
+
 }  // namespace tsr::app

@@ -33,6 +33,9 @@ int main(int argc, char** argv) {
   CLI::App* maskbench = app.add_subcommand("maskbench", "constrained-decoding benchmark (MaskBench)");
   std::function<int()> maskbench_action = tsr::app::register_maskbench(*maskbench);
 
+  CLI::App* perplexity = app.add_subcommand("perplexity", "perplexity of a text, and KL divergence from a reference model");
+  std::function<int()> perplexity_action = tsr::app::register_perplexity(*perplexity);
+
   CLI::App* inspect = app.add_subcommand("inspect", "print a GGUF file's metadata and tensors");
   std::string inspect_path;
   bool full_arrays = false;
@@ -46,6 +49,7 @@ int main(int argc, char** argv) {
   if (synth->parsed()) return synth_action();
   if (quantize->parsed()) return quantize_action();
   if (maskbench->parsed()) return maskbench_action();
+  if (perplexity->parsed()) return perplexity_action();
   if (inspect->parsed()) return tsr::app::cmd_inspect(inspect_path, full_arrays);
   return 1;
 }

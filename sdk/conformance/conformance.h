@@ -32,6 +32,9 @@ LoadedPlugin load_plugin(const std::string& path);
 const LoadedPlugin& plugin();
 const LoadedPlugin* reference();
 
+// "backend", "quant", "draft" or "constraint"; NULL for a kind this kit does not know.
+const char* kind_name(tsr_plugin_kind kind);
+
 // Takes ownership of a plugin's error: returns "status: message" and frees it.
 std::string take_error(tsr_error* error);
 

@@ -11,6 +11,7 @@
 
 #include "conformance.h"
 #include "tessera/backend.h"
+#include "tessera/constraint.h"
 #include "tessera/draft.h"
 
 struct tsr_error {
@@ -53,16 +54,6 @@ const tsr_host_api kHost = {
     error_new, error_free, error_status, error_message,
 };
 
-const char* kind_name(tsr_plugin_kind kind) {
-  switch (kind) {
-    case TSR_PLUGIN_BACKEND: return "backend";
-    case TSR_PLUGIN_QUANT: return "quant";
-    case TSR_PLUGIN_DRAFT: return "draft";
-    case TSR_PLUGIN_CONSTRAINT: return "constraint";
-  }
-  return nullptr;
-}
-
 [[noreturn]] void refuse(const std::string& path, const std::string& reason) {
   throw std::runtime_error("plugin " + path + " refused: " + reason);
 }
@@ -104,6 +95,22 @@ const char* missing_entry(const tsr_draft_iface& t) {
   return nullptr;
 }
 
+const char* missing_entry(const tsr_constraint_iface& t) {
+  const void* const entries[] = {
+      (void*)t.kinds, (void*)t.vocab_create, (void*)t.vocab_destroy, (void*)t.grammar_compile,
+      (void*)t.grammar_destroy, (void*)t.matcher_create, (void*)t.matcher_destroy,
+      (void*)t.matcher_fork, (void*)t.matcher_fill_mask, (void*)t.matcher_accept,
+      (void*)t.matcher_rollback, (void*)t.matcher_is_terminated, (void*)t.matcher_can_terminate};
+  static const char* const names[] = {
+      "kinds", "vocab_create", "vocab_destroy", "grammar_compile", "grammar_destroy",
+      "matcher_create", "matcher_destroy", "matcher_fork", "matcher_fill_mask", "matcher_accept",
+      "matcher_rollback", "matcher_is_terminated", "matcher_can_terminate"};
+  for (size_t i = 0; i < std::size(entries); ++i) {
+    if (entries[i] == nullptr) return names[i];
+  }
+  return nullptr;
+}
+
 // Tables may be larger (a newer minor of the same major is refused earlier, so larger
 // means padding we ignore) but never smaller than ABI 1.0's.
 template <class Table>
@@ -135,9 +142,24 @@ void validate(const std::string& path, const tsr_plugin_desc& d) {
   // The table sizes ABI 1.0 pinned: they stay the minimum when later minors append.
   if (d.kind == TSR_PLUGIN_BACKEND) validate_table<tsr_backend_iface>(path, d.iface, 240);
   if (d.kind == TSR_PLUGIN_DRAFT) validate_table<tsr_draft_iface>(path, d.iface, 64);
+  // Constraint plugins arrived in 1.1: their table's first size is 1.1's.
+  if (d.kind == TSR_PLUGIN_CONSTRAINT) {
+    if (d.abi_minor < 1) refuse(path, "constraint plugins need ABI 1.1 or newer; it was built for " + built);
+    validate_table<tsr_constraint_iface>(path, d.iface, 120);
+  }
 }
 
 }  // namespace
+
+const char* kind_name(tsr_plugin_kind kind) {
+  switch (kind) {
+    case TSR_PLUGIN_BACKEND: return "backend";
+    case TSR_PLUGIN_QUANT: return "quant";
+    case TSR_PLUGIN_DRAFT: return "draft";
+    case TSR_PLUGIN_CONSTRAINT: return "constraint";
+  }
+  return nullptr;
+}
 
 const tsr_host_api* host_api() { return &kHost; }
 int live_errors() { return g_live_errors.load(); }

@@ -1,8 +1,9 @@
 // tessera-conformance PLUGIN.so [--reference BACKEND.so] [gtest flags]
 //
 // Loads the plugin as the host would, then runs the checks for its kind: Abi.* for every
-// plugin, Backend*.* or Draft*.*. Exit status 0 when every check passes; a plugin the
-// loader refuses exits 1 with the reason (e.g. a newer ABI minor, naming both versions).
+// plugin, Backend*.*, Draft*.* or Constraint*.*. Exit status 0 when every check passes; a
+// plugin the loader refuses exits 1 with the reason (e.g. a newer ABI minor, naming both
+// versions).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -27,9 +28,10 @@ int usage() {
 void select_suites(tsr_plugin_kind kind) {
   std::string& filter = ::testing::GTEST_FLAG(filter);
   if (filter != "*") return;
-  filter = kind == TSR_PLUGIN_BACKEND ? "Abi*:Backend*"
-           : kind == TSR_PLUGIN_DRAFT ? "Abi*:Draft*"
-                                      : "Abi*";
+  filter = kind == TSR_PLUGIN_BACKEND      ? "Abi*:Backend*"
+           : kind == TSR_PLUGIN_DRAFT      ? "Abi*:Draft*"
+           : kind == TSR_PLUGIN_CONSTRAINT ? "Abi*:Constraint*"
+                                           : "Abi*";
 }
 
 }  // namespace
@@ -66,8 +68,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const tsr_plugin_desc& d = *g_plugin->desc;
-  std::printf("plugin %s: %s '%s' %s, ABI %u.%u (host ABI %d.%d)\n", path.c_str(),
-              d.kind == TSR_PLUGIN_BACKEND ? "backend" : d.kind == TSR_PLUGIN_DRAFT ? "draft" : "plugin",
+  std::printf("plugin %s: %s '%s' %s, ABI %u.%u (host ABI %d.%d)\n", path.c_str(), kind_name(d.kind),
               d.name, d.version, d.abi_major, d.abi_minor, TSR_ABI_MAJOR, TSR_ABI_MINOR);
   select_suites(d.kind);
   return RUN_ALL_TESTS();

@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "core/engine/engine.h"
 #include "quant_formats/float_convert.h"
@@ -290,6 +291,30 @@ TEST(QuantAtLoad, Int4RunsOnThePluginKernels) {
   EXPECT_LT(int4->weight_bytes(), f32->weight_bytes());
   const std::vector<int32_t> prompt = f32->tokenize("Once upon a time");
   EXPECT_EQ(greedy(*int4, prompt, 16).size(), 16u);
+}
+
+// `tessera perplexity --kl-base`: Q8_0 at load stays within 1e-3 of the F32 model in KL
+// divergence, and the F32 model against itself gives exactly zero.
+TEST(Perplexity, Q8_0KlAgainstF32) {
+  TSR_REQUIRE_SHARED(kStories);
+  TSR_REQUIRE_SHARED("models/stories260K.samples.txt");
+  const std::string out = (work_dir() / "ppl.json").string();
+  auto run = [&](const std::string& quant) {
+    const std::string args = "perplexity -m " + testing::shared_path(kStories) + " -f " +
+                             testing::shared_path("models/stories260K.samples.txt") + " --chunks 4 -t 1 --json --quant " +
+                             quant + " --kl-base " + testing::shared_path(kStories) + " | tail -1 > " + out;
+    EXPECT_EQ(tessera(args), 0) << args;
+    std::ifstream in(out);
+    return nlohmann::json::parse(in);
+  };
+  const nlohmann::json same = run("auto"), q8 = run("q8_0");
+  EXPECT_EQ(same["kl_mean"].get<double>(), 0.0);
+  EXPECT_EQ(same["ppl"], same["ppl_base"]);
+  EXPECT_GT(q8["kl_mean"].get<double>(), 0.0);
+  EXPECT_LT(q8["kl_mean"].get<double>(), 1e-3);
+  EXPECT_NEAR(q8["ppl"].get<double>(), q8["ppl_base"].get<double>(), 0.02 * q8["ppl_base"].get<double>());
+  EXPECT_GT(q8["top1_agree"].get<double>(), 0.95);
+  EXPECT_EQ(q8["tokens"].get<int64_t>(), 4 * 255);
 }
 
 }  // namespace

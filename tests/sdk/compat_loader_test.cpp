@@ -44,5 +44,14 @@ TEST(Compat, NewerMinorIsRefusedNamingBothVersions) {
   }
 }
 
+TEST(Compat, ConstraintPluginClaiming1_0IsRefused) {
+  try {
+    Plugin::load(CLAIMS_1_0_DIR "/libtessera_constraint_claims_1_0.so", TSR_PLUGIN_CONSTRAINT, "claims_1_0");
+    FAIL() << "a constraint plugin claiming ABI 1.0 was loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("need ABI 1.1"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace tsr

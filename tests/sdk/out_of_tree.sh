@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The SDK as a vendor sees it: install Tessera into a temporary prefix, build the
-# templates out of tree with only -DCMAKE_PREFIX_PATH (and once with pkg-config), run the
-# installed conformance kit on them, then generate text with the example backend through
-# a config file and check it equals the CPU backend's (the stories260K greedy reference).
+# templates and a third-party JSON Schema constraint plugin (acme_json, from
+# third_party_json_schema/) out of tree with only -DCMAKE_PREFIX_PATH (and once with
+# pkg-config), and run the installed conformance kit on them. Then, through config files:
+# generate text with the example backend and check it equals the CPU backend's (the
+# stories260K greedy reference); and generate under a JSON Schema with acme_json in place
+# of the in-tree json_schema plugin, checking the output against the schema with jq.
 # usage: out_of_tree.sh BUILD_DIR SOURCE_DIR SHARED_DIR
 set -euo pipefail
 BUILD=$1 SRC=$2 SHARED=$3
@@ -13,13 +16,21 @@ PREFIX=$WORK/prefix
 echo "== install into $PREFIX"
 cmake --install "$BUILD" --prefix "$PREFIX" >/dev/null
 
-for kind in backend draft; do
+# Builds the CMake project in $1 into $WORK/$2 against the installed SDK only.
+build_out_of_tree() {
+  cmake -S "$1" -B "$WORK/$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" >/dev/null
+  cmake --build "$WORK/$2" >/dev/null
+}
+
+for kind in backend draft constraint; do
   echo "== build sdk/templates/$kind out of tree"
-  cmake -S "$SRC/sdk/templates/$kind" -B "$WORK/$kind" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_PREFIX_PATH="$PREFIX" >/dev/null
-  cmake --build "$WORK/$kind" >/dev/null
+  build_out_of_tree "$SRC/sdk/templates/$kind" "$kind"
   "$PREFIX/bin/tessera-conformance" "$WORK/$kind/libtessera_${kind}_example.so" --gtest_brief=1
 done
+
+echo "== build the third-party constraint plugin acme_json out of tree"
+build_out_of_tree "$SRC/tests/sdk/third_party_json_schema" acme_json
+"$PREFIX/bin/tessera-conformance" "$WORK/acme_json/libtessera_constraint_acme_json.so" --gtest_brief=1
 
 echo "== build the draft template with pkg-config instead of CMake"
 mkdir -p "$WORK/pc"
@@ -56,3 +67,37 @@ echo "cpu backend:     $cpu"
 [[ $example == "$cpu" ]] || { echo "FAIL: the example backend's text differs from the CPU backend's"; exit 1; }
 [[ -n $cpu && $reference == "$cpu"* ]] || { echo "FAIL: not a prefix of the reference greedy text"; exit 1; }
 echo "OK: identical, and a prefix of the reference greedy text"
+
+echo "== generate under constraints with acme_json in place of the in-tree json_schema"
+cat > "$WORK/constraints.toml" <<TOML
+plugin_dir = "$WORK/acme_json"
+
+[model]
+path = "$MODEL"
+
+[constraints]
+plugins = ["acme_json", "regex"]
+TOML
+run_constrained() {
+  "$PREFIX/bin/tessera" run -c "$WORK/constraints.toml" -m "$MODEL" -p "$PROMPT" -n 200 --temp 0 "$@"
+}
+SCHEMA='{"type":"object","properties":{"name":{"type":"string","maxLength":12},"age":{"type":"integer"},
+  "pet":{"enum":["cat","dog","fish"]},"happy":{"type":"boolean"}},"required":["name","age","pet","happy"]}'
+json=$(run_constrained -j "$SCHEMA")
+echo "acme_json: $json"
+jq -e '(keys_unsorted == ["name", "age", "pet", "happy"])
+       and (.name | type == "string" and length <= 12)
+       and (.age | type == "number" and . == floor)
+       and (.pet | IN("cat", "dog", "fish"))
+       and (.happy | type == "boolean")' <<<"$json" >/dev/null \
+  || { echo "FAIL: the output does not satisfy the schema"; exit 1; }
+# acme_json refuses arrays, which the in-tree json_schema compiles: proof of who served it.
+if refusal=$(run_constrained -j '{"type":"array"}' 2>&1); then
+  echo "FAIL: an array schema compiled: acme_json did not serve json_schema"; exit 1
+fi
+[[ $refusal == *"type 'array'"* ]] || { echo "FAIL: acme_json's refusal not reported: $refusal"; exit 1; }
+# The second plugin of the list serves the kinds acme_json does not.
+text=$(run_constrained --regex 'The (cat|dog) [a-z]{3,8}\.')
+echo "regex:     $text"
+[[ $text =~ ^The\ (cat|dog)\ [a-z]{3,8}\.$ ]] || { echo "FAIL: the output does not match the regex"; exit 1; }
+echo "OK: acme_json served json_schema and its output satisfies the schema; regex came next"

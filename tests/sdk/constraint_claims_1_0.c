@@ -1,0 +1,18 @@
+/* A constraint plugin that claims ABI 1.0, a minor without constraint plugins (they came
+ * with 1.1): the core's loader and tessera-conformance must refuse it. Its table is never
+ * called; the refusal comes first. */
+#include "tessera/constraint.h"
+
+static const tsr_constraint_iface g_iface = {sizeof(tsr_constraint_iface), "choice"};
+
+static const tsr_plugin_desc g_desc = {
+    sizeof(tsr_plugin_desc), TSR_ABI_MAJOR, 0, TSR_PLUGIN_CONSTRAINT, "claims_1_0", "0.1.0", &g_iface,
+};
+
+TSR_EXPORT const tsr_plugin_desc* tsr_plugin_query(const tsr_host_api* host, uint32_t major,
+                                                   uint32_t minor) {
+  (void)host;
+  (void)major;
+  (void)minor;
+  return &g_desc;
+}
