@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <malloc.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <future>
@@ -387,7 +389,9 @@ void Engine::Impl::run_background() {
       });
       if (stopping) return;
     }
-    step();
+    // The last request just finished: hand the memory the burst freed back to the system,
+    // so that a server's resident size follows its load rather than its history.
+    if (!step()) malloc_trim(0);
   }
 }
 
