@@ -76,6 +76,12 @@ std::optional<Constraint> parse_constraint(const json& body) {
     if (!v->is_object() && !v->is_string()) throw bad_param("guided_json", "'guided_json' must be a JSON Schema (object or string)");
     set("guided_json", ConstraintSpec{"json_schema", v->is_string() ? v->get<std::string>() : v->dump()});
   }
+  if (const json* v = field(body, "constraint")) {  // any kind a loaded plugin serves
+    const json* kind = v->is_object() ? field(*v, "kind") : nullptr;
+    if (!kind || !kind->is_string()) throw bad_param("constraint", "'constraint' must be an object with a string 'kind'");
+    const json* text = field(*v, "text");
+    set("constraint", ConstraintSpec{kind->get<std::string>(), text ? string_param(*text, "constraint") : ""});
+  }
   if (const json* v = field(body, "guided_choice")) {
     if (!v->is_array() || v->empty()) throw bad_param("guided_choice", "'guided_choice' must be a non-empty array of strings");
     std::string alternatives;

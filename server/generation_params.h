@@ -2,7 +2,7 @@
 // (max_tokens, temperature, top_p, stop, n, seed, logprobs, penalties, logit_bias, stream)
 // plus llama.cpp/vLLM extensions (top_k, min_p, typical_p, repetition_penalty, ignore_eos),
 // and constrained output: response_format (json_object, json_schema), Tessera's `grammar`
-// (GBNF) and `regex`, and vLLM's guided_json / guided_regex / guided_grammar /
+// (GBNF), `regex` and `constraint` ({kind, text}: any kind a loaded plugin serves), and vLLM's guided_json / guided_regex / guided_grammar /
 // guided_choice. Parameters naming features the engine lacks (tools, ...) are refused
 // with a 400 that names them, never ignored.
 #pragma once

@@ -297,6 +297,10 @@ TEST_F(ServerTest, ConstrainedOutputs) {
   const json choice3 = completion({{"prompt", "Once"}, {"max_tokens", 50}, {"temperature", 1}, {"seed", 5},
                                    {"regex", "[0-9]{3}-[a-z]{2}"}})["choices"][0];
   EXPECT_TRUE(std::regex_match(choice3["text"].get<std::string>(), std::regex("[0-9]{3}-[a-z]{2}"))) << choice3;
+  const json choice4 = completion({{"prompt", "Once"}, {"max_tokens", 50}, {"temperature", 0},
+                                   {"constraint", {{"kind", "gbnf"}, {"text", "root ::= [a-c]{4}"}}}})["choices"][0];
+  EXPECT_TRUE(std::regex_match(choice4["text"].get<std::string>(), std::regex("[a-c]{4}"))) << choice4;
+  expect_error(post("/v1/completions", {{"prompt", "x"}, {"constraint", {{"kind", "xml"}, {"text", "<a/>"}}}}), 400);
 }
 
 TEST_F(ServerTest, NotFoundAndTooLarge) {

@@ -138,6 +138,12 @@ tsr::RequestParams request_from(tsr_engine& e, const tsr_request_params& p) {
   const double timeout = TSR_FIELD(&p, tsr_request_params, timeout_ms, 0.0);
   if (timeout > 0) r.timeout_ms = timeout;
   if (const char* salt = TSR_FIELD(&p, tsr_request_params, cache_salt, nullptr)) r.cache_salt = salt;
+  if (const char* kind = TSR_FIELD(&p, tsr_request_params, constraint_kind, nullptr)) {
+    const char* text = TSR_FIELD(&p, tsr_request_params, constraint_text, nullptr);
+    const size_t len = TSR_FIELD(&p, tsr_request_params, constraint_text_len, 0);
+    require(text != nullptr || len == 0, "tsr_request_params: constraint_text is NULL");
+    r.constraint = tsr::ConstraintSpec{kind, std::string(text ? text : "", len)};
+  }
   return r;
 }
 

@@ -117,6 +117,29 @@ int main(void) {
     return fail("engine stats", NULL);
   }
 
+  /* Structured output (ABI 1.1): the text is in the regex's language. */
+  req.callback = on_output;
+  req.user_data = &out;
+  memset(&out, 0, sizeof out);
+  req.max_tokens = 16;
+  req.ignore_eos = 0;
+  req.constraint_kind = "regex";
+  req.constraint_text = "(yes|no)!";
+  req.constraint_text_len = strlen(req.constraint_text);
+  if (tsr_engine_generate(engine, &req, NULL, &error) != TSR_STATUS_OK) return fail("constrained generate", error);
+  out.text[out.len] = 0;
+  if (strcmp(out.text, "yes!") != 0 && strcmp(out.text, "no!") != 0) {
+    fprintf(stderr, "got '%s'\n", out.text);
+    return fail("constrained text", NULL);
+  }
+  req.constraint_kind = "xml";
+  if (tsr_engine_generate(engine, &req, NULL, &error) != TSR_STATUS_INVALID_ARGUMENT) {
+    return fail("unknown constraint kind accepted", error);
+  }
+  tsr_error_free(error);
+  error = NULL;
+  req.constraint_kind = NULL;
+
   /* Bad input returns an error, never aborts. */
   req.prompt = NULL;
   if (tsr_engine_generate(engine, &req, NULL, &error) != TSR_STATUS_INVALID_ARGUMENT) {

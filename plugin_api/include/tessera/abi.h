@@ -108,7 +108,12 @@ typedef enum tsr_dtype {
    * plugin's, a tensor's strides[0] is its row size in bytes. */
   TSR_DTYPE_INT4_G128 = 18, /* groups of 128: f16 scale, u8 zero point, pad, 64 bytes of nibbles */
   TSR_DTYPE_FP8_E4M3 = 19,  /* per row: f32 scale, then one E4M3 byte per element */
-  TSR_DTYPE_COUNT_ = 20
+  TSR_DTYPE_COUNT_ = 20,
+  /* 1.1: the format of a quant plugin that has no dtype of its own above (a third-party
+   * scheme): only the kernels of the plugin that produced the weights read it, and no
+   * backend supports it. It lies outside [0, TSR_DTYPE_COUNT_) on purpose, so a backend
+   * that checks dtypes refuses such a tensor as unknown. */
+  TSR_DTYPE_PLUGIN = 64
 } tsr_dtype;
 
 /* Describes a strided tensor in a backend's memory. Shape is outermost-first

@@ -130,8 +130,15 @@ typedef struct tsr_request_params {
   const char* cache_salt;       /* prefix-cache isolation key; can be NULL */
   tsr_output_callback callback; /* can be NULL: outputs are then collected for polling */
   void* user_data;
+  /* 1.1: structured output. constraint_kind names a kind a loaded constraint plugin
+   * compiles ("json_schema", "json_object", "regex", "gbnf", or a third-party plugin's);
+   * NULL = unconstrained. A constraint that does not compile fails the request with the
+   * plugin's reason; a kind no plugin serves fails tsr_engine_submit. */
+  const char* constraint_kind;
+  const char* constraint_text;  /* constraint_text_len bytes; can be NULL for json_object */
+  size_t constraint_text_len;
 } tsr_request_params;
-TSR_ABI_PIN_SIZE(tsr_request_params, 184);
+TSR_ABI_PIN_SIZE(tsr_request_params, 208);
 
 tsr_request_params tsr_request_default_params(void);
 
