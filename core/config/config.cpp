@@ -30,7 +30,6 @@ namespace {
 namespace fs = std::filesystem;
 using Choices = std::span<const std::string_view>;
 
-constexpr std::string_view kQuantSchemes[] = {"auto", "q8_0", "q4_0", "int4_g128", "fp8_e4m3"};
 constexpr std::string_view kPolicies[] = {"fcfs", "priority"};
 constexpr std::string_view kSpecMethods[] = {"none", "ngram", "draft_model", "eagle"};
 constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
@@ -174,6 +173,15 @@ class Field {
 
   std::string one_of(Choices choices) const { return checked_choice(str(), choices); }
 
+  // A plugin name ([a-z0-9_]+, as in libtessera_<kind>_<name>.so); whether that plugin
+  // exists is the engine's question, at start.
+  std::string plugin_name() const {
+    std::string v = nonempty_str();
+    if (v.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
+      fail("'" + v + "' is not a plugin name (lower-case letters, digits and '_')");
+    return v;
+  }
+
   // Plugin names ([a-z0-9_]+, as in libtessera_<kind>_<name>.so), each at most once.
   std::vector<std::string> plugin_names() const {
     const toml::array* arr = node_.as_array();
@@ -181,9 +189,7 @@ class Field {
     std::vector<std::string> out;
     for (size_t i = 0; i < arr->size(); ++i) {
       const Field item((*arr)[i], fmt::format("{}[{}]", key_, i), ctx_);
-      std::string v = item.nonempty_str();
-      if (v.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
-        item.fail("'" + v + "' is not a plugin name (lower-case letters, digits and '_')");
+      std::string v = item.plugin_name();
       if (std::find(out.begin(), out.end(), v) != out.end())
         item.fail("'" + v + "' is listed twice");
       out.push_back(std::move(v));
@@ -260,7 +266,7 @@ constexpr KeySpec kKeys[] = {
      [](const Field& f, Config& c) { c.backend.device = f.int_in<int32_t>(0); }},
 
     {"quant", "scheme",
-     [](const Field& f, Config& c) { c.quant.scheme = f.one_of(kQuantSchemes); }},
+     [](const Field& f, Config& c) { c.quant.scheme = f.plugin_name(); }},
 
     {"cache", "block_size",
      [](const Field& f, Config& c) { c.cache.block_size = f.power_of_two_in(1, 1024); }},

@@ -6,6 +6,7 @@
 #include <boost/dll/shared_library.hpp>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -231,11 +232,31 @@ std::shared_ptr<Plugin> Plugin::find(tsr_plugin_kind kind, std::string_view name
     if (fs::is_regular_file(candidate, ec)) return load(candidate, kind, name);
     searched += (searched.empty() ? "" : ", ") + dir.string();
   }
+  std::string available;
+  for (const std::string& n : Plugin::available(kind, dirs)) available += (available.empty() ? "" : ", ") + n;
   throw Error(std::string(plugin_kind_name(kind)) + " plugin '" + std::string(name) +
                   "' not found: no " + file_name + " in " +
                   (searched.empty() ? std::string("(no directories)") : searched) +
+                  (available.empty() ? std::string() : "; available: " + available) +
                   " (set plugin_dir in the config or TESSERA_PLUGIN_PATH)",
               TSR_STATUS_NOT_FOUND);
+}
+
+std::vector<std::string> Plugin::available(tsr_plugin_kind kind, const std::vector<fs::path>& dirs) {
+  const std::string prefix = "libtessera_" + std::string(plugin_kind_name(kind)) + "_";
+  std::vector<std::string> names;
+  for (const fs::path& dir : dirs) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      const std::string file = entry.path().filename().string();
+      if (file.starts_with(prefix) && file.ends_with(".so")) {
+        names.push_back(file.substr(prefix.size(), file.size() - prefix.size() - 3));
+      }
+    }
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
 }
 
 }  // namespace tsr

@@ -33,7 +33,11 @@ class Plugin {
   // Throws tsr::Error (status TSR_STATUS_ABI_MISMATCH for ABI problems).
   static std::shared_ptr<Plugin> load(const std::filesystem::path& file, tsr_plugin_kind kind,
                                       std::string_view name);
-  // Searches `dirs` in order for the plugin's file, then loads it.
+  // Names of the plugins of `kind` whose files are in `dirs` (sorted, for messages).
+  static std::vector<std::string> available(tsr_plugin_kind kind,
+                                            const std::vector<std::filesystem::path>& dirs);
+  // Searches `dirs` in order for the plugin's file, then loads it; a missing plugin's error
+  // lists the ones that are there.
   static std::shared_ptr<Plugin> find(tsr_plugin_kind kind, std::string_view name,
                                       const std::vector<std::filesystem::path>& dirs);
   ~Plugin();

@@ -16,6 +16,7 @@ const char* dtype_name(tsr_dtype dtype) {
     case TSR_DTYPE_Q4_0: return "q4_0";
     case TSR_DTYPE_INT4_G128: return "int4_g128";
     case TSR_DTYPE_FP8_E4M3: return "fp8_e4m3";
+    case TSR_DTYPE_PLUGIN: return "plugin";
     default: return "unknown";
   }
 }

@@ -13,6 +13,7 @@
 #include "tessera/backend.h"
 #include "tessera/constraint.h"
 #include "tessera/draft.h"
+#include "tessera/quant.h"
 
 struct tsr_error {
   tsr_status status;
@@ -111,6 +112,16 @@ const char* missing_entry(const tsr_constraint_iface& t) {
   return nullptr;
 }
 
+const char* missing_entry(const tsr_quant_iface& t) {
+  if (t.scheme == nullptr) return "scheme";
+  if (t.row_bytes == nullptr) return "row_bytes";
+  if (t.quantize == nullptr) return "quantize";
+  if (t.dequantize == nullptr) return "dequantize";
+  if (t.dot == nullptr) return "dot";
+  if (t.kernels == nullptr) return "kernels";
+  return nullptr;
+}
+
 // Tables may be larger (a newer minor of the same major is refused earlier, so larger
 // means padding we ignore) but never smaller than ABI 1.0's.
 template <class Table>
@@ -142,10 +153,14 @@ void validate(const std::string& path, const tsr_plugin_desc& d) {
   // The table sizes ABI 1.0 pinned: they stay the minimum when later minors append.
   if (d.kind == TSR_PLUGIN_BACKEND) validate_table<tsr_backend_iface>(path, d.iface, 240);
   if (d.kind == TSR_PLUGIN_DRAFT) validate_table<tsr_draft_iface>(path, d.iface, 64);
-  // Constraint plugins arrived in 1.1: their table's first size is 1.1's.
+  // Constraint and quant plugins arrived in 1.1: their tables' first sizes are 1.1's.
   if (d.kind == TSR_PLUGIN_CONSTRAINT) {
     if (d.abi_minor < 1) refuse(path, "constraint plugins need ABI 1.1 or newer; it was built for " + built);
     validate_table<tsr_constraint_iface>(path, d.iface, 120);
+  }
+  if (d.kind == TSR_PLUGIN_QUANT) {
+    if (d.abi_minor < 1) refuse(path, "quant plugins need ABI 1.1 or newer; it was built for " + built);
+    validate_table<tsr_quant_iface>(path, d.iface, 64);
   }
 }
 

@@ -1,9 +1,9 @@
 // tessera-conformance PLUGIN.so [--reference BACKEND.so] [gtest flags]
 //
 // Loads the plugin as the host would, then runs the checks for its kind: Abi.* for every
-// plugin, Backend*.*, Draft*.* or Constraint*.*. Exit status 0 when every check passes; a
-// plugin the loader refuses exits 1 with the reason (e.g. a newer ABI minor, naming both
-// versions).
+// plugin, Backend*.*, Draft*.*, Constraint*.* or Quant*.*. Exit status 0 when every check
+// passes; a plugin the loader refuses exits 1 with the reason (e.g. a newer ABI minor,
+// naming both versions).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -31,6 +31,7 @@ void select_suites(tsr_plugin_kind kind) {
   filter = kind == TSR_PLUGIN_BACKEND      ? "Abi*:Backend*"
            : kind == TSR_PLUGIN_DRAFT      ? "Abi*:Draft*"
            : kind == TSR_PLUGIN_CONSTRAINT ? "Abi*:Constraint*"
+           : kind == TSR_PLUGIN_QUANT      ? "Abi*:Quant*"
                                            : "Abi*";
 }
 

@@ -1,9 +1,11 @@
 // Plugins built against the previous ABI minor's headers (plugin_api/compat/1.0) load
 // into today's host through the core's loader and work; a plugin built for a newer
-// minor than the host is refused with a message naming both versions.
+// minor than the host is refused with a message naming both versions; so are constraint
+// and quant plugins claiming 1.0, before their kinds existed.
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 #include "core/plugin_host/backend.h"
@@ -44,12 +46,16 @@ TEST(Compat, NewerMinorIsRefusedNamingBothVersions) {
   }
 }
 
-TEST(Compat, ConstraintPluginClaiming1_0IsRefused) {
-  try {
-    Plugin::load(CLAIMS_1_0_DIR "/libtessera_constraint_claims_1_0.so", TSR_PLUGIN_CONSTRAINT, "claims_1_0");
-    FAIL() << "a constraint plugin claiming ABI 1.0 was loaded";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("need ABI 1.1"), std::string::npos) << e.what();
+TEST(Compat, ConstraintAndQuantPluginsClaiming1_0AreRefused) {
+  for (const auto& [kind, name] :
+       {std::pair{TSR_PLUGIN_CONSTRAINT, "constraint"}, std::pair{TSR_PLUGIN_QUANT, "quant"}}) {
+    try {
+      Plugin::load(std::string(CLAIMS_1_0_DIR "/libtessera_") + name + "_claims_1_0.so", kind, "claims_1_0");
+      ADD_FAILURE() << "a " << name << " plugin claiming ABI 1.0 was loaded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string(name) + " plugins need ABI 1.1"), std::string::npos)
+          << e.what();
+    }
   }
 }
 

@@ -5,7 +5,8 @@
 # pkg-config), and run the installed conformance kit on them. Then, through config files:
 # generate text with the example backend and check it equals the CPU backend's (the
 # stories260K greedy reference); and generate under a JSON Schema with acme_json in place
-# of the in-tree json_schema plugin, checking the output against the schema with jq.
+# of the in-tree json_schema plugin, checking the output against the schema with jq; and
+# generate with the quant template's scheme, whose weights only its own kernels read.
 # usage: out_of_tree.sh BUILD_DIR SOURCE_DIR SHARED_DIR
 set -euo pipefail
 BUILD=$1 SRC=$2 SHARED=$3
@@ -22,7 +23,7 @@ build_out_of_tree() {
   cmake --build "$WORK/$2" >/dev/null
 }
 
-for kind in backend draft constraint; do
+for kind in backend draft constraint quant; do
   echo "== build sdk/templates/$kind out of tree"
   build_out_of_tree "$SRC/sdk/templates/$kind" "$kind"
   "$PREFIX/bin/tessera-conformance" "$WORK/$kind/libtessera_${kind}_example.so" --gtest_brief=1
@@ -101,3 +102,27 @@ text=$(run_constrained --regex 'The (cat|dog) [a-z]{3,8}\.')
 echo "regex:     $text"
 [[ $text =~ ^The\ (cat|dog)\ [a-z]{3,8}\.$ ]] || { echo "FAIL: the output does not match the regex"; exit 1; }
 echo "OK: acme_json served json_schema and its output satisfies the schema; regex came next"
+
+echo "== generate with the quant template's scheme 'example' loaded through a config file"
+cat > "$WORK/quant.toml" <<TOML
+plugin_dir = "$WORK/quant"
+
+[model]
+path = "$MODEL"
+
+[quant]
+scheme = "example"
+
+[log]
+level = "info"
+TOML
+quant=$("$PREFIX/bin/tessera" run -c "$WORK/quant.toml" -m "$MODEL" -p "$PROMPT" -n 20 --temp 0 2>"$WORK/quant.log") \
+  || { cat "$WORK/quant.log"; echo "FAIL: generation failed"; exit 1; }
+echo "example scheme: $quant"
+# The load log proves the template's scheme converted the weights (so its kernels ran
+# them: no backend reads TSR_DTYPE_PLUGIN).
+grep -q "quant example: converted [1-9]" "$WORK/quant.log" \
+  || { cat "$WORK/quant.log"; echo "FAIL: the example scheme converted no weights"; exit 1; }
+# 8-bit weights change the logits a little, not the story: the text starts as the f32 one.
+[[ ${quant:0:12} == "${cpu:0:12}" ]] || { echo "FAIL: the example scheme's text diverged at once"; exit 1; }
+echo "OK: the template's scheme quantized the model and generated with its own kernels"
