@@ -25,13 +25,16 @@ using Json = nlohmann::ordered_json;
 // Whitespace as llama.cpp's json-schema-to-grammar allows it: one space, or a newline and
 // an indent. Any JSON layout a serializer writes (compact, Python's, pretty-printed up to
 // 20 columns of indent) fits; a model cannot pad the output with runs of blank lines.
+// Exponents stop at 308, the double range (Python's repr never writes more), so that
+// parsers of the output do not overflow on "1e44021685".
 const char* const kBaseRules = R"(
 ws ::= ( " " | "\n" [ \t]{0,20} )?
 json-char ::= ( [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )
 string-tail ::= json-char* "\""
 string ::= "\"" string-tail
 integer ::= "-"? ( "0" | [1-9] [0-9]* )
-number ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
+number ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? exponent )?
+exponent ::= "0"* ( [0-9] [0-9]? | [1-2] [0-9] [0-9] | "30" [0-8] )
 boolean ::= "true" | "false"
 null ::= "null"
 value ::= object | array | string | number | boolean | null
