@@ -11,6 +11,8 @@ namespace tsr::constraints {
 namespace {
 
 constexpr int kUnbounded = -1;
+// Repetitions shorter than this gain nothing from sharing masks between positions.
+constexpr uint32_t kMinChainBlocks = 16;
 
 // The parsed form of a rule body, built into NFA fragments afterwards (repetitions need
 // several copies of their operand).
@@ -290,7 +292,7 @@ class GbnfParser {
     for (auto& [name, body] : rules) has_root |= name == root_rule;
     if (!has_root) throw CompileError("GBNF grammar has no '" + std::string(root_rule) + "' rule");
     g_.set_root(g_.rule_id(root_rule));
-    g_.validate();
+    g_.finish();
     return std::move(g_);
   }
 
@@ -326,14 +328,13 @@ class GbnfParser {
     const Node& item = node.children[0];
     uint32_t cur = g_.add_state();
     g_.add_epsilon(from, cur);
+    RepeatChain chain{cur, static_cast<uint32_t>(g_.n_states()), 0, 0, node.min, node.max};
     for (int i = 0; i < node.min; ++i) {
       uint32_t next = g_.add_state();
       emit(item, cur, next);
       cur = next;
     }
-    if (node.max == kUnbounded) {
-      emit(item, cur, cur);
-    } else {
+    if (node.max != kUnbounded) {
       for (int i = node.min; i < node.max; ++i) {
         uint32_t next = g_.add_state();
         emit(item, cur, next);
@@ -341,6 +342,12 @@ class GbnfParser {
         cur = next;
       }
     }
+    chain.blocks = static_cast<uint32_t>(node.max == kUnbounded ? node.min : node.max);
+    if (chain.blocks > kMinChainBlocks) {
+      chain.block_size = static_cast<uint32_t>(g_.n_states() - chain.first) / chain.blocks;
+      g_.add_repeat_chain(chain);
+    }
+    if (node.max == kUnbounded) emit(item, cur, cur);
     g_.add_epsilon(cur, to);
   }
 

@@ -1,5 +1,7 @@
 #include "constraints/grammar.h"
 
+#include <algorithm>
+
 #include "constraints/errors.h"
 
 namespace tsr::constraints {
@@ -144,6 +146,62 @@ void Grammar::validate() const {
       }
     }
   }
+}
+
+}  // namespace tsr::constraints
+
+namespace tsr::constraints {
+
+void Grammar::add_repeat_chain(const RepeatChain& chain) {
+  chains_.push_back(chain);
+  chain_of_.resize(states_.size(), 0);
+  const uint32_t end = chain.first + chain.block_size * chain.blocks;
+  for (uint32_t q = chain.first; q < end; ++q) {
+    if (chain_of_[q] == 0) chain_of_[q] = static_cast<uint32_t>(chains_.size());  // inner chains came first
+  }
+}
+
+void Grammar::finish() {
+  validate();
+  const std::vector<bool> nullable = nullable_rules();
+  for (RepeatChain& c : chains_) {
+    if (item_nullable(c, nullable)) c.blocks = 0;
+  }
+}
+
+// Whether the first item can match the empty string (then counts say nothing of bytes).
+bool Grammar::item_nullable(const RepeatChain& chain, const std::vector<bool>& nullable) const {
+  std::vector<uint32_t> work{chain.entry};
+  std::vector<bool> seen(states_.size(), false);
+  while (!work.empty()) {
+    uint32_t q = work.back();
+    work.pop_back();
+    if (q == chain.first) return true;
+    if (seen[q]) continue;
+    seen[q] = true;
+    for (const Edge& e : states_[q].edges) {
+      if (e.kind == EdgeKind::epsilon || (e.kind == EdgeKind::call && nullable[e.rule])) work.push_back(e.target);
+    }
+  }
+  return false;
+}
+
+Grammar::Equivalent Grammar::horizon_equivalent(uint32_t q, size_t horizon) const {
+  if (q >= chain_of_.size() || chain_of_[q] == 0) return {q, horizon};
+  const RepeatChain& c = chains_[chain_of_[q] - 1];
+  if (c.blocks == 0) return {q, horizon};
+  const uint32_t block = (q - c.first) / c.block_size, offset = (q - c.first) % c.block_size;
+  // Blocks agree on tokens of h bytes when the items they still need and allow agree
+  // up to h + 2.
+  const int64_t cap = static_cast<int64_t>(horizon) + 2;
+  const int64_t need = std::max<int64_t>(c.min - static_cast<int64_t>(block), 0);
+  const int64_t room = c.max < 0 ? cap : c.max - static_cast<int64_t>(block);
+  // Before the minimum, block 0 (needing the most); after it, the first block past it
+  // (allowing the most).
+  const int64_t same = need > 0 ? 0 : c.min;
+  const int64_t limit = std::min<int64_t>(need > 0 ? need - 2 : room - 2, static_cast<int64_t>(horizon));
+  if (same == block || limit < 1) return {q, horizon};
+  return {c.first + static_cast<uint32_t>(same) * c.block_size + offset, static_cast<size_t>(limit)};
 }
 
 }  // namespace tsr::constraints

@@ -29,6 +29,14 @@ struct NfaState {
   bool has_byte_edge = false;
 };
 
+// A repetition X{min,max} (max < 0: unbounded) laid out as `blocks` equal runs of
+// states from `first`: block i is the state after i+1 items, then the states inside the
+// copy of X for item i+1. `entry` is the state before the first item.
+struct RepeatChain {
+  uint32_t entry = 0, first = 0, block_size = 0, blocks = 0;
+  int min = 0, max = 0;
+};
+
 struct Rule {
   std::string name;
   uint32_t start = 0;
@@ -53,10 +61,22 @@ class Grammar {
   // Makes `start` the rule's entry; `accept` becomes an accepting state.
   void define_rule(uint32_t rule, uint32_t start, uint32_t accept);
   void set_root(uint32_t rule) { root_ = rule; }
+  void add_repeat_chain(const RepeatChain& chain);
 
   // Throws CompileError for undefined rules and left recursion (which a top-down
-  // recognizer cannot run).
-  void validate() const;
+  // recognizer cannot run); then drops repeat chains whose items can match nothing.
+  void finish();
+
+  // A state that accepts exactly what `q` accepts within the next `horizon` bytes at
+  // least (shorter when q is near the ends of its repetition): q's counterpart in the
+  // block of its repetition far from both ends, compared by the items still needed and
+  // allowed (items take a byte at least). Positions in long repetitions (a string's
+  // maxLength) thus share most of their token masks.
+  struct Equivalent {
+    uint32_t state;
+    size_t horizon;
+  };
+  Equivalent horizon_equivalent(uint32_t q, size_t horizon) const;
 
   const NfaState& state(uint32_t id) const { return states_[id]; }
   const Rule& rule(uint32_t id) const { return rules_[id]; }
@@ -65,12 +85,16 @@ class Grammar {
   size_t n_rules() const { return rules_.size(); }
 
  private:
+  void validate() const;
   std::vector<bool> nullable_rules() const;
+  bool item_nullable(const RepeatChain& chain, const std::vector<bool>& nullable) const;
   std::vector<std::vector<uint32_t>> left_calls(const std::vector<bool>& nullable) const;
 
   std::vector<NfaState> states_;
   std::vector<Rule> rules_;
   std::unordered_map<std::string, uint32_t> rule_ids_;
+  std::vector<RepeatChain> chains_;
+  std::vector<uint32_t> chain_of_;  // per state: 1 + its innermost chain, 0 for none
   uint32_t root_ = 0;
 };
 

@@ -38,28 +38,24 @@ std::string same_length(const std::string& lo, const std::string& hi) {
   return "( " + out + " )";
 }
 
-uint64_t pow10(size_t n) {
-  uint64_t p = 1;
-  while (n--) p *= 10;
-  return p;
-}
+}  // namespace
 
-// Magnitudes in [a, b]; b absent: unbounded.
-std::string magnitudes(uint64_t a, std::optional<uint64_t> b) {
-  std::string sa = std::to_string(a);
+std::string magnitude_range_gbnf(const std::string& lo, const std::optional<std::string>& hi) {
   std::vector<std::string> alts;
-  size_t last = b ? std::to_string(*b).size() : sa.size();
-  for (size_t len = sa.size(); len <= last; ++len) {
-    uint64_t lo = std::max(a, len == 1 ? 0 : pow10(len - 1));
-    uint64_t hi = len >= 20 ? UINT64_MAX : pow10(len) - 1;
-    if (b) hi = std::min(hi, *b);
-    if (lo <= hi) alts.push_back(same_length(std::to_string(lo), std::to_string(hi)));
+  size_t last = hi ? hi->size() : lo.size();
+  for (size_t len = lo.size(); len <= last; ++len) {
+    std::string first = lo;
+    if (len > lo.size()) first.assign(len, '0').front() = '1';
+    std::string end = hi && len == hi->size() ? *hi : std::string(len, '9');
+    if (first <= end) alts.push_back(same_length(first, end));
   }
-  if (!b) alts.push_back("[1-9] [0-9]{" + std::to_string(sa.size()) + ",}");
+  if (!hi) alts.push_back("[1-9] [0-9]{" + std::to_string(lo.size()) + ",}");
   std::string out;
   for (const std::string& alt : alts) out += (out.empty() ? "" : " | ") + alt;
-  return "( " + out + " )";
+  return out.empty() ? "[]" : "( " + out + " )";
 }
+
+namespace {
 
 uint64_t magnitude_of(int64_t v) { return v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v); }
 
@@ -72,15 +68,15 @@ std::string integer_range_gbnf(std::optional<int64_t> lo, std::optional<int64_t>
   std::vector<std::string> alts;
   if (!hi || *hi >= 0) {
     uint64_t a = lo && *lo > 0 ? static_cast<uint64_t>(*lo) : 0;
-    std::optional<uint64_t> b;
-    if (hi) b = static_cast<uint64_t>(*hi);
-    alts.push_back(magnitudes(a, b));
+    std::optional<std::string> b;
+    if (hi) b = std::to_string(*hi);
+    alts.push_back(magnitude_range_gbnf(std::to_string(a), b));
   }
   if (!lo || *lo < 0) {
     uint64_t a = hi && *hi < 0 ? magnitude_of(*hi) : 1;
-    std::optional<uint64_t> b;
-    if (lo) b = magnitude_of(*lo);
-    alts.push_back("\"-\" " + magnitudes(a, b));
+    std::optional<std::string> b;
+    if (lo) b = std::to_string(magnitude_of(*lo));
+    alts.push_back("\"-\" " + magnitude_range_gbnf(std::to_string(a), b));
   }
   std::string out;
   for (const std::string& alt : alts) out += (out.empty() ? "" : " | ") + alt;

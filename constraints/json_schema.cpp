@@ -13,9 +13,11 @@
 #include "constraints/json_chars.h"
 #include "constraints/json_formats.h"
 #include "constraints/json_literal.h"
+#include "constraints/number_range.h"
 #include "constraints/regex.h"
 #include "constraints/schema_disjoint.h"
 #include "constraints/schema_merge.h"
+#include "constraints/schema_validate.h"
 
 namespace tsr::constraints {
 namespace {
@@ -65,7 +67,7 @@ std::string pointer_escape(const std::string& key) {
 
 class SchemaCompiler {
  public:
-  explicit SchemaCompiler(const Json& root) : root_(root) {}
+  explicit SchemaCompiler(const Json& root) : root_(root), validator_(root) {}
 
   std::string compile() {
     std::string root_expr;
@@ -106,6 +108,7 @@ class SchemaCompiler {
       unsupported("schema 'false'", path);
     }
     if (!s.is_object()) unsupported("schema that is not an object", path);
+    if (std::optional<Json> values = candidate_values(s, path)) return visit_values(s, *values, path);
     for (const auto& [key, v] : s.items()) {
       if (kUnsupported.count(key)) unsupported("keyword '" + key + "'", path);
       if (key == "uniqueItems" && v == Json(true)) unsupported("keyword 'uniqueItems'", path);
@@ -113,8 +116,6 @@ class SchemaCompiler {
     if (s.contains("$ref")) return visit_ref(s, path);
     if (s.contains("allOf")) return visit_all_of(s, path);
     if (s.contains("anyOf") || s.contains("oneOf")) return visit_any_of(s, path);
-    if (s.contains("const")) return gbnf_literal(python_json_dumps(s["const"]));
-    if (s.contains("enum")) return visit_enum(s, path);
     return visit_types(s, path);
   }
 
@@ -271,23 +272,26 @@ class SchemaCompiler {
     return types;
   }
 
-  static bool has_type(const Json& v, const std::string& t) {
-    if (t == "integer") return v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
-    if (t == "number") return v.is_number();
-    if (t == "string") return v.is_string();
-    if (t == "boolean") return v.is_boolean();
-    if (t == "null") return v.is_null();
-    if (t == "array") return v.is_array();
-    return v.is_object();
+  // The values a schema with const or enum (beside it or in an allOf member) may take,
+  // before the other keywords filter them; nothing for schemas without such a list.
+  std::optional<Json> candidate_values(const Json& s, const std::string& path) {
+    if (s.contains("const")) return Json::array({s["const"]});
+    if (s.contains("enum") && s["enum"].is_array()) return s["enum"];
+    if (!s.contains("allOf") || !s["allOf"].is_array()) return std::nullopt;
+    for (size_t i = 0; i < s["allOf"].size(); ++i) {
+      Json part = dereferenced(s["allOf"][i], path + "/allOf/" + std::to_string(i));
+      if (part.is_object() && (part.contains("const") || part.contains("enum"))) {
+        return candidate_values(part, path);
+      }
+    }
+    return std::nullopt;
   }
 
-  std::string visit_enum(const Json& s, const std::string& path) {
-    std::vector<std::string> types = types_of(s);
+  // Finitely many values: exactly those that satisfy the whole schema, as literals.
+  std::string visit_values(const Json& s, const Json& values, const std::string& path) {
     std::string out;
-    for (const Json& v : s["enum"]) {
-      bool typed = false;
-      for (const std::string& t : types) typed |= has_type(v, t);
-      if (typed) out += (out.empty() ? "" : " | ") + gbnf_literal(python_json_dumps(v));
+    for (const Json& v : values) {
+      if (validator_.valid(v, s, path)) out += (out.empty() ? "" : " | ") + gbnf_literal(python_json_dumps(v));
     }
     if (out.empty()) throw Unsatisfiable{path};
     return "( " + out + " )";
@@ -358,12 +362,29 @@ class SchemaCompiler {
   }
 
   std::string visit_number(const Json& s, const std::string& path) {
-    for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
-      if (s.contains(k) && s[k] != Json(false)) {
-        unsupported("keyword '" + std::string(k) + "' on a non-integer number", path);
-      }
+    std::optional<NumberBound> lo = number_bound(s, true, path), hi = number_bound(s, false, path);
+    if (!lo && !hi) return "number";
+    return new_rule(number_range_gbnf(lo, hi));
+  }
+
+  // The tighter of the inclusive and exclusive bound on one side (draft-4 boolean
+  // exclusive* or draft-6+ numbers).
+  static std::optional<NumberBound> number_bound(const Json& s, bool lower, const std::string& path) {
+    const std::string inclusive = lower ? "minimum" : "maximum";
+    const std::string exclusive = lower ? "exclusiveMinimum" : "exclusiveMaximum";
+    std::optional<NumberBound> out;
+    std::optional<double> at;
+    for (const std::string& k : {inclusive, exclusive}) {
+      if (!s.contains(k) || s[k].is_boolean()) continue;
+      if (!s[k].is_number()) unsupported("keyword '" + k + "' that is not a number", path);
+      const double v = s[k].get<double>();
+      const bool strict = k == exclusive || s.value(exclusive, Json(false)) == Json(true);
+      if (at && (lower ? v < *at : v > *at)) continue;
+      if (at && v == *at && !strict) continue;
+      out = NumberBound{s[k].dump(), strict};
+      at = v;
     }
-    return "number";
+    return out;
   }
 
   std::string visit_string(const Json& s, const std::string& path) {
@@ -560,6 +581,7 @@ class SchemaCompiler {
   }
 
   const Json& root_;
+  SchemaValidator validator_;
   std::vector<std::pair<std::string, std::string>> rules_;
   std::map<std::string, std::string> refs_;
   std::map<std::string, std::string> merged_;

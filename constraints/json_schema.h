@@ -6,13 +6,17 @@
 // enum, const, anyOf, oneOf (as anyOf), allOf (merged where the subschemas combine
 // exactly), $ref into the same document ($defs, definitions, any JSON pointer; recursion
 // allowed), pattern, format (date-time, date, time, email, uuid, uri, ipv4, hostname),
-// minLength / maxLength, integer minimum / maximum / exclusive bounds (exact digit-range
-// grammars), bound-free numbers.
+// minLength / maxLength, minimum / maximum / exclusive bounds on integers and numbers
+// (exact digit-range grammars; integer_range.h, number_range.h).
+// A schema with enum or const (beside other keywords, or in an allOf member) allows
+// finitely many values: exactly those a validator (schema_validate.h) accepts against
+// the whole schema, so every keyword the validator knows (not, if, patternProperties,
+// dependencies, multipleOf, ...) is exact there.
 //
-// Refused with a CompileError naming the keyword and its JSON pointer: patternProperties,
-// dependencies, dependentRequired/Schemas, propertyNames, min/maxProperties, contains,
-// if, not, multipleOf, unevaluated*, uniqueItems: true, bounds on non-integer numbers,
-// pattern combined with lengths or a format, external $refs.
+// Refused with a CompileError naming the keyword and its JSON pointer (outside such
+// finite schemas): patternProperties, dependencies, dependentRequired/Schemas,
+// propertyNames, min/maxProperties, contains, if, not, multipleOf, unevaluated*,
+// uniqueItems: true, pattern combined with lengths or a format, external $refs.
 // Keywords validators treat as annotations (title, description, examples, unknown
 // keywords, unknown formats) do not constrain output.
 //

@@ -109,6 +109,30 @@ TEST(JsonSchema, IntegerBoundsAreExact) {
   EXPECT_TRUE(matches(lower, "123456789012"));
 }
 
+TEST(JsonSchema, NumberBoundsAreExact) {
+  auto g = schema(R"({"type": "number", "minimum": -1.5, "exclusiveMaximum": 90})");
+  EXPECT_TRUE(matches(g, "-1.5"));
+  EXPECT_TRUE(matches(g, "89.999"));
+  EXPECT_TRUE(matches(g, "0"));
+  EXPECT_FALSE(matches(g, "-1.51"));
+  EXPECT_FALSE(matches(g, "90.0"));
+  auto draft4 = schema(R"({"type": "number", "minimum": 0, "exclusiveMinimum": true})");
+  EXPECT_FALSE(matches(draft4, "0.0"));
+  EXPECT_TRUE(matches(draft4, "1e-07"));
+}
+
+// enum and const values are kept exactly when they satisfy every other keyword.
+TEST(JsonSchema, FiniteValuesAreFilteredByTheWholeSchema) {
+  auto g = schema(R"({"allOf": [{"enum": [1, "ab", "abc", {"a": 1}]}, {"not": {"type": "integer"}},
+                                {"not": {"maxLength": 2}}]})");
+  EXPECT_TRUE(matches(g, R"("abc")"));
+  EXPECT_FALSE(matches(g, R"({"a": 1})"));  // maxLength holds for non-strings, so `not` fails
+  EXPECT_FALSE(matches(g, "1"));
+  EXPECT_FALSE(matches(g, R"("ab")"));
+  EXPECT_NE(compile_error(ConstraintKind::json_schema, R"({"enum": [1], "not": {"const": 1}})").find("no value satisfies"),
+            std::string::npos);
+}
+
 TEST(JsonSchema, ArraysItemsPrefixItemsAndCounts) {
   auto g = schema(R"({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3})");
   EXPECT_TRUE(matches(g, "[1]"));
@@ -163,7 +187,7 @@ TEST(JsonSchema, JsonObjectAcceptsAnyObject) {
 TEST(JsonSchema, UnsupportedFeaturesAreNamed) {
   EXPECT_EQ(compile_error(ConstraintKind::json_schema, R"({"properties": {"x": {"patternProperties": {}}}})"),
             "unsupported JSON Schema keyword 'patternProperties' at /properties/x");
-  EXPECT_NE(compile_error(ConstraintKind::json_schema, R"({"type": "number", "minimum": 0.5})").find("'minimum'"), std::string::npos);
+  EXPECT_NE(compile_error(ConstraintKind::json_schema, R"({"type": "number", "multipleOf": 0.5})").find("'multipleOf'"), std::string::npos);
   EXPECT_NE(compile_error(ConstraintKind::json_schema, R"({"$ref": "http://x/y"})").find("$ref 'http://x/y'"), std::string::npos);
   EXPECT_NE(compile_error(ConstraintKind::json_schema, R"({"allOf": [{"type": "string"}, {"type": "integer"}]})").find("'type'"), std::string::npos);
   EXPECT_NE(compile_error(ConstraintKind::json_schema, R"({"type": "array", "uniqueItems": true})").find("uniqueItems"), std::string::npos);

@@ -60,6 +60,14 @@ TokenTrie::TokenTrie(const Vocabulary& vocab) {
     }
     open.push_back(i);
   }
+  deepest.assign(depth.begin(), depth.end());
+  for (size_t i = byte.size(); i-- > 1;) {
+    for (uint32_t c = static_cast<uint32_t>(i) + 1; c < skip[i]; c = skip[c]) deepest[i] = std::max(deepest[i], deepest[c]);
+  }
+  tokens_up_to.assign(max_depth + 1, std::vector<uint32_t>(vocab.mask_words(), 0));
+  for (uint32_t id : order) {
+    for (size_t n = vocab.bytes[id].size(); n <= max_depth; ++n) tokens_up_to[n][id >> 5] |= 1u << (id & 31);
+  }
 }
 
 }  // namespace tsr::constraints

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "constraints/portion_cache.h"
 #include "tessera/constraint.h"
 
 namespace tsr::constraints {
@@ -35,7 +36,12 @@ struct TokenTrie {
   std::vector<uint32_t> skip;
   std::vector<uint32_t> tokens_begin;  // tokens ending at node i: ids[tokens_begin[i] ..
   std::vector<uint32_t> ids;           //   tokens_begin[i + 1])
+  std::vector<uint16_t> deepest;       // the largest depth in node i's subtree
   size_t max_depth = 0;
+  // tokens_up_to[n]: a mask of the normal tokens of at most n bytes.
+  std::vector<std::vector<uint32_t>> tokens_up_to;
+  // Recognizer results that hold for every grammar over this trie.
+  mutable SharedPortions shared_portions;
 };
 
 }  // namespace tsr::constraints
