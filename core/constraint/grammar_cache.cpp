@@ -39,8 +39,7 @@ const ConstraintPlugin& GrammarCache::plugin_for(const std::string& kind) const 
 void GrammarCache::check_kind(const std::string& kind) const { plugin_for(kind); }
 
 void GrammarCache::request(const ConstraintSpec& spec, Ready ready) {
-  const ConstraintPlugin& plugin = plugin_for(spec.kind);
-  (void)plugin;
+  check_kind(spec.kind);  // an unknown kind fails here, on the caller's thread
   std::string key = key_of(spec);
   std::unique_lock lock(mutex_);
   auto [it, inserted] = entries_.try_emplace(key);

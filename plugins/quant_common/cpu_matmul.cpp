@@ -26,7 +26,9 @@ void cpu_matmul_dequant(const MatmulArgs& a, DecodeRow decode) {
   const bool big = a.n * a.k * (a.m + 1) >= (int64_t(1) << 16);
 #pragma omp parallel num_threads(threads) if (big)
   {
-    std::vector<float> row(static_cast<size_t>(a.k));
+    // Each pool thread keeps its decode buffer across calls: no allocation per matmul.
+    thread_local std::vector<float> row;
+    row.resize(static_cast<size_t>(a.k));
 #pragma omp for schedule(static)
     for (int64_t j = 0; j < a.n; ++j) {
       decode(a.w + j * a.w_row_bytes, row.data(), a.k);
