@@ -26,9 +26,10 @@ void cpu_matmul_dequant(const MatmulArgs& a, DecodeRow decode) {
   const bool big = a.n * a.k * (a.m + 1) >= (int64_t(1) << 16);
 #pragma omp parallel num_threads(threads) if (big)
   {
-    // Each pool thread keeps its decode buffer across calls: no allocation per matmul.
-    thread_local std::vector<float> row;
-    row.resize(static_cast<size_t>(a.k));
+    // One buffer per thread and call, not thread_local: this code lives in a dlopen'ed
+    // plugin, and a thread_local object would outlive the library in the host's OpenMP
+    // pool threads (its destructor and TLS block point into unmapped code after dlclose).
+    std::vector<float> row(static_cast<size_t>(a.k));
 #pragma omp for schedule(static)
     for (int64_t j = 0; j < a.n; ++j) {
       decode(a.w + j * a.w_row_bytes, row.data(), a.k);
