@@ -110,8 +110,10 @@ inline __m512i load_pair_avx512(tsr_dtype dtype, const uint8_t* row, int64_t b, 
   return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-// VNNI path, two blocks per instruction: |x| as u8 times sign(x)·w as s8; lanes 0-7 sum
-// block b, lanes 8-15 block b+1; each half is scaled by its own dw·dx.
+// VNNI path, two blocks per instruction: |w| as u8 times sign(w)·x as s8; lanes 0-7 sum
+// block b, lanes 8-15 block b+1; each half is scaled by its own dw·dx. The sign goes onto
+// x, not w: a weight may be -128 (a valid Q8_0 value llama.cpp's quantizer never makes),
+// whose negation overflows, while our activations stay within ±127; |-128| is 128 as u8.
 __attribute__((target("avx2,f16c,fma,avx512vl,avx512vnni,avx512bw,avx512f,avx512dq")))
 void rows_vnni512(tsr_dtype dtype, const uint8_t* wrow, const QuantizedRows& xq, int64_t r0, int nr,
                   float* sums) {
@@ -123,11 +125,13 @@ void rows_vnni512(tsr_dtype dtype, const uint8_t* wrow, const QuantizedRows& xq,
   for (; b + 2 <= xq.blocks; b += 2) {
     float dw0, dw1;
     const __m512i w = load_pair_avx512(dtype, wrow, b, &dw0, &dw1);
+    const __m512i abs_w = _mm512_abs_epi8(w);
+    const __mmask64 negative_w = _mm512_movepi8_mask(w);
     const __m512 dw = _mm512_insertf32x8(_mm512_set1_ps(dw0), _mm256_set1_ps(dw1), 1);
     for (int r = 0; r < nr; ++r) {
       const __m512i x = _mm512_loadu_si512(xbase + (r * xq.blocks + b) * kQBlock);
-      const __m512i sw = _mm512_mask_sub_epi8(w, _mm512_movepi8_mask(x), _mm512_setzero_si512(), w);
-      const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(x), sw);
+      const __m512i sx = _mm512_mask_sub_epi8(x, negative_w, _mm512_setzero_si512(), x);
+      const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), abs_w, sx);
       const float* dx = dbase + r * xq.blocks + b;
       const __m512 scale = _mm512_mul_ps(dw, _mm512_insertf32x8(_mm512_set1_ps(dx[0]), _mm256_set1_ps(dx[1]), 1));
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[r]);
@@ -139,7 +143,7 @@ void rows_vnni512(tsr_dtype dtype, const uint8_t* wrow, const QuantizedRows& xq,
       float dw;
       const __m256i w = load_block_avx2(dtype, wrow, b, &dw);
       const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xbase + (r * xq.blocks + b) * kQBlock));
-      const __m256i dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(x, x), _mm256_sign_epi8(w, x));
+      const __m256i dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
       sums[r] += hsum(_mm256_cvtepi32_ps(dot)) * dw * dbase[r * xq.blocks + b];
     }
   }
