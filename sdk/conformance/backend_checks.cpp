@@ -18,6 +18,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "conformance.h"
@@ -120,6 +121,18 @@ void quantize_block(tsr_dtype d, const float* x, uint8_t* block, double* value) 
       block[2 + j % 16] = static_cast<uint8_t>(j < 16 ? q : (block[2 + j % 16] | q << 4));
       value[j] = f16_value(sh) * (q - 8);
     }
+  }
+}
+
+// Q8_0 allows -128, which llama.cpp's quantizer never writes but another may: every third
+// block gets one, so that a kernel negating weights (a sign trick) shows its overflow.
+void add_q8_minimum(Weights& w) {
+  for (size_t b = 0; b * 34 < w.bytes.size(); b += 3) {
+    const size_t j = b % 32;
+    uint16_t scale;
+    std::memcpy(&scale, &w.bytes[b * 34], 2);
+    w.bytes[b * 34 + 2 + j] = 0x80;
+    w.value[b * 32 + j] = f16_value(scale) * -128;
   }
 }
 
@@ -471,7 +484,8 @@ TEST_P(WeightOpTest, MatmulMatchesReference) {
     const int64_t pad = round % 2 == 0 ? 0 : 20;  // strides no multiple of 16 bytes
     SCOPED_TRACE("n=" + std::to_string(n) + " k=" + std::to_string(k) + " m=" + std::to_string(m));
     const std::vector<float> x = random_floats(static_cast<size_t>(n * k), rng);
-    const Weights w = encode(GetParam(), random_floats(static_cast<size_t>(m * k), rng));
+    Weights w = encode(GetParam(), random_floats(static_cast<size_t>(m * k), rng));
+    if (GetParam() == TSR_DTYPE_Q8_0) add_q8_minimum(w);
     std::vector<double> ref(static_cast<size_t>(n * m));
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t j = 0; j < m; ++j) {
@@ -568,6 +582,98 @@ TEST_F(BackendTest, AddMatchesReference) {
 TEST_F(BackendTest, SiluMulMatchesReference) {
   check_binary(rng, TSR_OP_SILU_MUL, [](double g, double u) { return g / (1 + std::exp(-g)) * u; });
 }
+
+// ---- graphs (ABI 1.2, optional: all four entries or none) ----
+
+bool has_graphs(const tsr_backend_iface& t) {
+#if TSR_ABI_MINOR >= 2
+  return TSR_STRUCT_HAS(&t, tsr_backend_iface, graph_destroy) && t.graph_begin != nullptr;
+#else
+  (void)t;
+  return false;
+#endif
+}
+
+#if TSR_ABI_MINOR >= 2
+// Records add then silu_mul: out = silu(a + b) * b.
+tsr_graph* record_add_silu(Device& d, const DevTensor& out, const DevTensor& a, const DevTensor& b) {
+  tsr_error* e = nullptr;
+  check(d.t.graph_begin(d.b, d.s, &e), &e, "graph_begin");
+  d.run(d.t.add, tsr_add_params{sizeof(tsr_add_params), out.get(), a.get(), b.get()}, "add");
+  d.run(d.t.silu_mul, tsr_silu_mul_params{sizeof(tsr_silu_mul_params), out.get(), out.get(), b.get()}, "silu_mul");
+  tsr_graph* g = nullptr;
+  check(d.t.graph_end(d.b, d.s, &g, &e), &e, "graph_end");
+  return g;
+}
+
+// Recording runs nothing; each launch computes from what the inputs hold at that time.
+TEST_F(BackendTest, GraphsReplayWithTheInputsOfTheirLaunch) {
+  Device& d = dut();
+  if (!has_graphs(d.t)) GTEST_SKIP() << "graphs are optional (ABI 1.2) and absent";
+  const int64_t n = 3, w = 100;
+  std::vector<float> a = random_floats(n * w, rng, -3, 3);
+  const std::vector<float> b = random_floats(n * w, rng, -2, 2);
+  const DevTensor da = upload(d, a, TSR_DTYPE_F32, {n, w}), db = upload(d, b, TSR_DTYPE_F32, {n, w});
+  const DevTensor out = make_tensor(d, TSR_DTYPE_F32, {n, w});
+  tsr_graph* g = record_add_silu(d, out, da, db);
+  ASSERT_NE(g, nullptr);
+  for (const float v : out.packed_rows()) ASSERT_TRUE(std::isnan(v)) << "recording ran an op";
+  for (int launch = 0; launch < 3; ++launch) {
+    a = random_floats(n * w, rng, -3, 3);
+    d.write(da.buf.get(), 0, a.data(), a.size() * sizeof(float));
+    tsr_error* e = nullptr;
+    check(d.t.graph_launch(d.b, d.s, g, &e), &e, "graph_launch");
+    std::vector<double> ref(a.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      const double x = double(a[i]) + b[i];
+      ref[i] = x / (1 + std::exp(-x)) * b[i];
+    }
+    EXPECT_LT(norm_err(out.packed_rows(), ref), kTol) << "launch " << launch;
+  }
+  d.t.graph_destroy(d.b, g);
+  d.t.graph_destroy(d.b, nullptr);  // ignored
+}
+
+// While recording only ops may be enqueued; a bad op fails the recording or the launch;
+// either way the recording ends and the stream runs eagerly again.
+TEST_F(BackendTest, GraphRecordingRefusesWhatItCannotReplay) {
+  Device& d = dut();
+  if (!has_graphs(d.t)) GTEST_SKIP() << "graphs are optional (ABI 1.2) and absent";
+  const std::vector<float> a(64, 1.0f), b(64, 2.0f);
+  const DevTensor da = upload(d, a, TSR_DTYPE_F32, {2, 32}), db = upload(d, b, TSR_DTYPE_F32, {2, 32});
+  const DevTensor wide = make_tensor(d, TSR_DTYPE_F32, {2, 64});
+  tsr_error* e = nullptr;
+  check(d.t.graph_begin(d.b, d.s, &e), &e, "graph_begin");
+  EXPECT_NE(d.t.graph_begin(d.b, d.s, &e), TSR_STATUS_OK) << "graph_begin while recording";
+  take_error(std::exchange(e, nullptr));
+  EXPECT_NE(d.t.buffer_write(d.b, d.s, da.buf.get(), 0, a.data(), 16, &e), TSR_STATUS_OK)
+      << "buffer_write while recording";
+  take_error(std::exchange(e, nullptr));
+  // A backend checks operands when it records or when it launches (backend.h).
+  const tsr_add_params bad{sizeof(tsr_add_params), wide.get(), da.get(), db.get()};
+  const tsr_status added = d.t.add(d.b, d.s, &bad, &e);
+  take_error(std::exchange(e, nullptr));
+  tsr_graph* g = nullptr;
+  const tsr_status ended = d.t.graph_end(d.b, d.s, &g, &e);
+  take_error(std::exchange(e, nullptr));
+  if (added != TSR_STATUS_OK) {
+    EXPECT_NE(ended, TSR_STATUS_OK) << "graph_end after a refused op";
+    EXPECT_EQ(g, nullptr);
+  } else {
+    ASSERT_EQ(ended, TSR_STATUS_OK) << "an op recorded without complaint";
+    EXPECT_NE(d.t.graph_launch(d.b, d.s, g, &e), TSR_STATUS_OK) << "launching a bad op";
+    take_error(std::exchange(e, nullptr));
+    d.t.graph_destroy(d.b, g);
+  }
+  EXPECT_NE(d.t.graph_end(d.b, d.s, &g, &e), TSR_STATUS_OK) << "graph_end without graph_begin";
+  take_error(std::exchange(e, nullptr));
+  const DevTensor out = make_tensor(d, TSR_DTYPE_F32, {2, 32});
+  d.run(d.t.add, tsr_add_params{sizeof(tsr_add_params), out.get(), da.get(), db.get()}, "add");
+  for (const float v : out.packed_rows()) EXPECT_EQ(v, 3.0f) << "the stream no longer runs eagerly";
+  EXPECT_NE(d.t.graph_begin(d.b, nullptr, &e), TSR_STATUS_OK) << "graph_begin on the NULL stream";
+  take_error(std::exchange(e, nullptr));
+}
+#endif
 
 TEST_F(BackendTest, RopeMatchesReference) {
   for (const tsr_rope_mode mode : {TSR_ROPE_NORMAL, TSR_ROPE_NEOX, TSR_ROPE_NORMAL, TSR_ROPE_NEOX}) {
