@@ -162,7 +162,9 @@ int bench_engine(const ServingFlags& f, const EngineBenchOptions& o) {
                           "mem_read_gb_s", "roofline_tok_s"}) {
     if (j.contains(key)) std::printf("%-16s %12.2f\n", key, j[key].get<double>());
   }
-  std::printf("tg128 / roofline: %.1f%%\n", 100 * j["tg128_tok_s"].get<double>() / j["roofline_tok_s"].get<double>());
+  if (j.contains("roofline_tok_s")) {
+    std::printf("tg128 / roofline: %.1f%%\n", 100 * j["tg128_tok_s"].get<double>() / j["roofline_tok_s"].get<double>());
+  }
   if (f.json) std::puts(j.dump().c_str());
   return 0;
 }

@@ -129,14 +129,18 @@ GgmlType tensor_type(const TensorPlan& t, GgmlType type) {
   return t.ne.size() == 2 && quant::row_fits(type, t.ne[0]) ? type : GgmlType::F32;
 }
 
-// Generates a chunk of rows at a time so that only the encoded tensor is held whole.
-std::vector<uint8_t> make_tensor(const TensorPlan& t, GgmlType type, Rng& rng) {
+// Generates chunks of rows in parallel, each from its own stream (so the values do not
+// depend on the thread count), and holds only the encoded tensor whole.
+std::vector<uint8_t> make_tensor(const TensorPlan& t, GgmlType type, uint64_t seed) {
   const int64_t row = t.ne[0], n = t.ne.size() == 2 ? row * t.ne[1] : row;
   std::vector<uint8_t> out(quant::byte_size(type, n));
   const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 20) / row) * row;
-  std::vector<float> x;
-  for (int64_t at = 0; at < n; at += chunk) {
-    x.resize(static_cast<size_t>(std::min(chunk, n - at)));
+  const int64_t chunks = (n + chunk - 1) / chunk;
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t c = 0; c < chunks; ++c) {
+    Rng rng(seed * 0x100000001b3ull + static_cast<uint64_t>(c));
+    const int64_t at = c * chunk;
+    std::vector<float> x(static_cast<size_t>(std::min(chunk, n - at)));
     for (float& v : x) v = t.ne.size() == 1 ? 1.0f : kWeightStd * rng.normal();
     const uint64_t offset = quant::byte_size(type, at);
     quant::quantize(type, x, std::span(out).subspan(offset, quant::byte_size(type, static_cast<int64_t>(x.size()))));
@@ -243,9 +247,8 @@ int synth(const SynthFlags& f) {
   Progress progress(params);
   for (size_t i = 0; i < plan.size(); ++i) {
     const TensorPlan& t = plan[i];
-    Rng rng(f.seed * 0x100000001b3ull + i);  // one stream per tensor: order-independent
     const GgmlType tt = tensor_type(t, *type);
-    w.add_tensor(t.name, tt, t.ne, make_tensor(t, tt, rng));
+    w.add_tensor(t.name, tt, t.ne, make_tensor(t, tt, f.seed * 0x100000001b3ull + i));
     progress.advance(t.ne.size() == 2 ? t.ne[0] * t.ne[1] : t.ne[0]);
   }
   w.write(f.out);

@@ -30,6 +30,7 @@ namespace {
 namespace fs = std::filesystem;
 using Choices = std::span<const std::string_view>;
 
+constexpr std::string_view kGraphModes[] = {"auto", "on", "off"};
 constexpr std::string_view kPolicies[] = {"fcfs", "priority"};
 constexpr std::string_view kSpecMethods[] = {"none", "ngram", "draft_model", "eagle"};
 constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
@@ -264,6 +265,7 @@ constexpr KeySpec kKeys[] = {
      [](const Field& f, Config& c) { c.backend.threads = f.int_in<int32_t>(0, 1024); }},
     {"backend", "device",
      [](const Field& f, Config& c) { c.backend.device = f.int_in<int32_t>(0); }},
+    {"backend", "graphs", [](const Field& f, Config& c) { c.backend.graphs = f.one_of(kGraphModes); }},
 
     {"quant", "scheme",
      [](const Field& f, Config& c) { c.quant.scheme = f.plugin_name(); }},

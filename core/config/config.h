@@ -20,6 +20,7 @@ struct BackendConfig {
   std::string plugin = "cpu";
   int32_t threads = 0;                    // 0: number of cores
   int32_t device = 0;
+  std::string graphs = "auto";            // auto (on for GPU devices) | on | off
 };
 
 struct QuantConfig {

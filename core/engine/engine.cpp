@@ -133,8 +133,24 @@ struct Engine::Impl {
   void propose_drafts();
   void deliver(std::vector<Request*>& touched);
   void publish_stats();
+  ForwardOptions forward_options(const Backend& backend, const KvCacheShape& shape,
+                                 int32_t n_ctx_train) const;
   void run_background();
 };
+
+// Decode graphs: on for GPU devices unless the config says otherwise. The recorded block
+// tables stay under 768 KiB (a GPU backend checks index operands from its host mirrors of
+// buffers up to 1 MiB while recording); sequences beyond their width run eagerly.
+ForwardOptions Engine::Impl::forward_options(const Backend& backend, const KvCacheShape& shape,
+                                             int32_t n_ctx_train) const {
+  ForwardOptions o;
+  const std::string& mode = config.backend.graphs;
+  o.graphs = mode == "on" || (mode == "auto" && backend.props().type == TSR_DEVICE_GPU);
+  o.graph_max_batch = config.scheduler.max_seqs;
+  const int32_t context_blocks = (n_ctx_train + shape.block_size - 1) / shape.block_size;
+  o.graph_max_blocks = std::min(context_blocks, std::max(1, (192 << 10) / o.graph_max_batch));
+  return o;
+}
 
 void Engine::Impl::load() {
   if (config.model.path.empty()) {
@@ -156,7 +172,7 @@ void Engine::Impl::load() {
   shape.num_blocks = kv_cache_num_blocks(shape, config.cache.memory_bytes, hp.n_ctx_train,
                                          config.scheduler.max_seqs);
   cache = std::make_unique<KvCache>(*backend, shape);
-  forward = std::make_unique<LlamaForward>(*model, *backend, *cache);
+  forward = std::make_unique<LlamaForward>(*model, *backend, *cache, forward_options(*backend, shape, hp.n_ctx_train));
   kv = std::make_unique<KvCacheManager>(shape.num_blocks, shape.block_size,
                                         config.cache.prefix_caching);
   scheduler = std::make_unique<Scheduler>(config.scheduler, *kv);
@@ -375,6 +391,8 @@ void Engine::Impl::publish_stats() {
   s.accepted_tokens = accepted;
   s.constraint_compiles = static_cast<int64_t>(grammars->misses());
   s.constraint_cache_hits = static_cast<int64_t>(grammars->hits());
+  s.graph_replays = forward->graph_replays();
+  s.graphs_recorded = forward->graphs_recorded();
   std::lock_guard lock(stats_mutex);
   stats = s;
 }
@@ -410,6 +428,8 @@ const Config& Engine::config() const { return impl_->config; }
 const Tokenizer& Engine::tokenizer() const { return *impl_->tokenizer; }
 const LlamaHParams& Engine::hparams() const { return impl_->model->hparams(); }
 int32_t Engine::context_length() const { return impl_->n_ctx; }
+const tsr_device_props& Engine::device() const { return impl_->backend->props(); }
+
 uint64_t Engine::weight_bytes() const { return impl_->model->weight_bytes(); }
 
 RequestParams Engine::request_defaults() const {

@@ -41,6 +41,8 @@ struct EngineStats {
   int64_t accepted_tokens = 0;  // of which accepted
   int64_t constraint_compiles = 0;    // constraints compiled (cache misses)
   int64_t constraint_cache_hits = 0;  // requests that found theirs compiled or compiling
+  int64_t graph_replays = 0;    // decode steps replayed from a recorded graph
+  int32_t graphs_recorded = 0;  // decode graphs recorded (one per batch-size bucket)
 };
 
 // Everything one finished request produced, for callers that want it all at once.
@@ -63,6 +65,7 @@ class Engine {
   const LlamaHParams& hparams() const;
   int32_t context_length() const;
   uint64_t weight_bytes() const;  // bytes of weights one decode step reads
+  const tsr_device_props& device() const;  // the backend's device
 
   // Queues a request; `on_output` (may be empty) receives each increment. Throws
   // tsr::Error for an empty prompt or one that leaves no room in the context.

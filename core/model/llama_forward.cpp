@@ -2,9 +2,12 @@
 
 #include "core/plugin_host/host_services.h"
 
+#include <spdlog/spdlog.h>
+
 #include <cmath>
 
 #include "core/error.h"
+#include "core/model/decode_graphs.h"
 #include "core/plugin_host/tensor.h"
 
 namespace tsr {
@@ -19,51 +22,77 @@ struct LlamaForward::Scratch {
   tsr_tensor tokens, positions, slots, qsl, seq_lens, tables, logit_rows;
 };
 
-LlamaForward::LlamaForward(const LlamaModel& model, Backend& backend, KvCache& cache)
-    : model_(model), backend_(backend), cache_(cache), s_(std::make_unique<Scratch>()) {}
-
-LlamaForward::~LlamaForward() = default;
-
-void LlamaForward::ensure_scratch(int32_t n, int32_t n_logits, size_t meta_ints) {
-  const LlamaHParams& hp = model_.hparams();
-  if (n > s_->cap_tokens) {
-    // x, xn, q, k, v, attn, gate, up, and the output rows (at most one per token).
-    const int64_t per_token = 4 * int64_t(hp.n_embd) + 2 * int64_t(hp.n_head) * hp.head_dim +
-                              2 * int64_t(hp.n_head_kv) * hp.head_dim + 2 * int64_t(hp.n_ff);
-    s_->act = backend_.alloc(uint64_t(per_token) * n * sizeof(float));
-    s_->cap_tokens = n;
-  }
-  if (n_logits > s_->cap_logits) {
-    s_->logits = backend_.alloc(uint64_t(n_logits) * hp.n_vocab * sizeof(float));
-    s_->cap_logits = n_logits;
-  }
-  if (meta_ints > s_->cap_meta) {
-    s_->meta = backend_.alloc(meta_ints * sizeof(int32_t));
-    s_->cap_meta = meta_ints;
+LlamaForward::LlamaForward(const LlamaModel& model, Backend& backend, KvCache& cache,
+                           const ForwardOptions& options)
+    : model_(model), backend_(backend), cache_(cache), eager_(std::make_unique<Scratch>()) {
+  if (!options.graphs) return;
+  if (!backend.has_graphs()) {
+    spdlog::warn("graphs: backend '{}' cannot record graphs; decode steps run eagerly", backend.name());
+  } else if (model.plugin_kernels() != nullptr) {
+    spdlog::warn("graphs: the quant plugin's host kernels run some matmuls; decode steps run eagerly");
+  } else {
+    graphs_ = std::make_unique<DecodeGraphs>(options.graph_max_batch, options.graph_max_blocks);
+    spdlog::info("graphs: decode steps of up to {} sequences and {} KV blocks each replay recorded graphs",
+                 graphs_->max_batch(), graphs_->max_blocks());
   }
 }
 
-void LlamaForward::upload_metadata(const StepBatch& b) {
-  auto* base = reinterpret_cast<int32_t*>(s_->meta->base());
+LlamaForward::~LlamaForward() = default;
+
+int32_t LlamaForward::graphs_recorded() const { return graphs_ ? graphs_->recorded() : 0; }
+
+void LlamaForward::ensure_scratch(Scratch& s, int32_t n, int32_t n_logits, size_t meta_ints) {
+  const LlamaHParams& hp = model_.hparams();
+  if (n > s.cap_tokens) {
+    // x, xn, q, k, v, attn, gate, up, and the output rows (at most one per token).
+    const int64_t per_token = 4 * int64_t(hp.n_embd) + 2 * int64_t(hp.n_head) * hp.head_dim +
+                              2 * int64_t(hp.n_head_kv) * hp.head_dim + 2 * int64_t(hp.n_ff);
+    s.act = backend_.alloc(uint64_t(per_token) * n * sizeof(float));
+    s.cap_tokens = n;
+  }
+  if (n_logits > s.cap_logits) {
+    s.logits = backend_.alloc(uint64_t(n_logits) * hp.n_vocab * sizeof(float));
+    s.cap_logits = n_logits;
+  }
+  if (meta_ints > s.cap_meta) {
+    s.meta = backend_.alloc(meta_ints * sizeof(int32_t));
+    s.cap_meta = meta_ints;
+  }
+}
+
+namespace {
+
+// Step metadata: tokens, positions, slots, query starts, lengths, tables and logit rows.
+size_t metadata_ints(size_t tokens, size_t seqs, size_t table_entries, size_t logit_rows) {
+  return 3 * tokens + 2 * seqs + 1 + table_entries + logit_rows;
+}
+
+size_t metadata_ints(const StepBatch& b) {
+  return metadata_ints(b.tokens.size(), b.seq_lens.size(), b.block_tables.size(), b.logit_rows.size());
+}
+
+}  // namespace
+
+void LlamaForward::upload_metadata(Scratch& s, const StepBatch& b) {
+  auto* base = reinterpret_cast<int32_t*>(s.meta->base());
   size_t offset = 0;
   auto put = [&](const std::vector<int32_t>& v, std::initializer_list<int64_t> shape) {
-    backend_.write(*s_->meta, offset * sizeof(int32_t), v.data(), v.size() * sizeof(int32_t));
+    backend_.write(*s.meta, offset * sizeof(int32_t), v.data(), v.size() * sizeof(int32_t));
     tsr_tensor t = tensor_make(TSR_DTYPE_I32, base + offset, shape);
     offset += v.size();
     return t;
   };
   const int64_t n = b.num_tokens(), seqs = b.num_seqs();
-  s_->tokens = put(b.tokens, {n});
-  s_->positions = put(b.positions, {n});
-  s_->slots = put(b.slot_mapping, {n});
-  s_->qsl = put(b.query_start_loc, {seqs + 1});
-  s_->seq_lens = put(b.seq_lens, {seqs});
-  s_->tables = put(b.block_tables, {seqs, b.max_blocks});
-  s_->logit_rows = put(b.logit_rows, {int64_t(b.logit_rows.size())});
+  s.tokens = put(b.tokens, {n});
+  s.positions = put(b.positions, {n});
+  s.slots = put(b.slot_mapping, {n});
+  s.qsl = put(b.query_start_loc, {seqs + 1});
+  s.seq_lens = put(b.seq_lens, {seqs});
+  s.tables = put(b.block_tables, {seqs, b.max_blocks});
+  s.logit_rows = put(b.logit_rows, {int64_t(b.logit_rows.size())});
 }
 
 void LlamaForward::run(const StepBatch& b, std::vector<float>& logits) {
-  const LlamaHParams& hp = model_.hparams();
   const int32_t n = b.num_tokens();
   const int32_t n_out = static_cast<int32_t>(b.logit_rows.size());
   if (n == 0 || n_out > n || b.num_seqs() == 0 || b.max_blocks <= 0 ||
@@ -72,12 +101,71 @@ void LlamaForward::run(const StepBatch& b, std::vector<float>& logits) {
       b.block_tables.size() != size_t(b.num_seqs()) * b.max_blocks) {
     throw Error("malformed step batch", TSR_STATUS_INTERNAL);
   }
-  const size_t meta = 3 * size_t(n) + 2 * b.seq_lens.size() + 1 + b.block_tables.size() + n_out;
-  ensure_scratch(n, n_out, meta);
-  upload_metadata(b);
+  if (graphs_ && run_graph(b, logits)) return;
+  ensure_scratch(*eager_, n, n_out, metadata_ints(b));
+  upload_metadata(*eager_, b);
+  enqueue(*eager_, b);
+  read_logits(*eager_, n_out, logits);
+}
 
+void LlamaForward::read_logits(Scratch& s, int32_t rows, std::vector<float>& logits) {
+  logits.resize(size_t(rows) * model_.hparams().n_vocab);
+  if (rows > 0) backend_.read(*s.logits, 0, logits.data(), logits.size() * sizeof(float));
+  backend_.synchronize();
+}
+
+// A decode step on its bucket's graph: the first step of a bucket runs eagerly on the
+// graph's buffers (warming the backend up) and then records; later ones replay.
+bool LlamaForward::run_graph(const StepBatch& b, std::vector<float>& logits) {
+  const int32_t bucket = graphs_->bucket(b);
+  if (bucket == 0) return false;
+  const StepBatch padded = graphs_->pad(b, bucket);
+  if (!graph_scratch_) {  // sized once for the largest bucket: graphs keep these addresses
+    graph_scratch_ = std::make_unique<Scratch>();
+    const int32_t max = graphs_->max_batch();
+    ensure_scratch(*graph_scratch_, max, max,
+                   metadata_ints(max, max, size_t(max) * graphs_->max_blocks(), max));
+  }
+  Scratch& s = *graph_scratch_;
+  upload_metadata(s, padded);
+  if (const BackendGraph* graph = graphs_->find(bucket)) {
+    backend_.graph_launch(*graph);
+    ++graph_replays_;
+  } else {
+    enqueue(s, padded);
+    backend_.synchronize();
+    record_graph(s, padded, bucket);
+  }
+  read_logits(s, b.num_tokens(), logits);
+  return true;
+}
+
+// Records the ops of a padded step. A backend that refuses (an op it cannot record, say)
+// turns graphs off: every later step runs eagerly, as before.
+void LlamaForward::record_graph(Scratch& s, const StepBatch& padded, int32_t bucket) {
+  try {
+    backend_.graph_begin();
+    try {
+      enqueue(s, padded);
+    } catch (...) {
+      try { (void)backend_.graph_end(); } catch (const Error&) {}  // ends the recording
+      throw;
+    }
+    graphs_->store(bucket, backend_.graph_end());
+    spdlog::debug("graphs: recorded the decode step of {} sequences", bucket);
+  } catch (const Error& e) {
+    spdlog::warn("graphs: recording a decode step failed, decode steps run eagerly from now: {}", e.what());
+    graphs_.reset();
+  }
+}
+
+// Enqueues the whole step: embedding, the layers, and the output head for logit_rows.
+void LlamaForward::enqueue(Scratch& s, const StepBatch& b) {
+  const LlamaHParams& hp = model_.hparams();
+  const int64_t n = b.num_tokens();
+  const int64_t n_out = static_cast<int64_t>(b.logit_rows.size());
   // Carve the activation buffer into this step's tensors.
-  float* p = reinterpret_cast<float*>(s_->act->base());
+  float* p = reinterpret_cast<float*>(s.act->base());
   auto take = [&](std::initializer_list<int64_t> shape) {
     int64_t count = 1;
     for (int64_t d : shape) count *= d;
@@ -85,35 +173,29 @@ void LlamaForward::run(const StepBatch& b, std::vector<float>& logits) {
     p += count;
     return t;
   };
-  s_->x = take({n, hp.n_embd});
-  s_->xn = take({n, hp.n_embd});
-  s_->q = take({n, hp.n_head, hp.head_dim});
-  s_->k = take({n, hp.n_head_kv, hp.head_dim});
-  s_->v = take({n, hp.n_head_kv, hp.head_dim});
-  s_->attn = take({n, int64_t(hp.n_head) * hp.head_dim});
-  s_->gate = take({n, hp.n_ff});
-  s_->up = take({n, hp.n_ff});
-  s_->last = take({n_out, hp.n_embd});
-  s_->last_norm = take({n_out, hp.n_embd});
+  s.x = take({n, hp.n_embd});
+  s.xn = take({n, hp.n_embd});
+  s.q = take({n, hp.n_head, hp.head_dim});
+  s.k = take({n, hp.n_head_kv, hp.head_dim});
+  s.v = take({n, hp.n_head_kv, hp.head_dim});
+  s.attn = take({n, int64_t(hp.n_head) * hp.head_dim});
+  s.gate = take({n, hp.n_ff});
+  s.up = take({n, hp.n_ff});
 
-  backend_.get_rows({sizeof(tsr_get_rows_params), &s_->x, &model_.tok_embd(), &s_->tokens});
+  backend_.get_rows({sizeof(tsr_get_rows_params), &s.x, &model_.tok_embd(), &s.tokens});
   for (int l = 0; l < hp.n_layer; ++l) {
-    attention_block(l, b);
-    ffn_block(l);
+    attention_block(s, l, n);
+    ffn_block(s, l);
   }
-  logits.resize(size_t(n_out) * hp.n_vocab);
-  if (n_out == 0) {  // a step of prefill chunks only: no token to sample yet
-    backend_.synchronize();
-    return;
-  }
+  if (n_out == 0) return;  // a step of prefill chunks only: no token to sample yet
   // Only the rows whose logits are wanted go through the output head.
-  backend_.get_rows({sizeof(tsr_get_rows_params), &s_->last, &s_->x, &s_->logit_rows});
-  backend_.rms_norm({sizeof(tsr_rms_norm_params), &s_->last_norm, &s_->last,
+  s.last = take({n_out, hp.n_embd});
+  s.last_norm = take({n_out, hp.n_embd});
+  backend_.get_rows({sizeof(tsr_get_rows_params), &s.last, &s.x, &s.logit_rows});
+  backend_.rms_norm({sizeof(tsr_rms_norm_params), &s.last_norm, &s.last,
                      &model_.output_norm(), hp.rms_eps, 0});
-  s_->out_logits = tensor_make(TSR_DTYPE_F32, s_->logits->base(), {n_out, hp.n_vocab});
-  matmul(s_->out_logits, s_->last_norm, model_.output());
-  backend_.read(*s_->logits, 0, logits.data(), logits.size() * sizeof(float));
-  backend_.synchronize();
+  s.out_logits = tensor_make(TSR_DTYPE_F32, s.logits->base(), {n_out, hp.n_vocab});
+  matmul(s.out_logits, s.last_norm, model_.output());
 }
 
 // y = x · wᵀ on the backend, or on the quant plugin's kernels for the weights of a scheme
@@ -134,41 +216,40 @@ void LlamaForward::matmul(tsr_tensor& y, const tsr_tensor& x, const tsr_tensor& 
   });
 }
 
-void LlamaForward::attention_block(int l, const StepBatch& b) {
+void LlamaForward::attention_block(Scratch& s, int l, int64_t n) {
   const LlamaHParams& hp = model_.hparams();
   const LlamaLayer& w = model_.layer(l);
-  const int64_t n = b.num_tokens();
-  backend_.rms_norm({sizeof(tsr_rms_norm_params), &s_->xn, &s_->x, &w.attn_norm, hp.rms_eps, 0});
+  backend_.rms_norm({sizeof(tsr_rms_norm_params), &s.xn, &s.x, &w.attn_norm, hp.rms_eps, 0});
   // Projections see q/k/v as [n, heads * head_dim] matrices.
-  tsr_tensor q2 = tensor_make(TSR_DTYPE_F32, s_->q.data, {n, int64_t(hp.n_head) * hp.head_dim});
-  tsr_tensor k2 = tensor_make(TSR_DTYPE_F32, s_->k.data, {n, int64_t(hp.n_head_kv) * hp.head_dim});
-  tsr_tensor v2 = tensor_make(TSR_DTYPE_F32, s_->v.data, {n, int64_t(hp.n_head_kv) * hp.head_dim});
-  matmul(q2, s_->xn, w.wq);
-  matmul(k2, s_->xn, w.wk);
-  matmul(v2, s_->xn, w.wv);
-  for (tsr_tensor* t : {&s_->q, &s_->k}) {
-    backend_.rope({sizeof(tsr_rope_params), t, &s_->positions, hp.n_rot, hp.rope_mode,
+  tsr_tensor q2 = tensor_make(TSR_DTYPE_F32, s.q.data, {n, int64_t(hp.n_head) * hp.head_dim});
+  tsr_tensor k2 = tensor_make(TSR_DTYPE_F32, s.k.data, {n, int64_t(hp.n_head_kv) * hp.head_dim});
+  tsr_tensor v2 = tensor_make(TSR_DTYPE_F32, s.v.data, {n, int64_t(hp.n_head_kv) * hp.head_dim});
+  matmul(q2, s.xn, w.wq);
+  matmul(k2, s.xn, w.wk);
+  matmul(v2, s.xn, w.wv);
+  for (tsr_tensor* t : {&s.q, &s.k}) {
+    backend_.rope({sizeof(tsr_rope_params), t, &s.positions, hp.n_rot, hp.rope_mode,
                    hp.rope_freq_base, hp.rope_freq_scale});
   }
-  backend_.kv_write({sizeof(tsr_kv_write_params), &cache_.k(l), &cache_.v(l), &s_->k, &s_->v,
-                     &s_->slots});
-  tsr_tensor attn3 = tensor_make(TSR_DTYPE_F32, s_->attn.data, {n, hp.n_head, hp.head_dim});
-  backend_.attention({sizeof(tsr_attention_params), &attn3, &s_->q, &cache_.k(l), &cache_.v(l),
-                      &s_->tables, &s_->seq_lens, &s_->qsl, &s_->positions,
+  backend_.kv_write({sizeof(tsr_kv_write_params), &cache_.k(l), &cache_.v(l), &s.k, &s.v,
+                     &s.slots});
+  tsr_tensor attn3 = tensor_make(TSR_DTYPE_F32, s.attn.data, {n, hp.n_head, hp.head_dim});
+  backend_.attention({sizeof(tsr_attention_params), &attn3, &s.q, &cache_.k(l), &cache_.v(l),
+                      &s.tables, &s.seq_lens, &s.qsl, &s.positions,
                       cache_.shape().block_size, 1.0f / std::sqrt(float(hp.head_dim))});
-  matmul(s_->xn, s_->attn, w.wo);
-  backend_.add({sizeof(tsr_add_params), &s_->x, &s_->x, &s_->xn});
+  matmul(s.xn, s.attn, w.wo);
+  backend_.add({sizeof(tsr_add_params), &s.x, &s.x, &s.xn});
 }
 
-void LlamaForward::ffn_block(int l) {
+void LlamaForward::ffn_block(Scratch& s, int l) {
   const LlamaHParams& hp = model_.hparams();
   const LlamaLayer& w = model_.layer(l);
-  backend_.rms_norm({sizeof(tsr_rms_norm_params), &s_->xn, &s_->x, &w.ffn_norm, hp.rms_eps, 0});
-  matmul(s_->gate, s_->xn, w.w_gate);
-  matmul(s_->up, s_->xn, w.w_up);
-  backend_.silu_mul({sizeof(tsr_silu_mul_params), &s_->gate, &s_->gate, &s_->up});
-  matmul(s_->xn, s_->gate, w.w_down);
-  backend_.add({sizeof(tsr_add_params), &s_->x, &s_->x, &s_->xn});
+  backend_.rms_norm({sizeof(tsr_rms_norm_params), &s.xn, &s.x, &w.ffn_norm, hp.rms_eps, 0});
+  matmul(s.gate, s.xn, w.w_gate);
+  matmul(s.up, s.xn, w.w_up);
+  backend_.silu_mul({sizeof(tsr_silu_mul_params), &s.gate, &s.gate, &s.up});
+  matmul(s.xn, s.gate, w.w_down);
+  backend_.add({sizeof(tsr_add_params), &s.x, &s.x, &s.xn});
 }
 
 }  // namespace tsr

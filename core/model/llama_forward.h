@@ -26,26 +26,48 @@ struct StepBatch {
   int32_t num_seqs() const { return static_cast<int32_t>(seq_lens.size()); }
 };
 
+struct ForwardOptions {
+  // Replay decode steps from backend graphs (see decode_graphs.h). Ignored, with a
+  // warning, when the backend cannot record or a quant plugin's host kernels run matmuls.
+  bool graphs = false;
+  int32_t graph_max_batch = 64;    // larger decode batches run eagerly
+  int32_t graph_max_blocks = 0;    // block-table width recorded; longer sequences run eagerly
+};
+
+class DecodeGraphs;
+
 class LlamaForward {
  public:
-  LlamaForward(const LlamaModel& model, Backend& backend, KvCache& cache);
+  LlamaForward(const LlamaModel& model, Backend& backend, KvCache& cache,
+               const ForwardOptions& options = {});
   ~LlamaForward();
 
   // Runs the step; writes logit_rows.size() rows of n_vocab logits to `logits`.
   void run(const StepBatch& batch, std::vector<float>& logits);
 
+  bool graphs_enabled() const { return graphs_ != nullptr; }
+  int32_t graphs_recorded() const;
+  int64_t graph_replays() const { return graph_replays_; }  // steps run from a graph
+
  private:
   struct Scratch;
-  void ensure_scratch(int32_t n_tokens, int32_t n_logits, size_t meta_ints);
-  void upload_metadata(const StepBatch& batch);
-  void attention_block(int layer, const StepBatch& batch);
-  void ffn_block(int layer);
+  void ensure_scratch(Scratch& s, int32_t n_tokens, int32_t n_logits, size_t meta_ints);
+  void upload_metadata(Scratch& s, const StepBatch& batch);
+  void enqueue(Scratch& s, const StepBatch& batch);
+  void read_logits(Scratch& s, int32_t rows, std::vector<float>& logits);
+  bool run_graph(const StepBatch& batch, std::vector<float>& logits);
+  void record_graph(Scratch& s, const StepBatch& padded, int32_t bucket);
+  void attention_block(Scratch& s, int layer, int64_t n);
+  void ffn_block(Scratch& s, int layer);
   void matmul(tsr_tensor& y, const tsr_tensor& x, const tsr_tensor& w);
 
   const LlamaModel& model_;
   Backend& backend_;
   KvCache& cache_;
-  std::unique_ptr<Scratch> s_;
+  std::unique_ptr<Scratch> eager_;
+  std::unique_ptr<Scratch> graph_scratch_;  // fixed addresses: the graphs' operands
+  std::unique_ptr<DecodeGraphs> graphs_;
+  int64_t graph_replays_ = 0;
 };
 
 }  // namespace tsr

@@ -17,6 +17,8 @@ BackendBuffer::BackendBuffer(Backend* owner, tsr_buffer* handle, uint64_t size)
 
 BackendBuffer::~BackendBuffer() { owner_->free_buffer(handle_); }
 
+BackendGraph::~BackendGraph() { owner_->iface_->graph_destroy(owner_->handle_, handle_); }
+
 Backend::Backend(std::shared_ptr<Plugin> plugin, tsr_backend* handle)
     : plugin_(std::move(plugin)),
       iface_(static_cast<const tsr_backend_iface*>(plugin_->iface())),
@@ -135,5 +137,27 @@ TSR_BACKEND_OP(silu_mul, tsr_silu_mul_params)
 TSR_BACKEND_OP(add, tsr_add_params)
 TSR_BACKEND_OP(copy_blocks, tsr_copy_blocks_params)
 #undef TSR_BACKEND_OP
+
+// A plugin built for ABI 1.0 or 1.1 has a shorter table: no graph entries at all.
+bool Backend::has_graphs() const {
+  return TSR_STRUCT_HAS(iface_, tsr_backend_iface, graph_destroy) && iface_->graph_begin != nullptr;
+}
+
+void Backend::graph_begin() {
+  if (!has_graphs()) throw Error("backend '" + name_ + "' cannot record graphs", TSR_STATUS_UNSUPPORTED);
+  call_plugin("graph_begin", [&](tsr_error** e) { return iface_->graph_begin(handle_, stream_, e); });
+}
+
+std::unique_ptr<BackendGraph> Backend::graph_end() {
+  tsr_graph* graph = nullptr;
+  call_plugin("graph_end", [&](tsr_error** e) { return iface_->graph_end(handle_, stream_, &graph, e); });
+  return std::unique_ptr<BackendGraph>(new BackendGraph(this, graph));
+}
+
+void Backend::graph_launch(const BackendGraph& graph) {
+  call_plugin("graph_launch", [&](tsr_error** e) {
+    return iface_->graph_launch(handle_, stream_, graph.handle_, e);
+  });
+}
 
 }  // namespace tsr

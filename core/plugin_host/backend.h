@@ -33,6 +33,20 @@ class BackendBuffer {
   uint64_t size_;
 };
 
+// A recorded sequence of ops (tsr_graph), freed with its backend's graph_destroy.
+class BackendGraph {
+ public:
+  ~BackendGraph();
+  BackendGraph(const BackendGraph&) = delete;
+  BackendGraph& operator=(const BackendGraph&) = delete;
+
+ private:
+  friend class Backend;
+  BackendGraph(Backend* owner, tsr_graph* handle) : owner_(owner), handle_(handle) {}
+  Backend* owner_;
+  tsr_graph* handle_;
+};
+
 class Backend {
  public:
   // Creates a backend on `device` with `threads` host threads (0 = plugin default).
@@ -69,8 +83,17 @@ class Backend {
   void add(const tsr_add_params& p);
   void copy_blocks(const tsr_copy_blocks_params& p);
 
+  // Graphs (ABI 1.2, see backend.h): whether the plugin records, and the recording of the
+  // ops enqueued between graph_begin and graph_end on this backend's stream. graph_end
+  // always ends the recording, and throws when it failed.
+  bool has_graphs() const;
+  void graph_begin();
+  std::unique_ptr<BackendGraph> graph_end();
+  void graph_launch(const BackendGraph& graph);
+
  private:
   friend class BackendBuffer;
+  friend class BackendGraph;
   Backend(std::shared_ptr<Plugin> plugin, tsr_backend* handle);
   void free_buffer(tsr_buffer* buffer);
 

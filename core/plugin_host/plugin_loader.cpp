@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 // The smallest descriptor and tables a plugin may return: the sizes ABI 1.0 defined.
 // Later minors append fields, so these stay fixed while the structs grow.
 constexpr size_t kDescSizeV1_0 = sizeof(tsr_plugin_desc);
-constexpr size_t kBackendIfaceSizeV1_0 = sizeof(tsr_backend_iface);
+constexpr size_t kBackendIfaceSizeV1_0 = offsetof(tsr_backend_iface, graph_begin);  // 1.2 appended graphs
 constexpr size_t kDraftIfaceSizeV1_0 = sizeof(tsr_draft_iface);
 constexpr size_t kConstraintIfaceSizeV1_1 = sizeof(tsr_constraint_iface);  // new in 1.1
 constexpr size_t kQuantIfaceSizeV1_1 = sizeof(tsr_quant_iface);            // new in 1.1
@@ -89,6 +89,18 @@ const char* missing_backend_entry(const tsr_backend_iface& t) {
   return nullptr;
 }
 
+// Graphs (1.2) come as a set: a table that has some of the four entries but not all is
+// refused, so that the host never records a graph it cannot launch or free.
+void validate_backend_graphs(const fs::path& file, const tsr_backend_iface& t) {
+  if (!TSR_STRUCT_HAS(&t, tsr_backend_iface, graph_destroy)) return;
+  const int set = (t.graph_begin != nullptr) + (t.graph_end != nullptr) +
+                  (t.graph_launch != nullptr) + (t.graph_destroy != nullptr);
+  if (set != 0 && set != 4) {
+    refuse(file, "its graph entries are incomplete: graph_begin, graph_end, graph_launch and "
+                 "graph_destroy are all set or all NULL");
+  }
+}
+
 const char* missing_draft_entry(const tsr_draft_iface& t) {
 #define TSR_REQUIRE(entry) \
   if (t.entry == nullptr) return #entry;
@@ -139,6 +151,7 @@ void validate_iface(const fs::path& file, const tsr_plugin_desc& desc) {
     case TSR_PLUGIN_BACKEND:
       validate_table<tsr_backend_iface>(file, desc.iface, kBackendIfaceSizeV1_0, "backend",
                                         missing_backend_entry);
+      validate_backend_graphs(file, *static_cast<const tsr_backend_iface*>(desc.iface));
       break;
     case TSR_PLUGIN_DRAFT:
       validate_table<tsr_draft_iface>(file, desc.iface, kDraftIfaceSizeV1_0, "draft",

@@ -1,16 +1,19 @@
 // The CPU backend plugin: host memory, synchronous streams, OpenMP + oneDNN kernels.
 //
 // Streams on the CPU execute each op before the call returns, so stream_synchronize and
-// events only report success; the ABI's asynchronous contract is trivially met.
+// events only report success; the ABI's asynchronous contract is trivially met. A stream
+// that records a graph keeps the ops instead (cpu_graph.h).
 #include <omp.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <new>
 #include <string>
 #include <thread>
 
+#include "cpu_graph.h"
 #include "cpu_ops.h"
 #include "tessera/backend.h"
 #include "tessera/sdk/plugin.hpp"
@@ -38,8 +41,14 @@ struct tsr_buffer {
   bool owned;  // false when wrapping caller memory (buffer_from_host)
 };
 
-struct tsr_stream {};
+struct tsr_stream {
+  std::unique_ptr<tsr::cpu::Recording> recording;  // set between graph_begin and graph_end
+  bool recording_failed = false;                   // an op was refused while recording
+};
 struct tsr_event {};
+struct tsr_graph {
+  tsr::cpu::Recording ops;
+};
 
 namespace {
 
@@ -149,6 +158,12 @@ void buffer_free(tsr_backend*, tsr_buffer* buffer) {
 
 void* buffer_base(const tsr_buffer* buffer) { return buffer ? buffer->data : nullptr; }
 
+// Only ops may be enqueued on a recording stream (backend.h).
+void not_recording(const tsr_stream* stream, const char* entry) {
+  require(stream == nullptr || !stream->recording,
+          std::string(entry) + ": the stream is recording a graph");
+}
+
 void require_range(const tsr_buffer* buffer, uint64_t offset, uint64_t size, const char* what) {
   require(buffer != nullptr, std::string(what) + ": buffer is NULL");
   require(offset <= buffer->size && size <= buffer->size - offset,
@@ -157,27 +172,30 @@ void require_range(const tsr_buffer* buffer, uint64_t offset, uint64_t size, con
               " bytes");
 }
 
-tsr_status buffer_write(tsr_backend*, tsr_stream*, tsr_buffer* dst, uint64_t offset,
+tsr_status buffer_write(tsr_backend*, tsr_stream* stream, tsr_buffer* dst, uint64_t offset,
                         const void* src, uint64_t size, tsr_error** error) {
   return guarded(error, [&] {
+    not_recording(stream, "buffer_write");
     require_range(dst, offset, size, "buffer_write");
     require(src != nullptr || size == 0, "buffer_write: src is NULL");
     if (size) std::memcpy(dst->data + offset, src, size);
   });
 }
 
-tsr_status buffer_read(tsr_backend*, tsr_stream*, const tsr_buffer* src, uint64_t offset,
+tsr_status buffer_read(tsr_backend*, tsr_stream* stream, const tsr_buffer* src, uint64_t offset,
                        void* dst, uint64_t size, tsr_error** error) {
   return guarded(error, [&] {
+    not_recording(stream, "buffer_read");
     require_range(src, offset, size, "buffer_read");
     require(dst != nullptr || size == 0, "buffer_read: dst is NULL");
     if (size) std::memcpy(dst, src->data + offset, size);
   });
 }
 
-tsr_status buffer_memset(tsr_backend*, tsr_stream*, tsr_buffer* dst, uint64_t offset, int value,
+tsr_status buffer_memset(tsr_backend*, tsr_stream* stream, tsr_buffer* dst, uint64_t offset, int value,
                          uint64_t size, tsr_error** error) {
   return guarded(error, [&] {
+    not_recording(stream, "buffer_memset");
     require_range(dst, offset, size, "buffer_memset");
     if (size) std::memset(dst->data + offset, value, size);
   });
@@ -192,7 +210,9 @@ tsr_status stream_create(tsr_backend*, tsr_stream** out, tsr_error** error) {
 
 void stream_destroy(tsr_backend*, tsr_stream* stream) { delete stream; }
 
-tsr_status stream_synchronize(tsr_backend*, tsr_stream*, tsr_error**) { return TSR_STATUS_OK; }
+tsr_status stream_synchronize(tsr_backend*, tsr_stream* stream, tsr_error** error) {
+  return guarded(error, [&] { not_recording(stream, "stream_synchronize"); });
+}
 
 tsr_status event_create(tsr_backend*, tsr_event** out, tsr_error** error) {
   return guarded(error, [&] {
@@ -213,15 +233,22 @@ tsr_status event_wait(tsr_backend*, tsr_stream*, tsr_event*, tsr_error**) {
 
 tsr_status event_synchronize(tsr_backend*, tsr_event*, tsr_error**) { return TSR_STATUS_OK; }
 
-// Wraps a kernel as an ABI entry: validates the params header, then runs the op.
+// Wraps a kernel as an ABI entry: validates the params header, then runs the op, or
+// records it when the stream is recording.
 #define TSR_CPU_OP(name, params_type)                                                        \
-  tsr_status name(tsr_backend* b, tsr_stream*, const params_type* p, tsr_error** error) {    \
-    return guarded(error, [&] {                                                              \
+  tsr_status name(tsr_backend* b, tsr_stream* s, const params_type* p, tsr_error** error) {  \
+    const tsr_status status = guarded(error, [&] {                                           \
       require(b != nullptr, #name ": backend is NULL");                                      \
       require(p != nullptr && p->struct_size >= sizeof(params_type),                         \
               #name ": params NULL or smaller than " #params_type);                          \
-      tsr::cpu::op_##name(b->ops, *p);                                                       \
+      if (s != nullptr && s->recording) {                                                    \
+        s->recording->add(*p);                                                               \
+      } else {                                                                               \
+        tsr::cpu::op_##name(b->ops, *p);                                                     \
+      }                                                                                      \
     });                                                                                      \
+    if (status != TSR_STATUS_OK && s != nullptr && s->recording) s->recording_failed = true; \
+    return status;                                                                           \
   }
 TSR_CPU_OP(get_rows, tsr_get_rows_params)
 TSR_CPU_OP(rms_norm, tsr_rms_norm_params)
@@ -234,6 +261,37 @@ TSR_CPU_OP(add, tsr_add_params)
 TSR_CPU_OP(copy_blocks, tsr_copy_blocks_params)
 #undef TSR_CPU_OP
 
+tsr_status graph_begin(tsr_backend* b, tsr_stream* s, tsr_error** error) {
+  return guarded(error, [&] {
+    require(b != nullptr && s != nullptr, "graph_begin: backend or stream is NULL");
+    require(!s->recording, "graph_begin: the stream is already recording");
+    s->recording = std::make_unique<tsr::cpu::Recording>();
+    s->recording_failed = false;
+  });
+}
+
+tsr_status graph_end(tsr_backend* b, tsr_stream* s, tsr_graph** out, tsr_error** error) {
+  return guarded(error, [&] {
+    require(b != nullptr && s != nullptr, "graph_end: backend or stream is NULL");
+    require(s->recording != nullptr, "graph_end: the stream is not recording");
+    auto graph = std::make_unique<tsr_graph>(tsr_graph{std::move(*s->recording)});
+    s->recording.reset();
+    require(!s->recording_failed, "graph_end: an op was refused while recording");
+    require(out != nullptr, "graph_end: out is NULL");
+    *out = graph.release();
+  });
+}
+
+tsr_status graph_launch(tsr_backend* b, tsr_stream* s, const tsr_graph* g, tsr_error** error) {
+  return guarded(error, [&] {
+    require(b != nullptr && g != nullptr, "graph_launch: backend or graph is NULL");
+    not_recording(s, "graph_launch");
+    g->ops.run(b->ops);
+  });
+}
+
+void graph_destroy(tsr_backend*, tsr_graph* g) { delete g; }
+
 const tsr_backend_iface kIface = {
     sizeof(tsr_backend_iface),
     device_count, device_props,
@@ -243,6 +301,7 @@ const tsr_backend_iface kIface = {
     stream_create, stream_destroy, stream_synchronize,
     event_create, event_destroy, event_record, event_wait, event_synchronize,
     get_rows, rms_norm, matmul, rope, kv_write, attention, silu_mul, add, copy_blocks,
+    graph_begin, graph_end, graph_launch, graph_destroy,
 };
 
 const tsr_plugin_desc kDesc = {
@@ -255,6 +314,6 @@ const tsr_plugin_desc kDesc = {
 extern "C" TSR_EXPORT const tsr_plugin_desc* tsr_plugin_query(const tsr_host_api* host,
                                                                uint32_t host_abi_major,
                                                                uint32_t host_abi_minor) {
-  (void)host_abi_minor;  // built for 1.0: any 1.x host reads our 1.0 tables
+  (void)host_abi_minor;  // a host older than our minor refuses us itself
   return tsr::sdk::query(host, host_abi_major, kDesc);
 }

@@ -150,14 +150,23 @@ const int32_t* index_view(const tsr_tensor* t, int64_t n, const std::string& wha
   return static_cast<const int32_t*>(m.data);
 }
 
-// Device scratch reused in stream order by the ops of one stream.
+// Device scratch reused in stream order by the ops of one stream. Once the stream has
+// recorded a graph, a grown scratch keeps its old block (the graph's kernels address it)
+// until the scratch itself goes, which the graphs delay by sharing it.
 class Scratch {
  public:
-  ~Scratch() { if (ptr_) (void)cudaFree(ptr_); }
-  void* get(size_t bytes, cudaStream_t stream) {
+  ~Scratch() {
+    for (void* p : retired_) (void)cudaFree(p);
+    if (ptr_) (void)cudaFree(ptr_);
+  }
+  void* get(size_t bytes, cudaStream_t stream, bool keep_old) {
     if (bytes > bytes_) {
-      GPU_CHECK(cudaStreamSynchronize(stream));  // earlier ops may still read the old block
-      if (ptr_) GPU_CHECK(cudaFree(ptr_));
+      if (keep_old) {
+        if (ptr_) retired_.push_back(ptr_);
+      } else {
+        GPU_CHECK(cudaStreamSynchronize(stream));  // earlier ops may still read the old block
+        if (ptr_) GPU_CHECK(cudaFree(ptr_));
+      }
       ptr_ = nullptr;
       bytes_ = 0;
       GPU_CHECK(cudaMalloc(&ptr_, bytes + bytes / 4));  // room to grow a little
@@ -169,6 +178,16 @@ class Scratch {
  private:
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
+  std::vector<void*> retired_;
+};
+
+// The scratch blocks of a stream, shared with the graphs recorded on it.
+struct StreamScratch {
+  Scratch half_x, half_w, partial, tiles;
+#if !defined(TSR_GPU_HIP)
+  Scratch blas_workspace;  // cuBLAS's, set by us: it must not allocate while recording
+  Scratch x_q8;            // x quantized for the Q8_0 GEMV
+#endif
 };
 
 }  // namespace
@@ -222,24 +241,52 @@ class GpuBackend {
 
 #if !defined(TSR_GPU_HIP)
     // Created on first use: a handle costs device memory, and many streams never GEMM.
+    // Its workspace is ours, so that cuBLAS never allocates while a graph is recorded.
     cublasHandle_t blas() {
       if (!blas_) {
+        constexpr size_t kWorkspace = size_t(32) << 20;  // NVIDIA's advice for Hopper
         check_blas(cublasCreate(&blas_), "cublasCreate");
         check_blas(cublasSetStream(blas_, handle), "cublasSetStream");
+        check_blas(cublasSetWorkspace(blas_, scratch->blas_workspace.get(kWorkspace, handle, false),
+                                      kWorkspace),
+                   "cublasSetWorkspace");
       }
       return blas_;
     }
 #endif
 
+    // A scratch block of `bytes`, kept alive for the graphs that use it.
+    void* scratch_block(Scratch StreamScratch::*which, size_t bytes) {
+      return (scratch.get()->*which).get(bytes, handle, recorded);
+    }
+
     cudaStream_t handle = nullptr;
-    Scratch half_x, half_w, partial, tiles;
+    std::shared_ptr<StreamScratch> scratch = std::make_shared<StreamScratch>();
     std::vector<int32_t> tile_map;  // what `tiles` holds
+    bool recording = false;         // between graph_begin and graph_end
+    bool recorded = false;          // has recorded a graph: scratch blocks are never freed
+    bool op_open = false;           // an op began and has not ended (it threw)
+    bool record_failed = false;     // an op failed during this recording
 
    private:
     int device_;
 #if !defined(TSR_GPU_HIP)
     cublasHandle_t blas_ = nullptr;
 #endif
+  };
+
+  // An instantiated CUDA/HIP graph, holding the scratch blocks its kernels address.
+  class Graph {
+   public:
+    Graph(cudaGraphExec_t exec, std::shared_ptr<StreamScratch> scratch)
+        : exec(exec), scratch_(std::move(scratch)) {}
+    ~Graph() { (void)cudaGraphExecDestroy(exec); }
+    Graph(const Graph&) = delete;
+    Graph& operator=(const Graph&) = delete;
+    cudaGraphExec_t exec;
+
+   private:
+    std::shared_ptr<StreamScratch> scratch_;
   };
 
   class Event {
@@ -330,6 +377,7 @@ class GpuBackend {
 
   std::unique_ptr<Buffer> buffer_alloc(uint64_t size) {
     activate();
+    forget_quantized_x();  // the new buffer may reuse the addresses of a freed x
     void* ptr = nullptr;
     GPU_CHECK(cudaMalloc(&ptr, size == 0 ? 1 : size));
     auto buffer = std::make_unique<Buffer>(mirrors_, device_, ptr, size);
@@ -348,6 +396,8 @@ class GpuBackend {
   // runtime stages before returning, so the caller may reuse it at once.
   void buffer_write(Stream* s, Buffer& dst, uint64_t offset, const void* src, uint64_t size) {
     activate();
+    not_recording(stream(s), "buffer_write");
+    forget_quantized_x();
     if (size == 0) return;
     GPU_CHECK(cudaMemcpyAsync(static_cast<uint8_t*>(dst.ptr_) + offset, src, size,
                               cudaMemcpyHostToDevice, stream(s).handle));
@@ -356,6 +406,7 @@ class GpuBackend {
 
   void buffer_read(Stream* s, const Buffer& src, uint64_t offset, void* dst, uint64_t size) {
     activate();
+    not_recording(stream(s), "buffer_read");
     if (size == 0) return;
     GPU_CHECK(cudaMemcpyAsync(dst, static_cast<const uint8_t*>(src.ptr_) + offset, size,
                               cudaMemcpyDeviceToHost, stream(s).handle));
@@ -363,6 +414,8 @@ class GpuBackend {
 
   void buffer_memset(Stream* s, Buffer& dst, uint64_t offset, int value, uint64_t size) {
     activate();
+    not_recording(stream(s), "buffer_memset");
+    forget_quantized_x();
     if (size == 0) return;
     GPU_CHECK(cudaMemsetAsync(static_cast<uint8_t*>(dst.ptr_) + offset, value, size, stream(s).handle));
     if (dst.mirror_valid_) std::memset(dst.mirror_.data() + offset, value, size);
@@ -377,6 +430,7 @@ class GpuBackend {
 
   void stream_synchronize(Stream& s) {
     activate();
+    not_recording(s, "stream_synchronize");
     GPU_CHECK(cudaStreamSynchronize(s.handle));
   }
 
@@ -400,6 +454,47 @@ class GpuBackend {
     GPU_CHECK(cudaEventSynchronize(e.handle));
   }
 
+  // ---- graphs ----
+
+  // Relaxed capture: the recording thread may still allocate (a scratch block that grows).
+  void graph_begin(Stream& s) {
+    activate();
+    require(!s.recording, "graph_begin: the stream is already recording");
+    forget_quantized_x();
+    GPU_CHECK(cudaStreamBeginCapture(s.handle, cudaStreamCaptureModeRelaxed));
+    s.recording = true;
+    s.record_failed = s.op_open = false;
+    s.recorded = true;
+  }
+
+  std::unique_ptr<Graph> graph_end(Stream& s) {
+    activate();
+    require(s.recording, "graph_end: the stream is not recording");
+    forget_quantized_x();
+    s.recording = false;
+    const bool op_failed = s.record_failed || s.op_open;
+    s.op_open = false;
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(s.handle, &graph);
+    if (ended != cudaSuccess || op_failed) {
+      if (graph != nullptr) (void)cudaGraphDestroy(graph);
+      check(ended, "cudaStreamEndCapture");
+      throw Failure(TSR_STATUS_INVALID_ARGUMENT, "graph_end: an op failed while recording");
+    }
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t made = cudaGraphInstantiateWithFlags(&exec, graph, 0);
+    (void)cudaGraphDestroy(graph);
+    check(made, "cudaGraphInstantiateWithFlags");
+    return std::make_unique<Graph>(exec, s.scratch);
+  }
+
+  void graph_launch(Stream& s, const Graph& g) {
+    activate();
+    require(!s.recording, "graph_launch: the stream is recording");
+    forget_quantized_x();
+    GPU_CHECK(cudaGraphLaunch(g.exec, s.handle));
+  }
+
   // ---- ops ----
 
   void get_rows(Stream* sp, const tsr_get_rows_params& p) {
@@ -414,7 +509,7 @@ class GpuBackend {
                                                " out of range [0, " + std::to_string(table.rows) + ")");
     }
     gpu::get_rows(s.handle, out, table, ids);
-    end_op("get_rows", out);
+    end_op(s, "get_rows", out);
   }
 
   void rms_norm(Stream* sp, const tsr_rms_norm_params& p) {
@@ -427,11 +522,11 @@ class GpuBackend {
     require(w.rows == 1 || w.stride == w.cols * 4, "rms_norm: weight is not contiguous");
     require(p.eps >= 0, "rms_norm: negative eps");
     gpu::rms_norm(s.handle, out, x, static_cast<const float*>(w.data), p.eps);
-    end_op("rms_norm", out);
+    end_op(s, "rms_norm", out);
   }
 
   void matmul(Stream* sp, const tsr_matmul_params& p) {
-    Stream& s = begin_op(sp);
+    Stream& s = begin_op(sp, true);
     const Mat out = view(p.out, TSR_DTYPE_F32, "matmul out");
     const Mat x = view(p.x, TSR_DTYPE_F32, "matmul x");
     const Mat w = view(p.w, "matmul w");
@@ -442,16 +537,26 @@ class GpuBackend {
 #if !defined(TSR_GPU_HIP)
     if (use_blas_ && (w.dtype == TSR_DTYPE_F32 || x.rows >= kGemmMinRows)) {
       blas_matmul(s, out, x, w);
-      end_op("matmul", out);
+      matmul_wrote(out);
+      end_op(s, "matmul", out);
       return;
     }
 #endif
     if (x.rows < kGemmMinRows) {
+#if !defined(TSR_GPU_HIP)
+      if (w.dtype == TSR_DTYPE_Q8_0) {
+        gpu::gemv_q8_0(s.handle, out, x.rows, w, quantized_x(s, x));
+        matmul_wrote(out);
+        end_op(s, "matmul", out);
+        return;
+      }
+#endif
       gpu::gemv(s.handle, out, x, w);
     } else {
       gpu::gemm_tiled(s.handle, out, x, w);
     }
-    end_op("matmul", out);
+    matmul_wrote(out);
+    end_op(s, "matmul", out);
   }
 
   void rope(Stream* sp, const tsr_rope_params& p) {
@@ -468,7 +573,7 @@ class GpuBackend {
     require(p.freq_base > 0 && p.freq_scale > 0, "rope: frequency base and scale must be > 0");
     gpu::rope(s.handle, x, heads, head_dim, pos, p.n_rot, mode == TSR_ROPE_NEOX, p.freq_base,
               p.freq_scale);
-    end_op("rope", x);
+    end_op(s, "rope", x);
   }
 
   void kv_write(Stream* sp, const tsr_kv_write_params& p) {
@@ -485,7 +590,7 @@ class GpuBackend {
       require(slot >= -1 && slot < kc.rows, "kv_write: slot " + std::to_string(slot) + " out of range");
     }
     gpu::kv_write(s.handle, kc, vc, k, v, slots);
-    end_op("kv_write", kc);
+    end_op(s, "kv_write", kc);
     wrote(vc);
   }
 
@@ -559,17 +664,20 @@ class GpuBackend {
     if (one_tile_each) {
       tiles = num_seqs;
     } else if (map != s.tile_map) {  // uploaded once per step, reused by every layer
-      void* dst = s.tiles.get(map.size() * sizeof(int32_t), s.handle);
+      require(!s.recording, "attention: prefill tiles cannot be recorded in a graph");
+      void* dst = s.scratch_block(&StreamScratch::tiles, map.size() * sizeof(int32_t));
       GPU_CHECK(cudaMemcpyAsync(dst, map.data(), map.size() * sizeof(int32_t),
                                 cudaMemcpyHostToDevice, s.handle));
       s.tile_map = std::move(map);
     }
-    a.tile_map = one_tile_each ? nullptr : static_cast<const int32_t*>(s.tiles.get(0, s.handle));
+    a.tile_map = one_tile_each ? nullptr : static_cast<const int32_t*>(s.scratch_block(&StreamScratch::tiles, 0));
     require(tiles <= 65535, "attention: too many query tiles (" + std::to_string(tiles) + ")");
     plan.tiles = static_cast<int32_t>(tiles);
 
     // Flash-Decoding: split the keys when the grid would leave most of the device idle.
-    const int32_t max_keys = pos.empty() ? 0 : *std::max_element(pos.begin(), pos.end()) + 1;
+    // A recorded launch serves every later sequence length its block table allows.
+    const int32_t max_keys = s.recording ? static_cast<int32_t>(max_blocks * p.block_size)
+                             : pos.empty() ? 0 : *std::max_element(pos.begin(), pos.end()) + 1;
     const int64_t blocks = kv_heads * (heads / kv_heads / plan.heads_per_block) * tiles;
     int64_t splits = 1;
     if (blocks > 0 && blocks < 2 * sm_count_) {
@@ -582,10 +690,10 @@ class GpuBackend {
     plan.splits = plan.split_keys > 0 ? static_cast<int32_t>((max_keys + plan.split_keys - 1) / plan.split_keys) : 1;
     if (plan.splits > 1) {
       const size_t bytes = sizeof(float) * size_t(n) * heads * plan.splits * (head_dim + 2);
-      a.partial = static_cast<float*>(s.partial.get(bytes, s.handle));
+      a.partial = static_cast<float*>(s.scratch_block(&StreamScratch::partial, bytes));
     }
     gpu::attention(s.handle, a, plan);
-    end_op("attention", out);
+    end_op(s, "attention", out);
   }
 
   void silu_mul(Stream* sp, const tsr_silu_mul_params& p) {
@@ -596,7 +704,7 @@ class GpuBackend {
     require_same_shape(out, g, "silu_mul");
     require_same_shape(out, u, "silu_mul");
     gpu::silu_mul(s.handle, out, g, u);
-    end_op("silu_mul", out);
+    end_op(s, "silu_mul", out);
   }
 
   void add(Stream* sp, const tsr_add_params& p) {
@@ -607,7 +715,7 @@ class GpuBackend {
     require_same_shape(out, a, "add");
     require_same_shape(out, b, "add");
     gpu::add(s.handle, out, a, b);
-    end_op("add", out);
+    end_op(s, "add", out);
   }
 
   void copy_blocks(Stream* sp, const tsr_copy_blocks_params& p) {
@@ -643,8 +751,9 @@ class GpuBackend {
       } else {
         gpu::copy_blocks(s.handle, cache, pairs_d, 0, n_pairs, p.block_size);
       }
-      end_op("copy_blocks", cache);
+      end_op(s, "copy_blocks", cache);
     }
+    s.op_open = false;  // also when there was nothing to copy
   }
 
  private:
@@ -652,17 +761,70 @@ class GpuBackend {
 
   Stream& stream(Stream* s) { return s != nullptr ? *s : *default_stream_; }
 
-  Stream& begin_op(Stream* s) {
-    activate();
-    return stream(s);
+  // Only ops may be enqueued on a recording stream (backend.h).
+  static void not_recording(const Stream& s, const char* entry) {
+    require(!s.recording, std::string(entry) + ": the stream is recording a graph");
   }
 
-  // After a launch: a bad launch fails the op now; `written` loses its mirror.
-  void end_op(const char* op, const Mat& written) {
+  // An op that throws between begin_op and end_op leaves op_open set: while recording,
+  // that op is missing from the graph, so graph_end must fail.
+  Stream& begin_op(Stream* sp, bool keeps_quantized_x = false) {
+    activate();
+    if (!keeps_quantized_x) forget_quantized_x();
+    Stream& s = stream(sp);
+    if (s.recording && s.op_open) s.record_failed = true;
+    s.op_open = true;
+    return s;
+  }
+
+  // After a launch: a bad launch fails the op now; `written` loses its mirror and, when it
+  // overlaps the quantized x kept for the Q8_0 GEMV, that too.
+  void end_op(Stream& s, const char* op, const Mat& written) {
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) device_failure(e, std::string(op) + " kernel launch");
     wrote(written);
+    s.op_open = false;
   }
+
+#if !defined(TSR_GPU_HIP)
+  // x quantized for the Q8_0 GEMV, reused by the next matmuls of the same x (q, k and v of
+  // a layer read one x; gate and up another) as long as nothing may have written x since:
+  // every op but a matmul whose output lies elsewhere, every buffer write or memset and
+  // every graph entry forgets it (a recording must quantize for itself, and a launch leaves
+  // the scratch as its recording's last op did).
+  struct QuantizedX {
+    const Stream* stream = nullptr;
+    const void* data = nullptr;
+    int64_t rows = 0, cols = 0, stride = 0;
+    bool same(const Stream& s, const Mat& x) const {
+      return stream == &s && data == x.data && rows == x.rows && cols == x.cols && stride == x.stride;
+    }
+  };
+
+  const void* quantized_x(Stream& s, const Mat& x) {
+    void* scratch = s.scratch_block(&StreamScratch::x_q8, gpu::gemv_q8_0_scratch(x.rows, x.cols));
+    if (!quantized_.same(s, x)) {
+      gpu::quantize_q8_0(s.handle, x, scratch);
+      quantized_ = {&s, x.data, x.rows, x.cols, x.stride};
+    }
+    return scratch;
+  }
+
+  void forget_quantized_x() { quantized_ = {}; }
+
+  // A matmul keeps the quantized x unless its output overlaps x.
+  void matmul_wrote(const Mat& out) {
+    const auto* lo = static_cast<const uint8_t*>(quantized_.data);
+    const auto* hi = lo + quantized_.rows * quantized_.stride;
+    const auto* o = static_cast<const uint8_t*>(out.data);
+    if (o < hi && o + out.rows * out.stride > lo) forget_quantized_x();
+  }
+
+  QuantizedX quantized_;
+#else
+  void forget_quantized_x() {}
+  void matmul_wrote(const Mat&) {}
+#endif
 
   void wrote(const Mat& m) {
     if (Buffer* b = mirrored(m.data)) b->mirror_valid_ = false;
@@ -687,6 +849,8 @@ class GpuBackend {
     if (b != nullptr && b->mirror_valid_ && offset + bytes <= b->size_) {
       std::memcpy(v.data(), b->mirror_.data() + offset, bytes);
     } else if (bytes > 0) {
+      require(!s.recording, "an index operand that the host did not write with buffer_write "
+                            "cannot be checked while recording a graph");
       GPU_CHECK(cudaMemcpyAsync(v.data(), p, bytes, cudaMemcpyDeviceToHost, s.handle));
       GPU_CHECK(cudaStreamSynchronize(s.handle));
     }
@@ -741,7 +905,7 @@ class GpuBackend {
     }
     const bool bf16 = w.dtype != TSR_DTYPE_F16;
     const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_16F;
-    auto* xh = static_cast<uint16_t*>(s.half_x.get(size_t(n) * k * 2, s.handle));
+    auto* xh = static_cast<uint16_t*>(s.scratch_block(&StreamScratch::half_x, size_t(n) * k * 2));
     to_half(s.handle, x, bf16, xh);
     if (!is_quantized(w.dtype)) {
       check_blas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, w.data, type,
@@ -751,7 +915,7 @@ class GpuBackend {
       return;
     }
     const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(m, kDequantChunk / k));
-    auto* wh = static_cast<uint16_t*>(s.half_w.get(size_t(chunk) * k * 2, s.handle));
+    auto* wh = static_cast<uint16_t*>(s.scratch_block(&StreamScratch::half_w, size_t(chunk) * k * 2));
     for (int64_t j0 = 0; j0 < m; j0 += chunk) {
       const int rows = static_cast<int>(std::min<int64_t>(chunk, m - j0));
       dequant_bf16(s.handle, w, j0, rows, wh);

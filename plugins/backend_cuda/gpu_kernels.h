@@ -43,6 +43,13 @@ void gemv(cudaStream_t s, const Mat& out, const Mat& x, const Mat& w);
 void gemm_tiled(cudaStream_t s, const Mat& out, const Mat& x, const Mat& w);
 
 #if !defined(TSR_GPU_HIP)
+// The Q8_0 GEMV of the CUDA backend (gpu_gemv_q8.cu): x quantized to Q8_0 blocks in
+// `scratch` (gemv_q8_0_scratch bytes, 16-byte aligned), then int8 dot products against
+// the weights; one quantized x serves several weights.
+size_t gemv_q8_0_scratch(int64_t rows, int64_t k);
+void quantize_q8_0(cudaStream_t s, const Mat& x, void* scratch);
+void gemv_q8_0(cudaStream_t s, const Mat& out, int64_t x_rows, const Mat& w, const void* scratch);
+
 // Inputs of the cuBLAS path: x as packed f16 or bf16 rows, and rows [first, first + rows) of
 // a quantized weight decoded to packed bf16.
 void to_half(cudaStream_t s, const Mat& x, bool bf16, uint16_t* dst);

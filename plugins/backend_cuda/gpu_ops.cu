@@ -34,38 +34,58 @@ __device__ float block_sum(float v, float* scratch) {
   return warp_sum(v);
 }
 
-__global__ void rms_norm_kernel(Mat out, Mat x, const float* w, float eps) {
-  __shared__ float scratch[kThreads / kWarp];
+// One block per row, up to 1024 threads. A thread keeps its columns (up to kNormPer) in
+// registers between the sum and the scaling: `out` may alias `x`, so a second pass over
+// memory would wait for each store before the next load.
+constexpr int kNormThreads = 1024;
+constexpr int kNormPer = 8;
+
+__global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(Mat out, Mat x, const float* w, float eps) {
+  __shared__ float scratch[kNormThreads / kWarp];
   const float* in = row_ptr<const float>(x.data, x.stride, blockIdx.x);
   float* o = row_ptr<float>(out.data, out.stride, blockIdx.x);
+  const int64_t step = blockDim.x, held = kNormPer * step;
+  float v[kNormPer];
   float sum = 0;
-  for (int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) sum += in[c] * in[c];
+#pragma unroll
+  for (int e = 0; e < kNormPer; ++e) {
+    const int64_t c = threadIdx.x + e * step;
+    v[e] = c < x.cols ? in[c] : 0.0f;
+    sum += v[e] * v[e];
+  }
+  for (int64_t c = threadIdx.x + held; c < x.cols; c += step) sum += in[c] * in[c];  // rows > 8192
   sum = block_sum(sum, scratch);
   const float scale = 1.0f / sqrtf(sum / static_cast<float>(x.cols) + eps);
-  for (int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) o[c] = in[c] * scale * w[c];
+  for (int64_t c = threadIdx.x + held; c < x.cols; c += step) o[c] = in[c] * scale * w[c];
+#pragma unroll
+  for (int e = 0; e < kNormPer; ++e) {
+    const int64_t c = threadIdx.x + e * step;
+    if (c < x.cols) o[c] = v[e] * scale * w[c];
+  }
 }
 
-// One block per token: each thread computes the angle of its pairs once (in double, as the
-// CPU backend does, so that positions in the thousands keep f32 accuracy) and rotates that
-// pair in every head.
+// One thread per (token, head, pair): each computes its angle (in double, as the CPU backend
+// does, so that positions in the thousands keep f32 accuracy) and rotates one pair. The
+// angle is recomputed per head: cheaper than a loop over heads, whose loads must wait for
+// the previous head's stores (they may alias).
 __global__ void rope_kernel(Mat x, int64_t heads, int64_t head_dim, const int32_t* pos,
                             int32_t n_rot, bool neox, float freq_base, float freq_scale) {
-  float* row = row_ptr<float>(x.data, x.stride, blockIdx.x);
   const int half = n_rot / 2;
-  for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    const double theta = static_cast<double>(pos[blockIdx.x]) * freq_scale *
-                         pow(static_cast<double>(freq_base), -2.0 * i / n_rot);
-    double sd, cd;
-    sincos(theta, &sd, &cd);
-    const float sn = static_cast<float>(sd), cs = static_cast<float>(cd);
-    const int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
-    for (int64_t h = 0; h < heads; ++h) {
-      float* v = row + h * head_dim;
-      const float x0 = v[a], x1 = v[b];
-      v[a] = x0 * cs - x1 * sn;
-      v[b] = x0 * sn + x1 * cs;
-    }
-  }
+  const int64_t per_token = heads * half;
+  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= x.rows * per_token) return;
+  const int64_t token = t / per_token, h = t % per_token / half;
+  const int i = static_cast<int>(t % half);
+  const double theta = static_cast<double>(pos[token]) * freq_scale *
+                       pow(static_cast<double>(freq_base), -2.0 * i / n_rot);
+  double sd, cd;
+  sincos(theta, &sd, &cd);
+  const float sn = static_cast<float>(sd), cs = static_cast<float>(cd);
+  float* v = row_ptr<float>(x.data, x.stride, token) + h * head_dim;
+  const int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+  const float x0 = v[a], x1 = v[b];
+  v[a] = x0 * cs - x1 * sn;
+  v[b] = x0 * sn + x1 * cs;
 }
 
 __global__ void kv_write_kernel(Mat kc, Mat vc, Mat k, Mat v, const int32_t* slots) {
@@ -138,14 +158,15 @@ void get_rows(cudaStream_t s, const Mat& out, const Mat& table, const int32_t* i
 }
 
 void rms_norm(cudaStream_t s, const Mat& out, const Mat& x, const float* weight, float eps) {
-  rms_norm_kernel<<<static_cast<unsigned>(x.rows), kThreads, 0, s>>>(out, x, weight, eps);
+  const int64_t warps = (x.cols + kWarp - 1) / kWarp;
+  const int threads = static_cast<int>(warps * kWarp < kNormThreads ? warps * kWarp : kNormThreads);
+  rms_norm_kernel<<<static_cast<unsigned>(x.rows), threads, 0, s>>>(out, x, weight, eps);
 }
 
 void rope(cudaStream_t s, const Mat& x, int64_t heads, int64_t head_dim, const int32_t* pos,
           int32_t n_rot, bool neox, float freq_base, float freq_scale) {
-  const int threads = n_rot / 2 < kThreads ? (n_rot / 2 + kWarp - 1) / kWarp * kWarp : kThreads;
-  rope_kernel<<<static_cast<unsigned>(x.rows), threads, 0, s>>>(x, heads, head_dim, pos, n_rot,
-                                                                  neox, freq_base, freq_scale);
+  rope_kernel<<<grid_for(x.rows * heads * (n_rot / 2), kThreads), kThreads, 0, s>>>(
+      x, heads, head_dim, pos, n_rot, neox, freq_base, freq_scale);
 }
 
 void kv_write(cudaStream_t s, const Mat& k_cache, const Mat& v_cache, const Mat& k, const Mat& v,

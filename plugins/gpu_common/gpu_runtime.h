@@ -45,6 +45,15 @@
 #define cudaEventRecord hipEventRecord
 #define cudaEventSynchronize hipEventSynchronize
 #define cudaEventDestroy hipEventDestroy
+#define cudaStreamBeginCapture hipStreamBeginCapture
+#define cudaStreamCaptureModeRelaxed hipStreamCaptureModeRelaxed
+#define cudaStreamEndCapture hipStreamEndCapture
+#define cudaGraph_t hipGraph_t
+#define cudaGraphExec_t hipGraphExec_t
+#define cudaGraphInstantiateWithFlags hipGraphInstantiateWithFlags
+#define cudaGraphLaunch hipGraphLaunch
+#define cudaGraphDestroy hipGraphDestroy
+#define cudaGraphExecDestroy hipGraphExecDestroy
 
 #define TSR_GPU_API_NAME "HIP"
 #define TSR_GPU_API_PREFIX "hip"

@@ -151,7 +151,18 @@ void validate(const std::string& path, const tsr_plugin_desc& d) {
   }
   if (d.iface == nullptr) refuse(path, "function table is NULL");
   // The table sizes ABI 1.0 pinned: they stay the minimum when later minors append.
-  if (d.kind == TSR_PLUGIN_BACKEND) validate_table<tsr_backend_iface>(path, d.iface, 240);
+  if (d.kind == TSR_PLUGIN_BACKEND) {
+    validate_table<tsr_backend_iface>(path, d.iface, 240);
+#if TSR_ABI_MINOR >= 2
+    // Graphs (1.2) come as a set of four entries, all set or all NULL.
+    const auto& t = *static_cast<const tsr_backend_iface*>(d.iface);
+    if (TSR_STRUCT_HAS(&t, tsr_backend_iface, graph_destroy)) {
+      const int set = (t.graph_begin != nullptr) + (t.graph_end != nullptr) +
+                      (t.graph_launch != nullptr) + (t.graph_destroy != nullptr);
+      if (set != 0 && set != 4) refuse(path, "graph entries are incomplete (all four or none)");
+    }
+#endif
+  }
   if (d.kind == TSR_PLUGIN_DRAFT) validate_table<tsr_draft_iface>(path, d.iface, 64);
   // Constraint and quant plugins arrived in 1.1: their tables' first sizes are 1.1's.
   if (d.kind == TSR_PLUGIN_CONSTRAINT) {

@@ -53,6 +53,10 @@ OP(silu_mul, tsr_silu_mul_params)
 OP(add, tsr_add_params)
 OP(copy_blocks, tsr_copy_blocks_params)
 
+#ifdef BROKEN_PARTIAL_GRAPHS
+static tsr_status fail_graph_begin(tsr_backend* b, tsr_stream* s, tsr_error** e) { (void)b; (void)s; return fail(e); }
+#endif
+
 static tsr_backend_iface g_iface = {
 #ifdef BROKEN_SMALL_TABLE
     16,
@@ -70,6 +74,9 @@ static tsr_backend_iface g_iface = {
     matmul,
 #endif
     rope, kv_write, attention, silu_mul, add, copy_blocks,
+#ifdef BROKEN_PARTIAL_GRAPHS
+    fail_graph_begin, NULL, NULL, NULL,
+#endif
 };
 
 static tsr_plugin_desc g_desc = {

@@ -52,7 +52,8 @@ INSTANTIATE_TEST_SUITE_P(
         Refusal{"no_symbol", "does not export tsr_plugin_query", TSR_STATUS_ABI_MISMATCH},
         Refusal{"declines", "declined to serve this host", TSR_STATUS_ABI_MISMATCH},
         Refusal{"wrong_kind", "is a quant plugin, expected backend", TSR_STATUS_ABI_MISMATCH},
-        Refusal{"wrong_name", "calls itself 'somebody_else'", TSR_STATUS_ABI_MISMATCH}),
+        Refusal{"wrong_name", "calls itself 'somebody_else'", TSR_STATUS_ABI_MISMATCH},
+        Refusal{"partial_graphs", "graph entries are incomplete", TSR_STATUS_ABI_MISMATCH}),
     [](const auto& info) { return std::string(info.param.variant); });
 
 TEST(PluginLoader, MissingPluginNamesFileAndDirectories) {

@@ -98,6 +98,21 @@ TEST_F(EngineInvariance, BatchOf16MixedLengths) {
   expect_references(refs_, run_batch(*engine, mixed_batch(refs_)));
 }
 
+// Decode steps replayed from graphs (the CPU backend records op lists): padded to their
+// bucket, the batch shrinking through the buckets as requests finish, and more requests
+// than max_seqs, so that waiting ones join with prefill steps (eager) between replays.
+TEST_F(EngineInvariance, DecodeGraphsKeepGreedyOutput) {
+  Config c = base_config();
+  c.backend.graphs = "on";
+  c.scheduler.max_seqs = 12;
+  auto engine = Engine::create(c);
+  expect_references(refs_, run_batch(*engine, mixed_batch(refs_)));
+  const EngineStats stats = engine->stats();
+  EXPECT_GT(stats.graph_replays, stats.steps / 2) << "most decode steps replay a graph";
+  EXPECT_GE(stats.graphs_recorded, 5);
+  for (const Reference& r : refs_) EXPECT_EQ(engine->generate(greedy(r.prompt, 200)).tokens, r.greedy);
+}
+
 TEST_F(EngineInvariance, ChunkedPrefill) {
   for (int32_t chunk : {1, 7, 64}) {
     Config c = base_config();

@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 #define TSR_ABI_MAJOR 1
-#define TSR_ABI_MINOR 1
+#define TSR_ABI_MINOR 2
 
 #if defined(_WIN32)
 #define TSR_EXPORT __declspec(dllexport)

@@ -33,6 +33,7 @@ typedef struct tsr_backend tsr_backend; /* opaque, created and destroyed by the 
 typedef struct tsr_buffer tsr_buffer;
 typedef struct tsr_stream tsr_stream;
 typedef struct tsr_event tsr_event;
+typedef struct tsr_graph tsr_graph; /* ABI 1.2: a recorded sequence of ops */
 
 typedef enum tsr_device_type {
   TSR_DEVICE_CPU = 0,
@@ -260,8 +261,29 @@ typedef struct tsr_backend_iface {
                     tsr_error** error);
   tsr_status (*copy_blocks)(tsr_backend* b, tsr_stream* s, const tsr_copy_blocks_params* p,
                             tsr_error** error);
+
+  /* ---- graphs (ABI 1.2; all four NULL when the backend cannot record) ----
+   * graph_begin starts recording the ops enqueued on `stream` (not NULL): until graph_end
+   * they are recorded, not run, and nothing else may be enqueued on that stream (no buffer
+   * write, read or memset, no synchronize). graph_end ends the recording and returns the
+   * graph; it always ends it, also when it fails. Launching a graph replays its ops with the
+   * operands they were recorded with (tensor addresses, shapes, scalars), reading whatever
+   * those addresses hold at launch: the caller changes inputs by writing into the same
+   * buffers between launches. A backend checks operands when it records an op (an op
+   * refused then voids the recording: graph_end fails) or when it launches the graph (the
+   * launch fails). A device backend may check index operands only when recording: the
+   * caller keeps what it writes into them within the limits they had then (ids, slots and
+   * blocks in range, no sequence longer than its block table's width). A graph is destroyed
+   * before the backend; the buffers its ops use outlive it. One thread at a time, as the
+   * backend. */
+  tsr_status (*graph_begin)(tsr_backend* b, tsr_stream* s, tsr_error** error);
+  /* *out receives the graph (owned by the caller, freed with graph_destroy). */
+  tsr_status (*graph_end)(tsr_backend* b, tsr_stream* s, tsr_graph** out, tsr_error** error);
+  tsr_status (*graph_launch)(tsr_backend* b, tsr_stream* s, const tsr_graph* g,
+                             tsr_error** error);
+  void (*graph_destroy)(tsr_backend* b, tsr_graph* g); /* NULL is ignored */
 } tsr_backend_iface;
-TSR_ABI_PIN_SIZE(tsr_backend_iface, 240);
+TSR_ABI_PIN_SIZE(tsr_backend_iface, 272);
 
 #ifdef __cplusplus
 }

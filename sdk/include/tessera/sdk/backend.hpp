@@ -17,12 +17,16 @@
 //   std::unique_ptr<Event> event_create();     void event_record(Event&, Stream*);
 //   void event_wait(Stream*, Event&);           void event_synchronize(Event&);
 //   void get_rows(Stream*, const tsr_get_rows_params&);  ... one per op, same pattern.
+//   struct Graph;                                        // optional (ABI 1.2), with:
+//   void graph_begin(Stream&);  std::unique_ptr<Graph> graph_end(Stream&);
+//   void graph_launch(Stream&, const Graph&);
 // A NULL stream is passed through as nullptr: the backend's default stream.
 //
 // The generated entries check handles, params struct_size and buffer ranges before Impl
 // sees them, and turn every exception into a status with an error object.
 #pragma once
 
+#include <concepts>
 #include <cstring>
 #include <memory>
 #include <span>
@@ -69,6 +73,10 @@ class BackendPlugin {
         op<tsr_kv_write_params, &Impl::kv_write>, op<tsr_attention_params, &Impl::attention>,
         op<tsr_silu_mul_params, &Impl::silu_mul>, op<tsr_add_params, &Impl::add>,
         op<tsr_copy_blocks_params, &Impl::copy_blocks>,
+#if TSR_ABI_MINOR >= 2
+        graph_entry(&graph_begin), graph_entry(&graph_end), graph_entry(&graph_launch),
+        graph_entry(&graph_destroy),
+#endif
     };
     return t;
   }
@@ -246,6 +254,57 @@ class BackendPlugin {
       impl.event_synchronize(object<Event>(e, "event_synchronize: event"));
     });
   }
+
+#if TSR_ABI_MINOR >= 2
+  // Graphs when Impl records them (it has a Graph type and the three members), else the
+  // four entries are NULL.
+  static constexpr bool kGraphs = requires(Impl& i, Stream& s, const typename Impl::Graph& g) {
+    i.graph_begin(s);
+    { i.graph_end(s) } -> std::same_as<std::unique_ptr<typename Impl::Graph>>;
+    i.graph_launch(s, g);
+  };
+
+  template <class Entry>
+  static constexpr Entry graph_entry(Entry entry) {
+    return kGraphs ? entry : nullptr;
+  }
+
+  static tsr_status graph_begin([[maybe_unused]] tsr_backend* b, [[maybe_unused]] tsr_stream* s,
+                                tsr_error** error) {
+    return boundary(error, [&] {
+      if constexpr (kGraphs) self(b).graph_begin(object<Stream>(s, "graph_begin: stream"));
+    });
+  }
+
+  static tsr_status graph_end([[maybe_unused]] tsr_backend* b, [[maybe_unused]] tsr_stream* s,
+                              [[maybe_unused]] tsr_graph** out, tsr_error** error) {
+    return boundary(error, [&] {
+      if constexpr (kGraphs) {
+        Impl& impl = self(b);
+        Stream& stream = object<Stream>(s, "graph_end: stream");
+        // Ends the recording before refusing a NULL out, as the ABI promises.
+        auto graph = impl.graph_end(stream);
+        require(out != nullptr, "graph_end: out is NULL");
+        *out = to_handle<tsr_graph>(graph.release());
+      }
+    });
+  }
+
+  static tsr_status graph_launch([[maybe_unused]] tsr_backend* b, [[maybe_unused]] tsr_stream* s,
+                                 [[maybe_unused]] const tsr_graph* g, tsr_error** error) {
+    return boundary(error, [&] {
+      if constexpr (kGraphs) {
+        using Graph = typename Impl::Graph;
+        self(b).graph_launch(object<Stream>(s, "graph_launch: stream"),
+                             object<const Graph>(g, "graph_launch: graph"));
+      }
+    });
+  }
+
+  static void graph_destroy(tsr_backend*, [[maybe_unused]] tsr_graph* g) {
+    if constexpr (kGraphs) delete from_handle<typename Impl::Graph>(g);
+  }
+#endif
 
   // One entry per op: handle and params checks, then Impl's member.
   template <class Params, void (Impl::*Op)(Stream*, const Params&)>
