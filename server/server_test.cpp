@@ -312,7 +312,13 @@ TEST_F(ServerTest, NotFoundAndTooLarge) {
 
 TEST_F(ServerTest, Metrics) {
   completion({{"prompt", "Once"}, {"max_tokens", 4}, {"temperature", 0}});
-  const auto r = client().Get("/metrics");
+  // Responses are counted once written (cpp-httplib's logger), which may be just after the
+  // client has read the completion: wait until the count shows.
+  auto r = client().Get("/metrics");
+  for (int i = 0; i < 200 && r && r->body.find("tessera_http_responses_total{code=\"200\"}") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    r = client().Get("/metrics");
+  }
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
   for (const char* name : {"tessera_requests_total{finish_reason=\"length\"}", "tessera_prompt_tokens_total",
