@@ -316,10 +316,12 @@ std::vector<float> quantize_activations(const std::vector<float>& x, int64_t k) 
 
 bool int8_kernel(tsr_dtype d) { return d == TSR_DTYPE_Q8_0 || d == TSR_DTYPE_Q4_0; }
 
-// Prefill (n >= 16) against Q8_0/Q4_0/BF16 weights runs oneDNN's bf16 GEMM where the CPU
-// has AVX-512 BF16: both operands are rounded to bf16 first.
+// Prefill against BF16 (n >= 16) and Q8_0/Q4_0 weights (n >= 64; fewer rows stay on the
+// int8 kernels) runs oneDNN's bf16 GEMM where the CPU has AVX-512 BF16: both operands are
+// rounded to bf16 first.
 bool bf16_gemm(tsr_dtype d, int64_t n) {
-  return n >= 16 && (int8_kernel(d) || d == TSR_DTYPE_BF16) && __builtin_cpu_supports("avx512bf16");
+  return ((int8_kernel(d) && n >= 64) || (d == TSR_DTYPE_BF16 && n >= 16)) &&
+         __builtin_cpu_supports("avx512bf16");
 }
 
 double round_bf16(double v) { return bf16_to_f32(f32_to_bf16(static_cast<float>(v))); }

@@ -78,24 +78,30 @@ void rows_generic(tsr_dtype dtype, const uint8_t* wrow, const QuantizedRows& xq,
   }
 }
 
+// The VNNI path's target: the helpers below carry it too, so that they inline (GCC does
+// not inline across differing target attributes, and a call per block costs ~15 %).
+#define TSR_VNNI_TARGET "avx2,f16c,fma,avx512vl,avx512vnni,avx512bw,avx512f,avx512dq"
+
 // Loads block b's 32 weights into a register as int8.
-__attribute__((target("avx2,f16c,fma")))
-inline __m256i load_block_avx2(tsr_dtype dtype, const uint8_t* row, int64_t b, float* dw) {
-  if (dtype == TSR_DTYPE_Q8_0) {
+template <tsr_dtype D>
+__attribute__((target(TSR_VNNI_TARGET), always_inline))
+inline __m256i load_block_avx2(const uint8_t* row, int64_t b, float* dw) {
+  if constexpr (D == TSR_DTYPE_Q8_0) {
     const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
     *dw = _cvtsh_ss(blk->d);
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs));
+  } else {
+    const auto* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
+    *dw = _cvtsh_ss(blk->d);
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs));
+    const __m128i lo = _mm_and_si128(packed, _mm_set1_epi8(0x0f));
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0f));
+    return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
   }
-  const auto* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
-  *dw = _cvtsh_ss(blk->d);
-  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs));
-  const __m128i lo = _mm_and_si128(packed, _mm_set1_epi8(0x0f));
-  const __m128i hi = _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0f));
-  return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
 }
 
-__attribute__((target("avx2,fma")))
-inline float hsum(__m256 v) {
+__attribute__((target(TSR_VNNI_TARGET), always_inline))
+inline float hsum_vnni(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
@@ -103,10 +109,11 @@ inline float hsum(__m256 v) {
 
 // Two consecutive weight blocks in one 512-bit register (a Q8_0 row interleaves scales and
 // values, so the halves load separately).
-__attribute__((target("avx512f,avx512bw,avx512vl,avx2,f16c")))
-inline __m512i load_pair_avx512(tsr_dtype dtype, const uint8_t* row, int64_t b, float* dw0, float* dw1) {
-  const __m256i lo = load_block_avx2(dtype, row, b, dw0);
-  const __m256i hi = load_block_avx2(dtype, row, b + 1, dw1);
+template <tsr_dtype D>
+__attribute__((target(TSR_VNNI_TARGET), always_inline))
+inline __m512i load_pair_avx512(const uint8_t* row, int64_t b, float* dw0, float* dw1) {
+  const __m256i lo = load_block_avx2<D>(row, b, dw0);
+  const __m256i hi = load_block_avx2<D>(row, b + 1, dw1);
   return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
@@ -114,17 +121,21 @@ inline __m512i load_pair_avx512(tsr_dtype dtype, const uint8_t* row, int64_t b, 
 // block b, lanes 8-15 block b+1; each half is scaled by its own dw·dx. The sign goes onto
 // x, not w: a weight may be -128 (a valid Q8_0 value llama.cpp's quantizer never makes),
 // whose negation overflows, while our activations stay within ±127; |-128| is 128 as u8.
-__attribute__((target("avx2,f16c,fma,avx512vl,avx512vnni,avx512bw,avx512f,avx512dq")))
-void rows_vnni512(tsr_dtype dtype, const uint8_t* wrow, const QuantizedRows& xq, int64_t r0, int nr,
-                  float* sums) {
-  __m512 acc[kRowGroup];
-  for (int r = 0; r < kRowGroup; ++r) acc[r] = _mm512_setzero_ps();
+// NR (the rows of x) is a compile-time constant, so that the accumulators live in
+// registers: indexed by a run-time count they went to the stack, and every FMA waited for
+// a store to forward.
+template <tsr_dtype D, int NR>
+__attribute__((target(TSR_VNNI_TARGET)))
+void rows_vnni512(const uint8_t* wrow, const QuantizedRows& xq, int64_t r0, float* sums) {
+  constexpr int nr = NR;
+  __m512 acc[NR];
+  for (int r = 0; r < NR; ++r) acc[r] = _mm512_setzero_ps();
   const int8_t* xbase = &xq.q[size_t(r0 * xq.blocks * kQBlock)];
   const float* dbase = &xq.d[size_t(r0 * xq.blocks)];
   int64_t b = 0;
   for (; b + 2 <= xq.blocks; b += 2) {
     float dw0, dw1;
-    const __m512i w = load_pair_avx512(dtype, wrow, b, &dw0, &dw1);
+    const __m512i w = load_pair_avx512<D>(wrow, b, &dw0, &dw1);
     const __m512i abs_w = _mm512_abs_epi8(w);
     const __mmask64 negative_w = _mm512_movepi8_mask(w);
     const __m512 dw = _mm512_insertf32x8(_mm512_set1_ps(dw0), _mm256_set1_ps(dw1), 1);
@@ -141,11 +152,26 @@ void rows_vnni512(tsr_dtype dtype, const uint8_t* wrow, const QuantizedRows& xq,
   if (b < xq.blocks) {  // an odd last block
     for (int r = 0; r < nr; ++r) {
       float dw;
-      const __m256i w = load_block_avx2(dtype, wrow, b, &dw);
+      const __m256i w = load_block_avx2<D>(wrow, b, &dw);
       const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xbase + (r * xq.blocks + b) * kQBlock));
       const __m256i dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
-      sums[r] += hsum(_mm256_cvtepi32_ps(dot)) * dw * dbase[r * xq.blocks + b];
+      sums[r] += hsum_vnni(_mm256_cvtepi32_ps(dot)) * dw * dbase[r * xq.blocks + b];
     }
+  }
+}
+
+template <tsr_dtype D>
+void rows_vnni(const uint8_t* wrow, const QuantizedRows& xq, int64_t r0, int nr, float* sums) {
+  static_assert(kRowGroup == 8, "one case per row count");
+  switch (nr) {
+    case 1: rows_vnni512<D, 1>(wrow, xq, r0, sums); break;
+    case 2: rows_vnni512<D, 2>(wrow, xq, r0, sums); break;
+    case 3: rows_vnni512<D, 3>(wrow, xq, r0, sums); break;
+    case 4: rows_vnni512<D, 4>(wrow, xq, r0, sums); break;
+    case 5: rows_vnni512<D, 5>(wrow, xq, r0, sums); break;
+    case 6: rows_vnni512<D, 6>(wrow, xq, r0, sums); break;
+    case 7: rows_vnni512<D, 7>(wrow, xq, r0, sums); break;
+    default: rows_vnni512<D, 8>(wrow, xq, r0, sums); break;
   }
 }
 
@@ -174,6 +200,13 @@ void for_weight_rows(OpContext& ctx, const Matrix& out, const Matrix& w, int64_t
   }
 }
 
+__attribute__((target("avx2,fma")))
+inline float hsum(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
+}
+
 __attribute__((target("avx2,f16c,fma")))
 void f16_rows(const uint16_t* wrow, const Matrix& x, int64_t r0, int nr, float* sums) {
   __m256 acc[kRowGroup];
@@ -200,8 +233,10 @@ void quant_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const Matr
   for_weight_rows(ctx, out, w, x.rows, w.rows * w.cols * x.rows,
                   [&](int64_t j, int64_t r0, int nr, float* sums) {
                     const uint8_t* wrow = w.row<uint8_t>(j);
-                    if (vnni) {
-                      rows_vnni512(w.dtype, wrow, xq, r0, nr, sums);
+                    if (vnni && w.dtype == TSR_DTYPE_Q8_0) {
+                      rows_vnni<TSR_DTYPE_Q8_0>(wrow, xq, r0, nr, sums);
+                    } else if (vnni) {
+                      rows_vnni<TSR_DTYPE_Q4_0>(wrow, xq, r0, nr, sums);
                     } else {
                       rows_generic(w.dtype, wrow, xq, r0, nr, sums);
                     }

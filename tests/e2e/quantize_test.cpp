@@ -204,7 +204,8 @@ std::vector<float> next_logits(Engine& engine, std::vector<int32_t> prompt) {
 // reference early on two prompts (after 15 and 43 tokens). The CPU kernels also quantize
 // the activations to 8 bits (as llama.cpp's Q8_0 path does), which on this 64-wide model
 // adds up to ~0.1 of logit error. Fed the reference tokens, Q8_0 picks the reference token
-// at each of the first 50 positions, or one its logit is within 0.15 of, at most 3 times.
+// at each of the first 50 positions, or one its logit is within 0.15 of: 4 times in the 250
+// positions (prompts and decode batches under 64 rows run on the int8 kernels).
 TEST(QuantizeStoriesQ8_0, FollowsTheF32GreedyIdsExceptAtNearTies) {
   TSR_REQUIRE_SHARED(kStories);
   TSR_REQUIRE_SHARED(kRefs);
@@ -221,12 +222,14 @@ TEST(QuantizeStoriesQ8_0, FollowsTheF32GreedyIdsExceptAtNearTies) {
       EXPECT_LT(*top - logits[static_cast<size_t>(ref.greedy[k])], 0.15f) << "position " << k;
     }
   }
-  EXPECT_LE(near_ties, 3);
+  EXPECT_LE(near_ties, 5);
 }
 
 // The Q8_0 kernels compute what F32 kernels compute on the reference dequantization of the
-// same weights: `quantize ... f32` of the Q8_0 file generates the same greedy ids.
-TEST(QuantizeStoriesQ8_0, GeneratesAsItsDequantizedF32File) {
+// same weights (`quantize ... f32` of the Q8_0 file), up to the 8-bit rounding of the
+// activations: teacher-forced logits agree within 0.4 (0.26 at worst on these prompts, in
+// logits of magnitude 5-15; a wrong block decode moves them by whole units).
+TEST(QuantizeStoriesQ8_0, ComputesAsItsDequantizedF32File) {
   TSR_REQUIRE_SHARED(kStories);
   TSR_REQUIRE_SHARED(kRefs);
   const std::string q8 = quantized_stories("q8_0");
@@ -234,7 +237,15 @@ TEST(QuantizeStoriesQ8_0, GeneratesAsItsDequantizedF32File) {
   ASSERT_EQ(tessera("quantize " + q8 + " " + dequantized + " f32"), 0);
   auto a = load(q8), b = load(dequantized);
   for (const Reference& ref : references()) {
-    EXPECT_EQ(greedy(*a, ref.prompt, 50), greedy(*b, ref.prompt, 50));
+    for (size_t k = 0; k < 50; k += 7) {
+      std::vector<int32_t> prompt = ref.prompt;
+      prompt.insert(prompt.end(), ref.greedy.begin(), ref.greedy.begin() + static_cast<ptrdiff_t>(k));
+      const std::vector<float> la = next_logits(*a, prompt), lb = next_logits(*b, prompt);
+      ASSERT_EQ(la.size(), lb.size());
+      float worst = 0;
+      for (size_t i = 0; i < la.size(); ++i) worst = std::max(worst, std::abs(la[i] - lb[i]));
+      EXPECT_LT(worst, 0.4f) << "position " << k;
+    }
   }
 }
 
