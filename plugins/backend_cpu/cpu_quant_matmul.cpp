@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "cpu_dtype.h"
@@ -160,19 +161,26 @@ void rows_vnni512(const uint8_t* wrow, const QuantizedRows& xq, int64_t r0, floa
   }
 }
 
-template <tsr_dtype D>
-void rows_vnni(const uint8_t* wrow, const QuantizedRows& xq, int64_t r0, int nr, float* sums) {
+// Calls f(std::integral_constant<int, nr>{}): the kernels take their row count as a
+// compile-time constant (see rows_vnni512).
+template <class F>
+void dispatch_rows(int nr, F&& f) {
   static_assert(kRowGroup == 8, "one case per row count");
   switch (nr) {
-    case 1: rows_vnni512<D, 1>(wrow, xq, r0, sums); break;
-    case 2: rows_vnni512<D, 2>(wrow, xq, r0, sums); break;
-    case 3: rows_vnni512<D, 3>(wrow, xq, r0, sums); break;
-    case 4: rows_vnni512<D, 4>(wrow, xq, r0, sums); break;
-    case 5: rows_vnni512<D, 5>(wrow, xq, r0, sums); break;
-    case 6: rows_vnni512<D, 6>(wrow, xq, r0, sums); break;
-    case 7: rows_vnni512<D, 7>(wrow, xq, r0, sums); break;
-    default: rows_vnni512<D, 8>(wrow, xq, r0, sums); break;
+    case 1: f(std::integral_constant<int, 1>{}); break;
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 3: f(std::integral_constant<int, 3>{}); break;
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    case 5: f(std::integral_constant<int, 5>{}); break;
+    case 6: f(std::integral_constant<int, 6>{}); break;
+    case 7: f(std::integral_constant<int, 7>{}); break;
+    default: f(std::integral_constant<int, 8>{}); break;
   }
+}
+
+template <tsr_dtype D>
+void rows_vnni(const uint8_t* wrow, const QuantizedRows& xq, int64_t r0, int nr, float* sums) {
+  dispatch_rows(nr, [&](auto n) { rows_vnni512<D, decltype(n)::value>(wrow, xq, r0, sums); });
 }
 
 bool has_vnni() {
@@ -207,10 +215,13 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
 }
 
+// NR at compile time, as rows_vnni512, so that the accumulators stay in registers.
+template <int NR>
 __attribute__((target("avx2,f16c,fma")))
-void f16_rows(const uint16_t* wrow, const Matrix& x, int64_t r0, int nr, float* sums) {
-  __m256 acc[kRowGroup];
-  for (int r = 0; r < kRowGroup; ++r) acc[r] = _mm256_setzero_ps();
+void f16_rows(const uint16_t* wrow, const Matrix& x, int64_t r0, float* sums) {
+  constexpr int nr = NR;
+  __m256 acc[NR];
+  for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
   int64_t c = 0;
   for (; c + 8 <= x.cols; c += 8) {
     const __m256 wv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wrow + c)));
@@ -246,7 +257,7 @@ void quant_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const Matr
 void f16_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const Matrix& w) {
   for_weight_rows(ctx, out, w, x.rows, w.rows * w.cols * x.rows,
                   [&](int64_t j, int64_t r0, int nr, float* sums) {
-                    f16_rows(w.row<uint16_t>(j), x, r0, nr, sums);
+                    dispatch_rows(nr, [&](auto n) { f16_rows<decltype(n)::value>(w.row<uint16_t>(j), x, r0, sums); });
                   });
 }
 
