@@ -22,10 +22,10 @@ using sdk::require;
 
 // Below this many rows of x, the streaming kernel beats GEMM setup costs.
 constexpr int64_t kGemmMinRows = 16;
-// Q8_0/Q4_0 weights stay on the int8 streaming kernels up to this many rows (decode
-// batches): decoding every weight to bf16 for the GEMM costs more than the GEMM saves
+// Q8_0/Q4_0 and F16 weights stay on the streaming kernels (int8, F16C) up to this many
+// rows (decode batches): decoding every weight for the GEMM costs more than the GEMM saves
 // until the rows are many (prefill).
-constexpr int64_t kQuantGemmMinRows = 64;
+constexpr int64_t kDecodedGemmMinRows = 64;
 // Primitive cache bound: prompt lengths vary, so shapes do too.
 constexpr size_t kMaxCachedPrimitives = 64;
 // Weight rows decoded at a time for the GEMM path (bounds the scratch memory).
@@ -196,7 +196,7 @@ void op_matmul(OpContext& ctx, const tsr_matmul_params& p) {
   if (w.dtype == TSR_DTYPE_F32 && x.rows >= kGemmMinRows && io_aligned && w.row_stride % 4 == 0) {
     gemm_onednn(ctx, out, x, w);
   } else if (w.dtype != TSR_DTYPE_F32 && io_aligned && (w.dtype == TSR_DTYPE_F16 || has_bf16()) &&
-             x.rows >= (quant_matmul_supported(w.dtype) ? kQuantGemmMinRows : kGemmMinRows)) {
+             x.rows >= (w.dtype == TSR_DTYPE_BF16 ? kGemmMinRows : kDecodedGemmMinRows)) {
     gemm_decoded(ctx, out, x, w);
   } else if (quant_matmul_supported(w.dtype)) {
     quant_matmul(ctx, out, x, w);
