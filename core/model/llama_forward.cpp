@@ -20,6 +20,7 @@ struct LlamaForward::Scratch {
   // Views for the current step.
   tsr_tensor x, xn, q, k, v, attn, gate, up, last, last_norm, out_logits;
   tsr_tensor tokens, positions, slots, qsl, seq_lens, tables, logit_rows;
+  std::vector<int32_t> host_meta;  // the metadata packed for its one write, reused
 };
 
 LlamaForward::LlamaForward(const LlamaModel& model, Backend& backend, KvCache& cache,
@@ -73,13 +74,14 @@ size_t metadata_ints(const StepBatch& b) {
 
 }  // namespace
 
+// Packs the metadata on the host and writes it with one buffer_write (a device backend
+// pays a staged copy per write, every step).
 void LlamaForward::upload_metadata(Scratch& s, const StepBatch& b) {
   auto* base = reinterpret_cast<int32_t*>(s.meta->base());
-  size_t offset = 0;
+  s.host_meta.clear();
   auto put = [&](const std::vector<int32_t>& v, std::initializer_list<int64_t> shape) {
-    backend_.write(*s.meta, offset * sizeof(int32_t), v.data(), v.size() * sizeof(int32_t));
-    tsr_tensor t = tensor_make(TSR_DTYPE_I32, base + offset, shape);
-    offset += v.size();
+    tsr_tensor t = tensor_make(TSR_DTYPE_I32, base + s.host_meta.size(), shape);
+    s.host_meta.insert(s.host_meta.end(), v.begin(), v.end());
     return t;
   };
   const int64_t n = b.num_tokens(), seqs = b.num_seqs();
@@ -90,6 +92,7 @@ void LlamaForward::upload_metadata(Scratch& s, const StepBatch& b) {
   s.seq_lens = put(b.seq_lens, {seqs});
   s.tables = put(b.block_tables, {seqs, b.max_blocks});
   s.logit_rows = put(b.logit_rows, {int64_t(b.logit_rows.size())});
+  backend_.write(*s.meta, 0, s.host_meta.data(), s.host_meta.size() * sizeof(int32_t));
 }
 
 void LlamaForward::run(const StepBatch& b, std::vector<float>& logits) {
