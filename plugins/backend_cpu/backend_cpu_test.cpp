@@ -610,7 +610,7 @@ TEST(CpuKvWrite, WritesMappedSlotsAndSkipsMinusOne) {
 
 // ---- paged attention ----
 
-constexpr int64_t kHeads = 8, kKvHeads = 2, kHeadDim = 16;
+constexpr int64_t kHeads = 8, kKvHeads = 2;
 const std::vector<int32_t> kSeqLens = {5, 23, 12};
 
 // Three sequences' keys and values, kept contiguously for the reference and written by
@@ -618,6 +618,7 @@ const std::vector<int32_t> kSeqLens = {5, 23, 12};
 // names stay NaN, so a kernel reading a wrong slot shows.
 struct PagedCache {
   int32_t block_size = 0;
+  int64_t head_dim = 0;
   int64_t max_blocks = 0;
   std::vector<int32_t> tables;           // [num_seqs, max_blocks], -1 where unused
   std::vector<std::vector<float>> k, v;  // per sequence: [len, kv_heads, head_dim]
@@ -628,10 +629,12 @@ struct PagedCache {
   }
 };
 
-PagedCache make_paged_cache(int32_t block_size, uint32_t seed, Backend& be = backend()) {
+PagedCache make_paged_cache(int32_t block_size, int64_t head_dim, uint32_t seed,
+                            Backend& be = backend()) {
   PagedCache c;
   c.block_size = block_size;
-  const int64_t row = kKvHeads * kHeadDim;
+  c.head_dim = head_dim;
+  const int64_t row = kKvHeads * head_dim;
   int64_t used = 0;
   for (const int32_t len : kSeqLens) {
     const int64_t blocks = (len + block_size - 1) / block_size;
@@ -668,10 +671,10 @@ PagedCache make_paged_cache(int32_t block_size, uint32_t seed, Backend& be = bac
     }
   }
   const int64_t slots = num_blocks * block_size, n = static_cast<int64_t>(mapping.size());
-  c.k_cache = make_tensor(TSR_DTYPE_F32, {slots, kKvHeads, kHeadDim}, nullptr, 0, be);
-  c.v_cache = make_tensor(TSR_DTYPE_F32, {slots, kKvHeads, kHeadDim}, nullptr, 0, be);
-  const DevTensor dk = upload(k_rows, TSR_DTYPE_F32, {n, kKvHeads, kHeadDim}, 0, be);
-  const DevTensor dv = upload(v_rows, TSR_DTYPE_F32, {n, kKvHeads, kHeadDim}, 0, be);
+  c.k_cache = make_tensor(TSR_DTYPE_F32, {slots, kKvHeads, head_dim}, nullptr, 0, be);
+  c.v_cache = make_tensor(TSR_DTYPE_F32, {slots, kKvHeads, head_dim}, nullptr, 0, be);
+  const DevTensor dk = upload(k_rows, TSR_DTYPE_F32, {n, kKvHeads, head_dim}, 0, be);
+  const DevTensor dv = upload(v_rows, TSR_DTYPE_F32, {n, kKvHeads, head_dim}, 0, be);
   const DevTensor dm = upload_i32(mapping, be);
   be.kv_write({sizeof(tsr_kv_write_params), c.k_cache.get(), c.v_cache.get(), dk.get(), dv.get(),
                dm.get()});
@@ -699,7 +702,7 @@ struct AttentionCall {
   tsr_attention_params params() const {
     return {sizeof(tsr_attention_params), out.get(), q.get(), cache->k_cache.get(),
             cache->v_cache.get(), tables.get(), seq_lens.get(), qsl.get(), positions.get(),
-            cache->block_size, 1 / std::sqrt(float(kHeadDim))};
+            cache->block_size, 1 / std::sqrt(float(cache->head_dim))};
   }
 };
 
@@ -717,8 +720,8 @@ AttentionCall make_call(const PagedCache& c, const Batch& b, const std::vector<f
   const int64_t n = b.rows(), num_seqs = static_cast<int64_t>(b.seqs.size());
   AttentionCall a;
   a.cache = &c;
-  a.out = make_tensor(TSR_DTYPE_F32, {n, kHeads, kHeadDim}, nullptr, 4, be);
-  a.q = upload(q, TSR_DTYPE_F32, {n, kHeads, kHeadDim}, 12, be);
+  a.out = make_tensor(TSR_DTYPE_F32, {n, kHeads, c.head_dim}, nullptr, 4, be);
+  a.q = upload(q, TSR_DTYPE_F32, {n, kHeads, c.head_dim}, 12, be);
   a.tables = upload(tables, TSR_DTYPE_I32, {num_seqs, c.max_blocks}, 0, be);
   a.seq_lens = upload_i32(lens, be);
   a.qsl = upload_i32(qsl, be);
@@ -737,7 +740,8 @@ std::vector<float> run_attention(const PagedCache& c, const Batch& b, const std:
 // Causal softmax attention over each sequence's contiguous keys 0..pos, in double.
 std::vector<double> ref_attention(const PagedCache& c, const Batch& b,
                                   const std::vector<float>& q) {
-  const double scale = 1 / std::sqrt(double(kHeadDim));
+  const int64_t hd = c.head_dim;
+  const double scale = 1 / std::sqrt(double(hd));
   const int64_t group = kHeads / kKvHeads;
   std::vector<double> out;
   size_t row = 0;
@@ -746,23 +750,23 @@ std::vector<double> ref_attention(const PagedCache& c, const Batch& b,
     const std::vector<float>& v = c.v[b.seqs[i]];
     for (const int32_t pos : b.positions[i]) {
       for (int64_t h = 0; h < kHeads; ++h) {
-        const float* qv = &q[(row * kHeads + h) * kHeadDim];
-        const int64_t kv_off = h / group * kHeadDim;
+        const float* qv = &q[(row * kHeads + h) * hd];
+        const int64_t kv_off = h / group * hd;
         std::vector<double> w(static_cast<size_t>(pos + 1));
         for (int64_t t = 0; t <= pos; ++t) {
           double dot = 0;
-          for (int64_t d = 0; d < kHeadDim; ++d) {
-            dot += double(qv[d]) * k[(t * kKvHeads) * kHeadDim + kv_off + d];
+          for (int64_t d = 0; d < hd; ++d) {
+            dot += double(qv[d]) * k[(t * kKvHeads) * hd + kv_off + d];
           }
           w[t] = dot * scale;
         }
         const double mx = *std::max_element(w.begin(), w.end());
         double denom = 0;
         for (double& x : w) denom += (x = std::exp(x - mx));
-        for (int64_t d = 0; d < kHeadDim; ++d) {
+        for (int64_t d = 0; d < hd; ++d) {
           double acc = 0;
           for (int64_t t = 0; t <= pos; ++t) {
-            acc += w[t] * v[(t * kKvHeads) * kHeadDim + kv_off + d];
+            acc += w[t] * v[(t * kKvHeads) * hd + kv_off + d];
           }
           out.push_back(acc / denom);
         }
@@ -785,23 +789,30 @@ Batch mixed_batch() { return {{0, 1, 2}, {range(0, 5), range(15, 23), {11}}}; }
 // One query per sequence at its last position, in a different sequence order.
 Batch decode_batch() { return {{2, 0, 1}, {{11}, {4}, {22}}}; }
 
-class AttentionTest : public ::testing::TestWithParam<int32_t> {};
+// Block size and head_dim: 16, 64 and 128 fill whole vector registers, 12 and 72 end in a
+// partial one, 136 is wider than the AVX-512 kernel's registers.
+struct AttentionCase {
+  int32_t block_size;
+  int64_t head_dim;
+};
+
+class AttentionTest : public ::testing::TestWithParam<AttentionCase> {};
 
 TEST_P(AttentionTest, MatchesContiguousReference) {
-  const PagedCache c = make_paged_cache(GetParam(), 80);
+  const PagedCache c = make_paged_cache(GetParam().block_size, GetParam().head_dim, 80);
   for (const Batch& b : {mixed_batch(), decode_batch()}) {
     SCOPED_TRACE("rows " + std::to_string(b.rows()));
     const std::vector<float> q =
-        random_floats(static_cast<size_t>(b.rows() * kHeads * kHeadDim), 90 + b.rows());
+        random_floats(static_cast<size_t>(b.rows() * kHeads * c.head_dim), 90 + b.rows());
     EXPECT_LT(norm_err(run_attention(c, b, q), ref_attention(c, b, q)), kTol);
   }
 }
 
 // Each sequence's rows in a batch equal those of the sequence run alone, bit for bit.
 TEST_P(AttentionTest, BatchEqualsSequencesAlone) {
-  const PagedCache c = make_paged_cache(GetParam(), 81);
+  const PagedCache c = make_paged_cache(GetParam().block_size, GetParam().head_dim, 81);
   const Batch b = mixed_batch();
-  const int64_t row = kHeads * kHeadDim;
+  const int64_t row = kHeads * c.head_dim;
   const std::vector<float> q = random_floats(static_cast<size_t>(b.rows() * row), 91);
   const std::vector<float> batched = run_attention(c, b, q);
   int64_t first = 0;
@@ -815,8 +826,15 @@ TEST_P(AttentionTest, BatchEqualsSequencesAlone) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, AttentionTest, ::testing::Values(4, 16),
-                         [](const auto& info) { return "block" + std::to_string(info.param); });
+INSTANTIATE_TEST_SUITE_P(Cpu, AttentionTest,
+                         ::testing::Values(AttentionCase{4, 16}, AttentionCase{16, 16},
+                                           AttentionCase{16, 12}, AttentionCase{4, 64},
+                                           AttentionCase{16, 72}, AttentionCase{16, 128},
+                                           AttentionCase{8, 136}),
+                         [](const auto& info) {
+                           return "block" + std::to_string(info.param.block_size) + "_dim" +
+                                  std::to_string(info.param.head_dim);
+                         });
 
 // ---- copy_blocks ----
 
@@ -968,10 +986,10 @@ TEST(CpuBadArgs, ElementwiseAndRopeOperands) {
 }
 
 TEST(CpuBadArgs, AttentionOperands) {
-  const PagedCache c = make_paged_cache(4, 120);
+  const PagedCache c = make_paged_cache(4, 16, 120);
   const Batch b = mixed_batch();
   const std::vector<float> q =
-      random_floats(static_cast<size_t>(b.rows() * kHeads * kHeadDim), 121);
+      random_floats(static_cast<size_t>(b.rows() * kHeads * c.head_dim), 121);
   {  // a position at or beyond its sequence's seq_len
     Batch late = b;
     late.positions[2] = {12};
@@ -979,7 +997,7 @@ TEST(CpuBadArgs, AttentionOperands) {
     expect_invalid(a.params(), "position 12 not below seq_len 12");
   }
   {  // a block id past the end of the cache
-    PagedCache far = make_paged_cache(4, 120);
+    PagedCache far = make_paged_cache(4, 16, 120);
     far.tables[0] = static_cast<int32_t>(far.k_cache.rows / 4);
     AttentionCall a = make_call(far, b, q);
     expect_invalid(a.params(), "outside the cache");
@@ -1016,8 +1034,8 @@ TEST(CpuBadArgs, AttentionOperands) {
     expect_invalid(p, "query_start_loc");
   }
   {  // heads not a multiple of kv_heads
-    const DevTensor q3 = make_tensor(TSR_DTYPE_F32, {b.rows(), 3, kHeadDim});
-    const DevTensor out3 = make_tensor(TSR_DTYPE_F32, {b.rows(), 3, kHeadDim});
+    const DevTensor q3 = make_tensor(TSR_DTYPE_F32, {b.rows(), 3, c.head_dim});
+    const DevTensor out3 = make_tensor(TSR_DTYPE_F32, {b.rows(), 3, c.head_dim});
     tsr_attention_params p = a.params();
     p.q = q3.get();
     p.out = out3.get();
@@ -1105,10 +1123,10 @@ TEST(CpuThreads, OneAndTwoThreadsAgree) {
   {  // attention over the mixed batch
     const Batch b = mixed_batch();
     const std::vector<float> q =
-        random_floats(static_cast<size_t>(b.rows() * kHeads * kHeadDim), 134);
+        random_floats(static_cast<size_t>(b.rows() * kHeads * 16), 134);
     std::vector<float> results[2];
     for (Backend* be : {&one, &two}) {
-      const PagedCache c = make_paged_cache(4, 135, *be);
+      const PagedCache c = make_paged_cache(4, 16, 135, *be);
       results[be == &two] = run_attention(c, b, q, *be);
     }
     EXPECT_EQ(results[0], results[1]);
