@@ -158,12 +158,16 @@ int bench_engine(const ServingFlags& f, const EngineBenchOptions& o) {
   if (config.backend.threads == 0) config.backend.threads = static_cast<int32_t>(std::thread::hardware_concurrency());
   const nlohmann::json j = run_engine_bench(config, o);
   std::printf("%-16s %12s\n", "test", "value");
-  for (const char* key : {"pp512_tok_s", "tg128_tok_s", "b1_tok_s", "b4_tok_s", "b16_tok_s",
-                          "mem_read_gb_s", "roofline_tok_s"}) {
-    if (j.contains(key)) std::printf("%-16s %12.2f\n", key, j[key].get<double>());
+  std::vector<std::string> keys = {"pp" + std::to_string(o.pp_tokens) + "_tok_s",
+                                   "tg" + std::to_string(o.tg_tokens) + "_tok_s"};
+  for (int32_t b : o.batches) keys.push_back("b" + std::to_string(b) + "_tok_s");
+  keys.insert(keys.end(), {"mem_read_gb_s", "roofline_tok_s"});
+  for (const std::string& key : keys) {
+    if (j.contains(key)) std::printf("%-16s %12.2f\n", key.c_str(), j[key].get<double>());
   }
-  if (j.contains("roofline_tok_s")) {
-    std::printf("tg128 / roofline: %.1f%%\n", 100 * j["tg128_tok_s"].get<double>() / j["roofline_tok_s"].get<double>());
+  const std::string tg = "tg" + std::to_string(o.tg_tokens) + "_tok_s";
+  if (j.contains("roofline_tok_s") && j.contains(tg)) {
+    std::printf("tg%d / roofline: %.1f%%\n", o.tg_tokens, 100 * j[tg].get<double>() / j["roofline_tok_s"].get<double>());
   }
   if (f.json) std::puts(j.dump().c_str());
   return 0;
@@ -223,6 +227,12 @@ std::function<int()> register_bench(CLI::App& app) {
   auto ranges = std::make_shared<std::array<std::string, 3>>();  // prompt-len, output-len, rate
   add_http_flags(app, *http, (*ranges)[0], (*ranges)[1], (*ranges)[2]);
   app.add_option("--reps", engine_opts->repetitions, "engine benchmark: repetitions (best of)")->check(CLI::PositiveNumber);
+  app.add_option("-p,--n-prompt", engine_opts->pp_tokens, "engine benchmark: prompt tokens of the prefill test (0: skip)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("-n,--n-gen", engine_opts->tg_tokens, "engine benchmark: tokens of the decode test (0: skip)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--batches", engine_opts->batches, "engine benchmark: batched decode sizes (0: none)")
+      ->delimiter(',')->check(CLI::NonNegativeNumber);
   app.add_flag("--serving", *serving, "in-process serving benchmark (shared prefix, caching on/off)");
   app.add_option("-m,--model", f->model, "GGUF model file");
   app.add_option("-c,--config", f->config, "TOML configuration file");

@@ -121,13 +121,20 @@ nlohmann::json run_engine_bench(const Config& base, const EngineBenchOptions& o)
   const int32_t threads = config.backend.threads;
   nlohmann::json j{{"model", config.model.path}, {"threads", threads}};
 
-  const int32_t pp = std::min(o.pp_tokens, engine->context_length() - 1);
-  spdlog::info("bench: pp{} ...", pp);
-  j["pp512_tok_s"] = best_of(o.repetitions, [&](int32_t i) { return bench_pp(*engine, pp, 100 + i); });
-  const int32_t tg = std::min(o.tg_tokens, engine->context_length() - 9);
-  spdlog::info("bench: tg{} ...", tg);
-  j["tg128_tok_s"] = best_of(o.repetitions, [&](int32_t i) { return bench_batch(*engine, 1, tg, 200 + i); });
+  if (o.pp_tokens > 0) {
+    const int32_t pp = std::min(o.pp_tokens, engine->context_length() - 1);
+    spdlog::info("bench: pp{} ...", pp);
+    j["pp" + std::to_string(o.pp_tokens) + "_tok_s"] =
+        best_of(o.repetitions, [&](int32_t i) { return bench_pp(*engine, pp, 100 + i); });
+  }
+  if (o.tg_tokens > 0) {
+    const int32_t tg = std::min(o.tg_tokens, engine->context_length() - 9);
+    spdlog::info("bench: tg{} ...", tg);
+    j["tg" + std::to_string(o.tg_tokens) + "_tok_s"] =
+        best_of(o.repetitions, [&](int32_t i) { return bench_batch(*engine, 1, tg, 200 + i); });
+  }
   for (int32_t b : o.batches) {
+    if (b <= 0) continue;
     spdlog::info("bench: batched decode B={} ...", b);
     j["b" + std::to_string(b) + "_tok_s"] =
         best_of(o.repetitions, [&](int32_t i) { return bench_batch(*engine, b, o.batch_steps, 300 + 100 * i); });
