@@ -21,18 +21,18 @@ constexpr int kRowGroup = 8;
 // Weight rows per parallel work item: large enough to amortize scheduling.
 constexpr int64_t kRowsPerTask = 16;
 
-// x quantized to blocks of 32 int8 with one float scale per block.
+// x quantized to blocks of 32 int8 with one float scale per block. For the VNNI kernels
+// (`biased`) the values are stored plus 128, as u8, and each pair of block scales is
+// spread over a 16-float vector (8 lanes each), the layout those kernels multiply by.
 struct QuantizedRows {
   int64_t rows = 0, blocks = 0;
-  std::vector<int8_t> q;   // [rows][blocks * 32]
-  std::vector<float> d;    // [rows][blocks]
+  bool biased = false;
+  std::vector<int8_t> q;      // [rows][blocks * 32]
+  std::vector<float> d;       // [rows][blocks]
+  std::vector<float> d_pair;  // biased only: [rows][blocks / 2][16]
 };
 
-void quantize_rows(const Matrix& x, QuantizedRows& out) {
-  out.rows = x.rows;
-  out.blocks = x.cols / kQBlock;
-  out.q.resize(size_t(out.rows * out.blocks * kQBlock));
-  out.d.resize(size_t(out.rows * out.blocks));
+void quantize_rows_generic(const Matrix& x, QuantizedRows& out) {
   for (int64_t r = 0; r < x.rows; ++r) {
     const float* src = x.row<float>(r);
     for (int64_t b = 0; b < out.blocks; ++b) {
@@ -46,6 +46,48 @@ void quantize_rows(const Matrix& x, QuantizedRows& out) {
       out.d[size_t(r * out.blocks + b)] = d;
     }
   }
+}
+
+// The VNNI path's target: the helpers below carry it too, so that they inline (GCC does
+// not inline across differing target attributes, and a call per block costs ~15 %).
+#define TSR_VNNI_TARGET "avx2,f16c,fma,avx512vl,avx512vnni,avx512bw,avx512f,avx512dq"
+
+// The same values as quantize_rows_generic (round to nearest even, as nearbyint), plus 128.
+__attribute__((target(TSR_VNNI_TARGET)))
+void quantize_rows_biased(const Matrix& x, QuantizedRows& out) {
+  const __m128i bias = _mm_set1_epi8(static_cast<char>(0x80));
+  for (int64_t r = 0; r < x.rows; ++r) {
+    const float* src = x.row<float>(r);
+    for (int64_t b = 0; b < out.blocks; ++b) {
+      const __m512 lo = _mm512_loadu_ps(src + b * kQBlock), hi = _mm512_loadu_ps(src + b * kQBlock + 16);
+      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
+      const float d = amax / 127.0f;
+      const __m512 id = _mm512_set1_ps(d != 0 ? 1.0f / d : 0.0f);
+      int8_t* q = &out.q[size_t((r * out.blocks + b) * kQBlock)];
+      const __m128i qlo = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(lo, id)));
+      const __m128i qhi = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(hi, id)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm_xor_si128(qlo, bias));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm_xor_si128(qhi, bias));
+      out.d[size_t(r * out.blocks + b)] = d;
+    }
+    for (int64_t p = 0; p < out.blocks / 2; ++p) {
+      const float* d = &out.d[size_t(r * out.blocks + 2 * p)];
+      float* pair = &out.d_pair[size_t((r * (out.blocks / 2) + p) * 16)];
+      std::fill(pair, pair + 8, d[0]);
+      std::fill(pair + 8, pair + 16, d[1]);
+    }
+  }
+}
+
+void quantize_rows(const Matrix& x, bool biased, QuantizedRows& out) {
+  out.rows = x.rows;
+  out.blocks = x.cols / kQBlock;
+  out.biased = biased;
+  out.q.resize(size_t(out.rows * out.blocks * kQBlock));
+  out.d.resize(size_t(out.rows * out.blocks));
+  if (!biased) return quantize_rows_generic(x, out);
+  out.d_pair.resize(size_t(out.rows * (out.blocks / 2) * 16));
+  quantize_rows_biased(x, out);
 }
 
 // The 32 weights of block b of a row as int8, and the block's scale.
@@ -78,10 +120,6 @@ void rows_generic(tsr_dtype dtype, const uint8_t* wrow, const QuantizedRows& xq,
     }
   }
 }
-
-// The VNNI path's target: the helpers below carry it too, so that they inline (GCC does
-// not inline across differing target attributes, and a call per block costs ~15 %).
-#define TSR_VNNI_TARGET "avx2,f16c,fma,avx512vl,avx512vnni,avx512bw,avx512f,avx512dq"
 
 // Loads block b's 32 weights into a register as int8.
 template <tsr_dtype D>
@@ -118,10 +156,11 @@ inline __m512i load_pair_avx512(const uint8_t* row, int64_t b, float* dw0, float
   return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-// VNNI path, two blocks per instruction: |w| as u8 times sign(w)·x as s8; lanes 0-7 sum
-// block b, lanes 8-15 block b+1; each half is scaled by its own dw·dx. The sign goes onto
-// x, not w: a weight may be -128 (a valid Q8_0 value llama.cpp's quantizer never makes),
-// whose negation overflows, while our activations stay within ±127; |-128| is 128 as u8.
+// VNNI path, two blocks per instruction: lanes 0-7 sum block b, lanes 8-15 block b+1, each
+// half scaled by its own dw·dx. vpdpbusd multiplies u8 by s8, so x comes biased, x + 128
+// as u8, and the bias's share, 128·Σw, is subtracted by starting the accumulation from
+// -128·Σw, computed once per weight pair for all rows of x. (A weight of -128, valid Q8_0
+// that llama.cpp's quantizer never makes, needs no special case this way.)
 // NR (the rows of x) is a compile-time constant, so that the accumulators live in
 // registers: indexed by a run-time count they went to the stack, and every FMA waited for
 // a store to forward.
@@ -129,34 +168,34 @@ template <tsr_dtype D, int NR>
 __attribute__((target(TSR_VNNI_TARGET)))
 void rows_vnni512(const uint8_t* wrow, const QuantizedRows& xq, int64_t r0, float* sums) {
   constexpr int nr = NR;
+  const int64_t pairs = xq.blocks / 2;
   __m512 acc[NR];
   for (int r = 0; r < NR; ++r) acc[r] = _mm512_setzero_ps();
   const int8_t* xbase = &xq.q[size_t(r0 * xq.blocks * kQBlock)];
-  const float* dbase = &xq.d[size_t(r0 * xq.blocks)];
-  int64_t b = 0;
-  for (; b + 2 <= xq.blocks; b += 2) {
+  const float* dbase = &xq.d_pair[size_t(r0 * pairs * 16)];
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t p = 0; p < pairs; ++p) {
     float dw0, dw1;
-    const __m512i w = load_pair_avx512<D>(wrow, b, &dw0, &dw1);
-    const __m512i abs_w = _mm512_abs_epi8(w);
-    const __mmask64 negative_w = _mm512_movepi8_mask(w);
+    const __m512i w = load_pair_avx512<D>(wrow, 2 * p, &dw0, &dw1);
+    const __m512i unbias = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, w));
     const __m512 dw = _mm512_insertf32x8(_mm512_set1_ps(dw0), _mm256_set1_ps(dw1), 1);
     for (int r = 0; r < nr; ++r) {
-      const __m512i x = _mm512_loadu_si512(xbase + (r * xq.blocks + b) * kQBlock);
-      const __m512i sx = _mm512_mask_sub_epi8(x, negative_w, _mm512_setzero_si512(), x);
-      const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), abs_w, sx);
-      const float* dx = dbase + r * xq.blocks + b;
-      const __m512 scale = _mm512_mul_ps(dw, _mm512_insertf32x8(_mm512_set1_ps(dx[0]), _mm256_set1_ps(dx[1]), 1));
+      const __m512i x = _mm512_loadu_si512(xbase + (r * xq.blocks + 2 * p) * kQBlock);
+      const __m512i dot = _mm512_dpbusd_epi32(unbias, x, w);
+      const __m512 scale = _mm512_mul_ps(dw, _mm512_loadu_ps(dbase + (r * pairs + p) * 16));
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[r]);
     }
   }
   for (int r = 0; r < nr; ++r) sums[r] = _mm512_reduce_add_ps(acc[r]);
-  if (b < xq.blocks) {  // an odd last block
+  if (const int64_t b = 2 * pairs; b < xq.blocks) {  // an odd last block
+    float dw;
+    const __m256i w = load_block_avx2<D>(wrow, b, &dw);
+    const __m256i unbias = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                            _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(static_cast<char>(0x80)), w));
     for (int r = 0; r < nr; ++r) {
-      float dw;
-      const __m256i w = load_block_avx2<D>(wrow, b, &dw);
       const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xbase + (r * xq.blocks + b) * kQBlock));
-      const __m256i dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
-      sums[r] += hsum_vnni(_mm256_cvtepi32_ps(dot)) * dw * dbase[r * xq.blocks + b];
+      const __m256i dot = _mm256_dpbusd_epi32(unbias, x, w);
+      sums[r] += hsum_vnni(_mm256_cvtepi32_ps(dot)) * dw * xq.d[size_t((r0 + r) * xq.blocks + b)];
     }
   }
 }
@@ -238,9 +277,9 @@ void f16_rows(const uint16_t* wrow, const Matrix& x, int64_t r0, float* sums) {
 bool quant_matmul_supported(tsr_dtype w) { return w == TSR_DTYPE_Q8_0 || w == TSR_DTYPE_Q4_0; }
 
 void quant_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const Matrix& w) {
-  QuantizedRows xq;
-  quantize_rows(x, xq);
   const bool vnni = has_vnni();
+  QuantizedRows xq;
+  quantize_rows(x, vnni, xq);
   for_weight_rows(ctx, out, w, x.rows, w.rows * w.cols * x.rows,
                   [&](int64_t j, int64_t r0, int nr, float* sums) {
                     const uint8_t* wrow = w.row<uint8_t>(j);

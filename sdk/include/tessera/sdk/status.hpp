@@ -6,6 +6,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "tessera/abi.h"
 
@@ -51,6 +52,13 @@ tsr_status guard(const tsr_host_api* host, tsr_error** error, Body&& body) noexc
 // Fails the current call with TSR_STATUS_INVALID_ARGUMENT unless `cond` holds.
 inline void require(bool cond, const std::string& message) {
   if (!cond) throw Failure(TSR_STATUS_INVALID_ARGUMENT, message);
+}
+
+// As above, with the message built only on failure: for checks on every op of a step.
+template <class MakeMessage>
+  requires std::is_invocable_r_v<std::string, MakeMessage>
+inline void require(bool cond, MakeMessage&& make_message) {
+  if (!cond) throw Failure(TSR_STATUS_INVALID_ARGUMENT, make_message());
 }
 
 }  // namespace tsr::sdk
