@@ -143,8 +143,8 @@ bench() {
   for graphs in on off; do
     local e=$OUT_DIR/bench_${tag}_graphs_$graphs.log
     local roof=-
-    if [ -n "$GPU_BW" ] && [ -n "$(json_field "$e" weight_bytes)" ]; then
-      roof=$(awk -v bw="$GPU_BW" -v w="$(json_field "$e" weight_bytes)" -v t="$(json_field "$e" tg128_tok_s)" \
+    if [ -n "$GPU_BW" ] && [ -n "$(json_field "$e" step_read_bytes)" ]; then
+      roof=$(awk -v bw="$GPU_BW" -v w="$(json_field "$e" step_read_bytes)" -v t="$(json_field "$e" tg128_tok_s)" \
         'BEGIN { printf "%.0f (%.1f %%)", bw / w, 100 * t * w / bw }')
     fi
     BENCH_ROWS+=("| $tag | $graphs | $(json_field "$e" pp512_tok_s) | $(json_field "$e" tg128_tok_s) | $roof | $(json_field "$e" b1_tok_s) | $(json_field "$e" b4_tok_s) | $(json_field "$e" b16_tok_s) | $([ $graphs = on ] && json_field "$s" throughput_tok_s) |")

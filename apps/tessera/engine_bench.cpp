@@ -140,13 +140,14 @@ nlohmann::json run_engine_bench(const Config& base, const EngineBenchOptions& o)
         best_of(o.repetitions, [&](int32_t i) { return bench_batch(*engine, b, o.batch_steps, 300 + 100 * i); });
   }
   j["weight_bytes"] = engine->weight_bytes();
+  j["step_read_bytes"] = engine->step_read_bytes();
   // The roofline from host memory bandwidth holds where the weights live in host memory;
   // a GPU's is its device memory's (bench/gpu_check.sh measures that one).
   if (engine->device().type != TSR_DEVICE_CPU) return j;
   spdlog::info("bench: memory read bandwidth ...");
   const double gb_s = measure_read_bandwidth(threads);
   j["mem_read_gb_s"] = gb_s;
-  j["roofline_tok_s"] = gb_s * 1e9 / double(engine->weight_bytes());
+  j["roofline_tok_s"] = gb_s * 1e9 / double(engine->step_read_bytes());
   return j;
 }
 

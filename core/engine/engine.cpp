@@ -431,6 +431,7 @@ int32_t Engine::context_length() const { return impl_->n_ctx; }
 const tsr_device_props& Engine::device() const { return impl_->backend->props(); }
 
 uint64_t Engine::weight_bytes() const { return impl_->model->weight_bytes(); }
+uint64_t Engine::step_read_bytes() const { return impl_->model->step_read_bytes(); }
 
 RequestParams Engine::request_defaults() const {
   const SamplingConfig& c = impl_->config.sampling;

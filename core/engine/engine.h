@@ -64,7 +64,8 @@ class Engine {
   const Tokenizer& tokenizer() const;
   const LlamaHParams& hparams() const;
   int32_t context_length() const;
-  uint64_t weight_bytes() const;  // bytes of weights one decode step reads
+  uint64_t weight_bytes() const;     // bytes of all weights on the backend
+  uint64_t step_read_bytes() const;  // bytes of weights one decode step reads
   const tsr_device_props& device() const;  // the backend's device
 
   // Queues a request; `on_output` (may be empty) receives each increment. Throws

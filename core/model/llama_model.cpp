@@ -297,6 +297,12 @@ std::unique_ptr<LlamaModel> LlamaModel::load(std::shared_ptr<const GgufFile> ggu
   return m;
 }
 
+uint64_t LlamaModel::step_read_bytes() const {
+  if (gguf_->find_tensor("output.weight") == nullptr) return weight_bytes_;  // tied
+  const auto table = static_cast<uint64_t>(tok_embd_.shape[0] * tok_embd_.strides[0]);
+  return weight_bytes_ - std::min(table, weight_bytes_);
+}
+
 LlamaModel::~LlamaModel() = default;
 
 }  // namespace tsr

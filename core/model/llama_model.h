@@ -58,6 +58,9 @@ class LlamaModel {
   const tsr_tensor& output() const { return output_; }  // tok_embd when tied
   const LlamaLayer& layer(int i) const { return layers_[i]; }
   uint64_t weight_bytes() const { return weight_bytes_; }
+  // Weight bytes one decode step reads: all of them but the rows of an embedding table
+  // that is not also the output matrix (a step gathers one row of it per token).
+  uint64_t step_read_bytes() const;
   uint64_t n_params() const { return n_params_; }
   // Kernels for weights the backend cannot multiply itself (a quant scheme's), and the
   // dtype they serve; NULL when every weight runs on the backend.

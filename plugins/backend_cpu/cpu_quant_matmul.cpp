@@ -233,7 +233,7 @@ template <class Kernel>
 void for_weight_rows(OpContext& ctx, const Matrix& out, const Matrix& w, int64_t x_rows,
                      int64_t macs, Kernel&& kernel) {
   const int64_t tasks = (w.rows + kRowsPerTask - 1) / kRowsPerTask;
-#pragma omp parallel for num_threads(ctx.n_threads) schedule(static) if (macs >= (1 << 16))
+#pragma omp parallel for num_threads(ctx.n_threads) schedule(guided) if (macs >= (1 << 16))
   for (int64_t t = 0; t < tasks; ++t) {
     float sums[kRowGroup];
     const int64_t end = std::min(w.rows, (t + 1) * kRowsPerTask);
