@@ -512,6 +512,24 @@ TEST(CpuSiluMul, MatchesReference) {
       [](double g, double u) { return g / (1 + std::exp(-g)) * u; }, 40);
 }
 
+// Gates far outside the float range of e^-g: the vector exp must saturate to 0 and +inf
+// (silu -> g and -0), not wrap; 19 values so that the last vector is partial.
+TEST(CpuSiluMul, SaturatesAtExtremeGates) {
+  const std::vector<float> gate = {-1000, -200, -104, -100, -88, -87, -50, -20, -1, 0,
+                                   1,     20,   50,   87,   88,  100, 104, 200, 1000};
+  const std::vector<float> up(gate.size(), 2.0f);
+  const int64_t n = static_cast<int64_t>(gate.size());
+  const DevTensor dg = upload(gate, TSR_DTYPE_F32, {1, n});
+  const DevTensor du = upload(up, TSR_DTYPE_F32, {1, n});
+  const DevTensor out = make_tensor(TSR_DTYPE_F32, {1, n});
+  backend().silu_mul({sizeof(tsr_silu_mul_params), out.get(), dg.get(), du.get()});
+  const std::vector<float> got = out.floats();
+  for (size_t i = 0; i < gate.size(); ++i) {
+    const double g = gate[i], want = g / (1 + std::exp(-g)) * 2;
+    EXPECT_NEAR(got[i], want, 1e-6 * std::max(1.0, std::fabs(want))) << "gate " << g;
+  }
+}
+
 TEST(CpuAdd, MatchesReference) {
   check_binary(
       [](const DevTensor& out, const DevTensor& a, const DevTensor& b) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cpu_ops.h"
+#include "cpu_simd.h"
 #include "cpu_tensor.h"
 #include "tessera/sdk/status.hpp"
 
@@ -96,30 +97,9 @@ void attend_portable(const HeadTask& h, float* scores) {
   for (int64_t d = 0; d < h.head_dim; ++d) h.out[d] /= denom;
 }
 
-#define TSR_ATTN_TARGET "avx512f,avx512dq,fma"
-
-// e^x for x <= 0 (scores minus their maximum): Cephes' expf polynomial on x - n·ln2, scaled
-// by 2^n with vscalefps, which flushes to 0 where x is far below the float range.
-__attribute__((target(TSR_ATTN_TARGET), always_inline))
-inline __m512 exp_nonpositive(__m512 x) {
-  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);  // this operand order keeps a NaN
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);
-}
-
 // AVX-512 kernel for head_dim in (16·(NC-1), 16·NC]: the last chunk is masked.
 template <int NC>
-__attribute__((target(TSR_ATTN_TARGET)))
+__attribute__((target(TSR_AVX512_TARGET)))
 void attend_avx512(const HeadTask& h, float* scores) {
   const int64_t rem = h.head_dim - 16 * (NC - 1);
   const __mmask16 last = static_cast<__mmask16>((1u << rem) - 1);
@@ -140,8 +120,8 @@ void attend_avx512(const HeadTask& h, float* scores) {
 
   __m512 vdenom = _mm512_setzero_ps();
   for (int64_t t = 0; t < h.n_keys; t += 16) {
-    const __mmask16 m = h.n_keys - t >= 16 ? 0xffff : static_cast<__mmask16>((1u << (h.n_keys - t)) - 1);
-    const __m512 e = exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + t), vmax));
+    const __mmask16 m = first_lanes(h.n_keys - t);
+    const __m512 e = exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + t), vmax));
     _mm512_mask_storeu_ps(scores + t, m, e);
     vdenom = _mm512_add_ps(vdenom, _mm512_maskz_mov_ps(m, e));
   }
@@ -172,9 +152,8 @@ AttendFn avx512_kernel(int64_t chunks, std::integer_sequence<int, NC...>) {
 
 // The kernel for this machine and head_dim.
 AttendFn pick_kernel(int64_t head_dim) {
-  static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
   const int64_t chunks = (head_dim + 15) / 16;
-  if (!avx512 || chunks > kMaxChunks) return &attend_portable;
+  if (!has_avx512() || chunks > kMaxChunks) return &attend_portable;
   return avx512_kernel(chunks, std::make_integer_sequence<int, kMaxChunks>{});
 }
 
