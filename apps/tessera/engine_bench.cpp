@@ -96,7 +96,7 @@ double measure_read_bandwidth(int32_t threads) {
   std::vector<uint64_t> buffer(n, 1);
   const bool avx512 = __builtin_cpu_supports("avx512f");
   double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
+  for (int rep = 0; rep < 5; ++rep) {
     uint64_t sum = 0;
     const auto t0 = Clock::now();
 #pragma omp parallel num_threads(threads) reduction(+ : sum)
@@ -120,6 +120,14 @@ nlohmann::json run_engine_bench(const Config& base, const EngineBenchOptions& o)
   auto engine = Engine::create(config);
   const int32_t threads = config.backend.threads;
   nlohmann::json j{{"model", config.model.path}, {"threads", threads}};
+  // The bandwidth this shared machine gives swings from minute to minute, so it is probed
+  // before and after the tests and the best is kept: a roofline from a dip would flatter.
+  const bool host = engine->device().type == TSR_DEVICE_CPU;
+  double gb_s = 0;
+  if (host) {
+    spdlog::info("bench: memory read bandwidth ...");
+    gb_s = measure_read_bandwidth(threads);
+  }
 
   if (o.pp_tokens > 0) {
     const int32_t pp = std::min(o.pp_tokens, engine->context_length() - 1);
@@ -143,9 +151,9 @@ nlohmann::json run_engine_bench(const Config& base, const EngineBenchOptions& o)
   j["step_read_bytes"] = engine->step_read_bytes();
   // The roofline from host memory bandwidth holds where the weights live in host memory;
   // a GPU's is its device memory's (bench/gpu_check.sh measures that one).
-  if (engine->device().type != TSR_DEVICE_CPU) return j;
-  spdlog::info("bench: memory read bandwidth ...");
-  const double gb_s = measure_read_bandwidth(threads);
+  if (!host) return j;
+  spdlog::info("bench: memory read bandwidth, again ...");
+  gb_s = std::max(gb_s, measure_read_bandwidth(threads));
   j["mem_read_gb_s"] = gb_s;
   j["roofline_tok_s"] = gb_s * 1e9 / double(engine->step_read_bytes());
   return j;

@@ -266,6 +266,7 @@ constexpr KeySpec kKeys[] = {
     {"backend", "device",
      [](const Field& f, Config& c) { c.backend.device = f.int_in<int32_t>(0); }},
     {"backend", "graphs", [](const Field& f, Config& c) { c.backend.graphs = f.one_of(kGraphModes); }},
+    {"backend", "pack_weights", [](const Field& f, Config& c) { c.backend.pack_weights = f.boolean(); }},
 
     {"quant", "scheme",
      [](const Field& f, Config& c) { c.quant.scheme = f.plugin_name(); }},

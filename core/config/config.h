@@ -21,6 +21,7 @@ struct BackendConfig {
   int32_t threads = 0;                    // 0: number of cores
   int32_t device = 0;
   std::string graphs = "auto";            // auto (on for GPU devices) | on | off
+  bool pack_weights = true;               // matmul weights in the backend's own layout, where it has one
 };
 
 struct QuantConfig {

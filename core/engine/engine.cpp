@@ -161,7 +161,8 @@ void Engine::Impl::load() {
   backend = Backend::create(plugin, config.backend.device, config.backend.threads);
 
   gguf = GgufFile::open(config.model.path);
-  model = LlamaModel::load(gguf, *backend, progress_logger(config.model.path), load_quant_scheme(config, dirs));
+  model = LlamaModel::load(gguf, *backend, progress_logger(config.model.path), load_quant_scheme(config, dirs),
+                            config.backend.pack_weights);
   tokenizer = Tokenizer::create(vocab_from_gguf(*gguf));
   const LlamaHParams& hp = model->hparams();
   if (tokenizer->n_tokens() != hp.n_vocab) {

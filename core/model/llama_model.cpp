@@ -98,8 +98,8 @@ LlamaHParams llama_hparams_from_gguf(const GgufFile& g) {
 // in place where the backend allows), plus f32 copies of norm vectors stored otherwise.
 class LlamaModel::Loader {
  public:
-  Loader(LlamaModel& m, Backend& b, const LoadProgress& progress)
-      : m_(m), backend_(b), progress_(progress) {}
+  Loader(LlamaModel& m, Backend& b, const LoadProgress& progress, bool pack_weights)
+      : m_(m), backend_(b), progress_(progress), pack_weights_(pack_weights) {}
 
   void run() {
     upload_data_region();
@@ -126,6 +126,7 @@ class LlamaModel::Loader {
       l.w_down = matrix(p + "ffn_down.weight", hp.n_embd, hp.n_ff, TSR_OP_MATMUL);
       m_.layers_.push_back(l);
     }
+    if (packed_ > 0) spdlog::info("backend '{}' packed {} weight tensors into its own layout", backend_.name(), packed_);
     if (m_.quant_) {
       spdlog::info("quant {}: converted {} weight tensors ({:.1f} -> {:.1f} MiB), kept {} whose rows do not fit",
                    m_.quant_->name(), converted_, double(bytes_before_) / (1 << 20),
@@ -233,14 +234,26 @@ class LlamaModel::Loader {
       throw Error("tensor " + name + " has the wrong shape (expected " + std::to_string(cols) +
                   " x " + std::to_string(rows) + ")");
     }
-    if (converts(t, cols, op)) return quantized(t, rows, cols);
+    if (converts(t, cols, op)) return packed(quantized(t, rows, cols), op);
     const tsr_dtype d = dtype(t);
     if (!backend_.supports(op, d)) {
       throw Error("backend '" + backend_.name() + "' cannot compute with tensor " + name +
                       " of type " + dtype_name(d),
                   TSR_STATUS_UNSUPPORTED);
     }
-    return tensor_make(d, region_->base() + (t.offset - region_begin_), {rows, cols});
+    return packed(tensor_make(d, region_->base() + (t.offset - region_begin_), {rows, cols}), op);
+  }
+
+  // A matmul weight in the backend's own layout where it has one (weight_pack), else as is.
+  tsr_tensor packed(const tsr_tensor& w, tsr_op op) {
+    // Weights the plugin kernels of a quant scheme multiply are not the backend's to pack.
+    if (!pack_weights_ || op != TSR_OP_MATMUL || !backend_.supports(op, w.dtype)) return w;
+    tsr_tensor out{};
+    auto buffer = backend_.pack_weight(w, &out);
+    if (!buffer) return w;
+    m_.buffers_.push_back(std::move(buffer));
+    ++packed_;
+    return out;
   }
 
   // A norm weight: used as f32; other float types are converted once at load.
@@ -277,18 +290,20 @@ class LlamaModel::Loader {
   const LoadProgress& progress_;
   BackendBuffer* region_ = nullptr;
   uint64_t region_begin_ = 0;
-  int converted_ = 0, kept_ = 0;
+  const bool pack_weights_;
+  int converted_ = 0, kept_ = 0, packed_ = 0;
   uint64_t bytes_before_ = 0, bytes_after_ = 0;
 };
 
 std::unique_ptr<LlamaModel> LlamaModel::load(std::shared_ptr<const GgufFile> gguf,
                                              Backend& backend, const LoadProgress& progress,
-                                             std::shared_ptr<const QuantScheme> quant) {
+                                             std::shared_ptr<const QuantScheme> quant,
+                                             bool pack_weights) {
   std::unique_ptr<LlamaModel> m(new LlamaModel());
   m->hparams_ = llama_hparams_from_gguf(*gguf);
   m->gguf_ = std::move(gguf);
   m->quant_ = std::move(quant);
-  Loader(*m, backend, progress).run();
+  Loader(*m, backend, progress, pack_weights).run();
   for (const GgufTensorInfo& t : m->gguf_->tensors()) m->n_params_ += static_cast<uint64_t>(t.nelements);
   const LlamaHParams& hp = m->hparams_;
   spdlog::info("model: {} {} layers, {} embd, {} heads ({} kv), ffn {}, vocab {}, ctx {}",

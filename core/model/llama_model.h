@@ -47,9 +47,11 @@ class LlamaModel {
   // does not support (naming the tensor). With `quant` (can be NULL), every matmul weight
   // whose rows fit the scheme's blocks is converted to it (others keep their type, as
   // llama.cpp does); the scheme must run on `backend`, natively or with its own kernels.
+  // With `pack_weights`, every matmul weight is offered to the backend's weight_pack.
   static std::unique_ptr<LlamaModel> load(std::shared_ptr<const GgufFile> gguf,
                                           Backend& backend, const LoadProgress& progress = {},
-                                          std::shared_ptr<const QuantScheme> quant = nullptr);
+                                          std::shared_ptr<const QuantScheme> quant = nullptr,
+                                          bool pack_weights = true);
   ~LlamaModel();
 
   const LlamaHParams& hparams() const { return hparams_; }

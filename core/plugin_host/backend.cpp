@@ -160,4 +160,22 @@ void Backend::graph_launch(const BackendGraph& graph) {
   });
 }
 
+std::unique_ptr<BackendBuffer> Backend::pack_weight(const tsr_tensor& w, tsr_tensor* packed) {
+  if (!TSR_STRUCT_HAS(iface_, tsr_backend_iface, weight_pack) || iface_->weight_pack == nullptr) return nullptr;
+  tsr_tensor out{};
+  out.struct_size = sizeof(tsr_tensor);
+  tsr_buffer* buffer = nullptr;
+  tsr_error* error = nullptr;
+  const tsr_status status = iface_->weight_pack(handle_, &w, &out, &buffer, &error);
+  if (status == TSR_STATUS_UNSUPPORTED && error == nullptr) return nullptr;
+  check_status(status, error, "weight_pack on backend '" + name_ + "'");
+  if (buffer == nullptr || out.dtype != TSR_DTYPE_PACKED || out.ndim != w.ndim) {
+    if (buffer != nullptr) iface_->buffer_free(handle_, buffer);
+    throw Error("backend '" + name_ + "': weight_pack returned no buffer or a tensor that is not a packed weight of the same shape",
+                TSR_STATUS_INTERNAL);
+  }
+  *packed = out;
+  return std::unique_ptr<BackendBuffer>(new BackendBuffer(this, buffer, uint64_t(w.shape[0]) * uint64_t(w.strides[0])));
+}
+
 }  // namespace tsr

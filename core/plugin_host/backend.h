@@ -91,6 +91,11 @@ class Backend {
   std::unique_ptr<BackendGraph> graph_end();
   void graph_launch(const BackendGraph& graph);
 
+  // Weight packing (ABI 1.3, see backend.h): the matmul weight `w` in the backend's own
+  // layout, written to *packed, with the buffer that holds it; NULL (and *packed
+  // untouched) when the backend keeps no layout of its own for it.
+  std::unique_ptr<BackendBuffer> pack_weight(const tsr_tensor& w, tsr_tensor* packed);
+
  private:
   friend class BackendBuffer;
   friend class BackendGraph;

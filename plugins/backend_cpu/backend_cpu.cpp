@@ -15,6 +15,8 @@
 
 #include "cpu_graph.h"
 #include "cpu_ops.h"
+#include "cpu_packed_matmul.h"
+#include "cpu_tensor.h"
 #include "tessera/backend.h"
 #include "tessera/sdk/plugin.hpp"
 #include "tessera/sdk/status.hpp"
@@ -292,6 +294,41 @@ tsr_status graph_launch(tsr_backend* b, tsr_stream* s, const tsr_graph* g, tsr_e
 
 void graph_destroy(tsr_backend*, tsr_graph* g) { delete g; }
 
+tsr_status weight_pack(tsr_backend* b, const tsr_tensor* w, tsr_tensor* packed, tsr_buffer** buffer,
+                       tsr_error** error) {
+  bool unsupported = false;
+  const tsr_status status = guarded(error, [&] {
+    require(b != nullptr && w != nullptr && packed != nullptr && buffer != nullptr, "weight_pack: NULL argument");
+    if (w->dtype != TSR_DTYPE_Q8_0 && w->dtype != TSR_DTYPE_Q4_0) {  // the only formats with a layout of ours
+      unsupported = true;
+      return;
+    }
+    const tsr::cpu::Matrix m = tsr::cpu::as_matrix(w, "weight_pack w");
+    require(w->ndim == 2, "weight_pack: w must be [rows, cols]");
+    const uint64_t size = tsr::cpu::packed_size(m);
+    if (size == 0) {
+      unsupported = true;
+      return;
+    }
+    tsr_buffer* out = nullptr;
+    tsr_error* alloc_error = nullptr;
+    if (buffer_alloc(b, size, &out, &alloc_error) != TSR_STATUS_OK) {
+      g_host->error_free(alloc_error);
+      throw Failure(TSR_STATUS_OUT_OF_MEMORY, "weight_pack: cannot allocate " + std::to_string(size) + " bytes");
+    }
+    tsr::cpu::pack_weight(b->ops, m, out->data);
+    tsr_tensor t = *w;
+    t.struct_size = sizeof(tsr_tensor);
+    t.dtype = TSR_DTYPE_PACKED;
+    t.data = out->data;
+    t.strides[1] = 1;
+    t.strides[0] = 0;  // a packed weight's rows are not addressed
+    *packed = t;
+    *buffer = out;
+  });
+  return unsupported ? TSR_STATUS_UNSUPPORTED : status;
+}
+
 const tsr_backend_iface kIface = {
     sizeof(tsr_backend_iface),
     device_count, device_props,
@@ -302,6 +339,7 @@ const tsr_backend_iface kIface = {
     event_create, event_destroy, event_record, event_wait, event_synchronize,
     get_rows, rms_norm, matmul, rope, kv_write, attention, silu_mul, add, copy_blocks,
     graph_begin, graph_end, graph_launch, graph_destroy,
+    weight_pack,
 };
 
 const tsr_plugin_desc kDesc = {

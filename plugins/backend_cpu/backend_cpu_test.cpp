@@ -377,6 +377,75 @@ INSTANTIATE_TEST_SUITE_P(Cpu, MatmulTest,
                                   std::to_string(std::get<1>(info.param));
                          });
 
+// ---- packed weights (ABI 1.3 weight_pack) ----
+
+// Q8_0 and Q4_0 weights with rows in whole groups of 16 are packed; every batch size (the
+// kernel's 1..8 rows per call, and chunks of 64) gives what the unpacked weight gives.
+TEST(CpuPackedWeights, MatmulEqualsTheStoredWeightsAtEveryBatchSize) {
+  uint32_t seed = 700;
+  for (const tsr_dtype dtype : {TSR_DTYPE_Q8_0, TSR_DTYPE_Q4_0}) {
+    for (const auto& [m, k] : {std::pair<int64_t, int64_t>{16, 32}, {48, 96}, {32, 2048}}) {
+      Weights w = encode(dtype, random_floats(static_cast<size_t>(m * k), ++seed));
+      if (dtype == TSR_DTYPE_Q8_0) {  // -128: valid Q8_0, though llama.cpp's quantizer never writes it
+        uint16_t d;
+        std::memcpy(&d, w.bytes.data(), sizeof(d));
+        w.bytes[2] = 0x80;
+        w.value[0] = double(f16_to_f32(d)) * -128;
+      }
+      const DevTensor dw = upload(w.bytes, dtype, {m, k});
+      tsr_tensor packed{};
+      const std::unique_ptr<BackendBuffer> buffer = backend().pack_weight(*dw.get(), &packed);
+      ASSERT_NE(buffer, nullptr) << dtype_name(dtype) << " " << m << "x" << k << " not packed";
+      EXPECT_EQ(packed.dtype, TSR_DTYPE_PACKED);
+      for (const int64_t n : {1, 3, 8, 9, 70}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + " m=" + std::to_string(m) + " k=" +
+                     std::to_string(k) + " n=" + std::to_string(n));
+        const std::vector<float> x = random_floats(static_cast<size_t>(n * k), ++seed);
+        const DevTensor dx = upload(x, TSR_DTYPE_F32, {n, k});
+        const DevTensor out = make_tensor(TSR_DTYPE_F32, {n, m});
+        tsr_matmul_params p = matmul_params(out, dx, dw);
+        p.w = &packed;
+        backend().matmul(p);
+        EXPECT_LT(norm_err(out.floats(), ref_matmul(quantize_activations(x, k), w.value, n, k, m)), kTol);
+      }
+    }
+  }
+}
+
+// Weights the CPU keeps as stored: other dtypes, and rows not in whole groups of 16.
+TEST(CpuPackedWeights, OtherWeightsStayAsStored) {
+  const struct {
+    tsr_dtype dtype;
+    int64_t m;
+  } cases[] = {{TSR_DTYPE_F32, 16}, {TSR_DTYPE_F16, 16}, {TSR_DTYPE_BF16, 32}, {TSR_DTYPE_Q8_0, 24},
+               {TSR_DTYPE_Q4_0, 8}};
+  for (const auto& c : cases) {
+    const Weights w = encode(c.dtype, random_floats(static_cast<size_t>(c.m * 64), 710));
+    const DevTensor dw = upload(w.bytes, c.dtype, {c.m, 64});
+    tsr_tensor packed{};
+    EXPECT_EQ(backend().pack_weight(*dw.get(), &packed), nullptr) << dtype_name(c.dtype) << " rows " << c.m;
+  }
+}
+
+// A packed weight whose header does not match its tensor is refused by name.
+TEST(CpuPackedWeights, ForgedPackedTensorIsRefused) {
+  const Weights w = encode(TSR_DTYPE_Q8_0, random_floats(16 * 64, 720));
+  const DevTensor dw = upload(w.bytes, TSR_DTYPE_Q8_0, {16, 64});
+  const DevTensor dx = upload(random_floats(64, 721), TSR_DTYPE_F32, {1, 64});
+  const DevTensor out = make_tensor(TSR_DTYPE_F32, {1, 16});
+  tsr_tensor forged = *dw.get();
+  forged.dtype = TSR_DTYPE_PACKED;  // GGUF blocks, no packed header
+  tsr_matmul_params p = matmul_params(out, dx, dw);
+  p.w = &forged;
+  expect_invalid(p, "not a weight this backend packed");
+  tsr_tensor packed{};
+  const std::unique_ptr<BackendBuffer> buffer = backend().pack_weight(*dw.get(), &packed);
+  ASSERT_NE(buffer, nullptr);
+  packed.shape[0] = 32;  // a shape other than the packed one
+  p.w = &packed;
+  expect_invalid(p, "not a weight this backend packed");
+}
+
 // F32 weights whose rows are padded: both kernels must honour w's row stride.
 TEST(CpuMatmul, StridedF32Weights) {
   const int64_t k = 96, m = 21;

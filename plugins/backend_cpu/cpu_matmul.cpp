@@ -12,6 +12,7 @@
 
 #include "cpu_dtype.h"
 #include "cpu_ops.h"
+#include "cpu_packed_matmul.h"
 #include "cpu_quant_matmul.h"
 #include "cpu_tensor.h"
 #include "tessera/sdk/status.hpp"
@@ -186,6 +187,9 @@ void gemv_streaming(OpContext& ctx, const Matrix& out, const Matrix& x, const Ma
 void op_matmul(OpContext& ctx, const tsr_matmul_params& p) {
   const Matrix out = as_matrix(p.out, TSR_DTYPE_F32, "matmul out");
   const Matrix x = as_matrix(p.x, TSR_DTYPE_F32, "matmul x");
+  if (p.w != nullptr && p.w->dtype == TSR_DTYPE_PACKED) {
+    return packed_matmul(ctx, out, x, as_packed(p.w, "matmul w"));
+  }
   const Matrix w = as_matrix(p.w, "matmul w");
   require(is_weight_dtype(w.dtype), "matmul: unsupported weight dtype " + std::to_string(w.dtype));
   require(x.cols == w.cols, "matmul: x has " + std::to_string(x.cols) + " columns, w has " +

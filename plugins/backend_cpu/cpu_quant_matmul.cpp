@@ -11,6 +11,7 @@
 
 #include "cpu_dtype.h"
 #include "cpu_ops.h"
+#include "cpu_simd.h"
 
 namespace tsr::cpu {
 
@@ -48,10 +49,6 @@ void quantize_rows_generic(const Matrix& x, QuantizedRows& out) {
   }
 }
 
-// The VNNI path's target: the helpers below carry it too, so that they inline (GCC does
-// not inline across differing target attributes, and a call per block costs ~15 %).
-#define TSR_VNNI_TARGET "avx2,f16c,fma,avx512vl,avx512vnni,avx512bw,avx512f,avx512dq"
-
 // The same values as quantize_rows_generic (round to nearest even, as nearbyint), plus 128.
 __attribute__((target(TSR_VNNI_TARGET)))
 void quantize_rows_biased(const Matrix& x, QuantizedRows& out) {
@@ -59,15 +56,11 @@ void quantize_rows_biased(const Matrix& x, QuantizedRows& out) {
   for (int64_t r = 0; r < x.rows; ++r) {
     const float* src = x.row<float>(r);
     for (int64_t b = 0; b < out.blocks; ++b) {
-      const __m512 lo = _mm512_loadu_ps(src + b * kQBlock), hi = _mm512_loadu_ps(src + b * kQBlock + 16);
-      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
-      const float d = amax / 127.0f;
-      const __m512 id = _mm512_set1_ps(d != 0 ? 1.0f / d : 0.0f);
+      __m512i qlo, qhi;
+      const float d = quantize_block_avx512(src + b * kQBlock, &qlo, &qhi);
       int8_t* q = &out.q[size_t((r * out.blocks + b) * kQBlock)];
-      const __m128i qlo = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(lo, id)));
-      const __m128i qhi = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(hi, id)));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm_xor_si128(qlo, bias));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm_xor_si128(qhi, bias));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm_xor_si128(_mm512_cvtsepi32_epi8(qlo), bias));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm_xor_si128(_mm512_cvtsepi32_epi8(qhi), bias));
       out.d[size_t(r * out.blocks + b)] = d;
     }
     for (int64_t p = 0; p < out.blocks / 2; ++p) {
@@ -200,33 +193,9 @@ void rows_vnni512(const uint8_t* wrow, const QuantizedRows& xq, int64_t r0, floa
   }
 }
 
-// Calls f(std::integral_constant<int, nr>{}): the kernels take their row count as a
-// compile-time constant (see rows_vnni512).
-template <class F>
-void dispatch_rows(int nr, F&& f) {
-  static_assert(kRowGroup == 8, "one case per row count");
-  switch (nr) {
-    case 1: f(std::integral_constant<int, 1>{}); break;
-    case 2: f(std::integral_constant<int, 2>{}); break;
-    case 3: f(std::integral_constant<int, 3>{}); break;
-    case 4: f(std::integral_constant<int, 4>{}); break;
-    case 5: f(std::integral_constant<int, 5>{}); break;
-    case 6: f(std::integral_constant<int, 6>{}); break;
-    case 7: f(std::integral_constant<int, 7>{}); break;
-    default: f(std::integral_constant<int, 8>{}); break;
-  }
-}
-
 template <tsr_dtype D>
 void rows_vnni(const uint8_t* wrow, const QuantizedRows& xq, int64_t r0, int nr, float* sums) {
-  dispatch_rows(nr, [&](auto n) { rows_vnni512<D, decltype(n)::value>(wrow, xq, r0, sums); });
-}
-
-bool has_vnni() {
-  static const bool yes = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
-                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-                          __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
-  return yes;
+  dispatch_rows<kRowGroup>(nr, [&](auto n) { rows_vnni512<D, decltype(n)::value>(wrow, xq, r0, sums); });
 }
 
 template <class Kernel>
@@ -306,7 +275,7 @@ void quant_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const Matr
 void f16_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const Matrix& w) {
   for_weight_rows(ctx, out, w, x.rows, w.rows * w.cols * x.rows,
                   [&](int64_t j, int64_t r0, int nr, float* sums) {
-                    dispatch_rows(nr, [&](auto n) { f16_rows<decltype(n)::value>(w.row<uint16_t>(j), x, r0, sums); });
+                    dispatch_rows<kRowGroup>(nr, [&](auto n) { f16_rows<decltype(n)::value>(w.row<uint16_t>(j), x, r0, sums); });
                   });
 }
 

@@ -1,9 +1,14 @@
-// AVX-512 helpers the CPU kernels share. Each carries its target so that it inlines into
-// kernels compiled for AVX-512 (GCC does not inline across differing target attributes);
-// callers check the CPU (has_avx512()) before calling them.
+// What the CPU kernels share: AVX-512 helpers, each carrying its target so that it inlines
+// into kernels compiled for AVX-512 (GCC does not inline across differing target
+// attributes; callers check the CPU with has_avx512() first), and the dispatch of a row
+// count to kernels that take it as a template parameter.
 #pragma once
 
 #include <immintrin.h>
+
+#include <cmath>
+#include <type_traits>
+#include <utility>
 
 namespace tsr::cpu {
 
@@ -13,6 +18,15 @@ inline bool has_avx512() {
 }
 
 #define TSR_AVX512_TARGET "avx512f,avx512dq,fma"
+// The int8 kernels' target; helpers they call carry it too (a call per block costs ~15 %).
+#define TSR_VNNI_TARGET "avx2,f16c,fma,avx512vl,avx512vnni,avx512bw,avx512f,avx512dq"
+
+inline bool has_vnni() {
+  static const bool yes = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                          __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  return yes;
+}
 
 // e^x in every lane: Cephes' expf polynomial on x - n·ln2, scaled by 2^n with vscalefps,
 // which gives 0 far below and +inf far above the float range; a NaN stays NaN. Relative
@@ -38,6 +52,29 @@ inline __m512 exp_avx512(__m512 x) {
 // Lanes [0, n) set, for the last, partial vector of a row (n < 16).
 inline __mmask16 first_lanes(int64_t n) {
   return n >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1);
+}
+
+// Quantizes 32 floats to int8 as llama.cpp's Q8_0 does (scale max|v|/127, round to nearest
+// even): the values as two vectors of 16 int32, and the scale as the result.
+__attribute__((target(TSR_AVX512_TARGET), always_inline))
+inline float quantize_block_avx512(const float* v, __m512i* lo, __m512i* hi) {
+  const __m512 a = _mm512_loadu_ps(v), b = _mm512_loadu_ps(v + 16);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+  const float d = amax / 127.0f;
+  const __m512 id = _mm512_set1_ps(d != 0 ? 1.0f / d : 0.0f);
+  *lo = _mm512_cvtps_epi32(_mm512_mul_ps(a, id));
+  *hi = _mm512_cvtps_epi32(_mm512_mul_ps(b, id));
+  return d;
+}
+
+// Calls f(std::integral_constant<int, n>{}) for n = nr (1 <= nr <= Max): kernels take their
+// row count as a compile-time constant so that their accumulators live in registers
+// (indexed by a run-time count they went to the stack).
+template <int Max, class F>
+void dispatch_rows(int nr, F&& f) {
+  [&]<int... N>(std::integer_sequence<int, N...>) {
+    (void)((nr == N + 1 ? (f(std::integral_constant<int, N + 1>{}), true) : false) || ...);
+  }(std::make_integer_sequence<int, Max>{});
 }
 
 }  // namespace tsr::cpu

@@ -503,6 +503,64 @@ TEST_P(WeightOpTest, MatmulMatchesReference) {
   }
 }
 
+// ---- weight packing (ABI 1.3, optional) ----
+
+bool has_weight_pack(const tsr_backend_iface& t) {
+#if TSR_ABI_MINOR >= 3
+  return TSR_STRUCT_HAS(&t, tsr_backend_iface, weight_pack) && t.weight_pack != nullptr;
+#else
+  (void)t;
+  return false;
+#endif
+}
+
+#if TSR_ABI_MINOR >= 3
+// A weight the backend packs multiplies as the stored one; one it does not pack comes back
+// UNSUPPORTED with nothing allocated and no error. Rows in and out of groups of 16 and 8.
+TEST_P(WeightOpTest, PackedWeightsMultiplyAsStored) {
+  require_support(TSR_OP_MATMUL);
+  Device& d = dut();
+  if (!has_weight_pack(d.t)) GTEST_SKIP() << "weight_pack is optional (ABI 1.3) and absent";
+  int packed_count = 0;
+  for (const int64_t m : {16, 32, 24, 5}) {
+    const int64_t n = pick(rng, 1, 20), k = 32 * pick(rng, 1, 6);
+    SCOPED_TRACE("n=" + std::to_string(n) + " k=" + std::to_string(k) + " m=" + std::to_string(m));
+    const std::vector<float> x = random_floats(static_cast<size_t>(n * k), rng);
+    Weights w = encode(GetParam(), random_floats(static_cast<size_t>(m * k), rng));
+    if (GetParam() == TSR_DTYPE_Q8_0) add_q8_minimum(w);
+    const DevTensor dw = upload(d, w.bytes, GetParam(), {m, k});
+    tsr_tensor packed{};
+    packed.struct_size = sizeof(packed);
+    tsr_buffer* buffer = nullptr;
+    tsr_error* e = nullptr;
+    const tsr_status status = d.t.weight_pack(d.b, dw.get(), &packed, &buffer, &e);
+    if (status == TSR_STATUS_UNSUPPORTED && e == nullptr) {
+      EXPECT_EQ(buffer, nullptr) << "UNSUPPORTED with a buffer";
+      continue;
+    }
+    check(status, &e, "weight_pack");
+    ASSERT_NE(buffer, nullptr) << "weight_pack succeeded without a buffer";
+    ++packed_count;
+    EXPECT_EQ(packed.dtype, TSR_DTYPE_PACKED);
+    EXPECT_EQ(packed.ndim, 2);
+    EXPECT_EQ(packed.shape[0], m);
+    EXPECT_EQ(packed.shape[1], k);
+    std::vector<double> ref(static_cast<size_t>(n * m));
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < m; ++j) {
+        for (int64_t c = 0; c < k; ++c) ref[i * m + j] += double(x[i * k + c]) * w.value[j * k + c];
+      }
+    }
+    const DevTensor dx = upload(d, x, TSR_DTYPE_F32, {n, k});
+    const DevTensor out = make_tensor(d, TSR_DTYPE_F32, {n, m});
+    d.run(d.t.matmul, tsr_matmul_params{sizeof(tsr_matmul_params), out.get(), dx.get(), &packed}, "matmul (packed)");
+    EXPECT_LT(norm_err(out.packed_rows(), ref), GetParam() == TSR_DTYPE_F32 ? kTol : kLowPrecisionTol);
+    d.t.buffer_free(d.b, buffer);
+  }
+  RecordProperty("packed", packed_count);
+}
+#endif
+
 TEST_P(WeightOpTest, GetRowsDecodesSelectedRows) {
   require_support(TSR_OP_GET_ROWS);
   const int64_t rows = pick(rng, 2, 20), d = 32 * pick(rng, 1, 4);

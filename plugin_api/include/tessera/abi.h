@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 #define TSR_ABI_MAJOR 1
-#define TSR_ABI_MINOR 2
+#define TSR_ABI_MINOR 3
 
 #if defined(_WIN32)
 #define TSR_EXPORT __declspec(dllexport)
@@ -113,7 +113,11 @@ typedef enum tsr_dtype {
    * scheme): only the kernels of the plugin that produced the weights read it, and no
    * backend supports it. It lies outside [0, TSR_DTYPE_COUNT_) on purpose, so a backend
    * that checks dtypes refuses such a tensor as unknown. */
-  TSR_DTYPE_PLUGIN = 64
+  TSR_DTYPE_PLUGIN = 64,
+  /* 1.3: a matmul weight in the layout of the backend that packed it (backend.h,
+   * weight_pack): only that backend's matmul reads it. Outside [0, TSR_DTYPE_COUNT_) for
+   * the same reason as TSR_DTYPE_PLUGIN. */
+  TSR_DTYPE_PACKED = 65
 } tsr_dtype;
 
 /* Describes a strided tensor in a backend's memory. Shape is outermost-first

@@ -282,8 +282,22 @@ typedef struct tsr_backend_iface {
   tsr_status (*graph_launch)(tsr_backend* b, tsr_stream* s, const tsr_graph* g,
                              tsr_error** error);
   void (*graph_destroy)(tsr_backend* b, tsr_graph* g); /* NULL is ignored */
+
+  /* ---- weight packing (ABI 1.3; NULL: every weight stays as stored) ----
+   * Offers the matmul weight `w` ([rows, cols], not NULL) to be kept in a layout of the
+   * backend's own, as llama.cpp's CPU backend repacks weights for its kernels. On
+   * TSR_STATUS_OK the backend has allocated *buffer (owned by the caller, freed with
+   * buffer_free) and filled *packed (not NULL) with a tensor over it: w's shape, dtype
+   * TSR_DTYPE_PACKED, which this backend's matmul accepts as the weight operand in place
+   * of w with the same results (within rounding), and no other op reads. On
+   * TSR_STATUS_UNSUPPORTED (no error object) the backend keeps no layout of its own for
+   * such a weight and leaves *packed and *buffer alone. w is read during the call only;
+   * the call completes before it returns (no stream). One thread at a time, as the
+   * backend. */
+  tsr_status (*weight_pack)(tsr_backend* b, const tsr_tensor* w, tsr_tensor* packed,
+                            tsr_buffer** buffer, tsr_error** error);
 } tsr_backend_iface;
-TSR_ABI_PIN_SIZE(tsr_backend_iface, 272);
+TSR_ABI_PIN_SIZE(tsr_backend_iface, 280);
 
 #ifdef __cplusplus
 }

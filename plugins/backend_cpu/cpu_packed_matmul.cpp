@@ -1,0 +1,189 @@
+#include "cpu_packed_matmul.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cpu_dtype.h"
+#include "cpu_simd.h"
+#include "tessera/sdk/status.hpp"
+
+namespace tsr::cpu {
+
+using sdk::require;
+
+namespace {
+
+// Layout: a 64-byte header, then rows / 16 groups; a group holds, for each block of 32
+// columns, the sixteen rows' f16 scales (32 bytes) and their weights as eight (Q8_0) or
+// four (Q4_0) 64-byte vectors. In vector v, bytes 4r..4r+3 are row r's weights at columns
+// 4v..4v+3 of the block: Q8_0 as w + 128 (u8, the operand vpdpbusd wants unsigned), Q4_0
+// as its stored bytes, whose low nibbles are columns 4v..4v+3 and high nibbles 16 + 4v..
+// (so a mask and a shift give vectors v and v + 4). The sizes equal the GGUF blocks'.
+struct PackedHeader {
+  uint32_t magic;
+  uint32_t dtype;
+  int64_t rows, cols;
+  uint8_t reserved[40];
+};
+static_assert(sizeof(PackedHeader) == 64);
+
+constexpr uint32_t kMagic = 0x50525354;  // "TSRP"
+constexpr int64_t kGroupRows = 16;
+// Rows of x per kernel call (their accumulators stay in registers) and per cache chunk
+// (their quantized blocks stay in L2 while every weight group passes).
+constexpr int kRowsPerCall = 8;
+constexpr int64_t kRowsPerChunk = 64;
+
+constexpr int64_t block_bytes(tsr_dtype d) { return 32 + (d == TSR_DTYPE_Q8_0 ? 512 : 256); }
+
+// x quantized to Q8_0 blocks, with each block's start value for the dot product: the
+// weights' offset (128 for Q8_0, 8 for Q4_0) times minus the block's sum of values, which
+// removes the offset's share exactly.
+struct PackedX {
+  int64_t blocks = 0;
+  std::vector<int8_t> q;      // [rows][blocks * 32]
+  std::vector<float> d;       // [rows][blocks]
+  std::vector<int32_t> init;  // [rows][blocks]
+};
+
+__attribute__((target(TSR_VNNI_TARGET)))
+void quantize_x(const Matrix& x, int32_t offset, PackedX& out) {
+  out.blocks = x.cols / kQBlock;
+  out.q.resize(size_t(x.rows * x.cols));
+  out.d.resize(size_t(x.rows * out.blocks));
+  out.init.resize(out.d.size());
+  for (int64_t r = 0; r < x.rows; ++r) {
+    for (int64_t b = 0; b < out.blocks; ++b) {
+      const int64_t i = r * out.blocks + b;
+      __m512i lo, hi;
+      out.d[i] = quantize_block_avx512(x.row<float>(r) + b * kQBlock, &lo, &hi);
+      out.init[i] = -offset * _mm512_reduce_add_epi32(_mm512_add_epi32(lo, hi));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(&out.q[i * kQBlock]), _mm512_cvtsepi32_epi8(lo));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(&out.q[i * kQBlock + 16]), _mm512_cvtsepi32_epi8(hi));
+    }
+  }
+}
+
+__attribute__((target(TSR_VNNI_TARGET), always_inline))
+inline __m512i broadcast_i32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return _mm512_set1_epi32(v);
+}
+
+// out[r0 + r][col0 .. col0 + 15] for NR rows of x against one group of sixteen weight rows.
+template <tsr_dtype D, int NR>
+__attribute__((target(TSR_VNNI_TARGET)))
+void group_rows(const uint8_t* group, const PackedX& x, int64_t r0, const Matrix& out, int64_t col0) {
+  __m512 acc[NR];
+  for (int r = 0; r < NR; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < x.blocks; ++b) {
+    const uint8_t* blk = group + b * block_bytes(D);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+    __m512i w[8];
+    if constexpr (D == TSR_DTYPE_Q8_0) {
+      for (int v = 0; v < 8; ++v) w[v] = _mm512_loadu_si512(blk + 32 + 64 * v);
+    } else {
+      const __m512i nibble = _mm512_set1_epi8(0x0f);
+      for (int v = 0; v < 4; ++v) {
+        const __m512i packed = _mm512_loadu_si512(blk + 32 + 64 * v);
+        w[v] = _mm512_and_si512(packed, nibble);
+        w[v + 4] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), nibble);
+      }
+    }
+    for (int r = 0; r < NR; ++r) {
+      const int64_t i = (r0 + r) * x.blocks + b;
+      const int8_t* xq = &x.q[i * kQBlock];
+      // Two chains, so that each dot product waits on half as many others.
+      __m512i even = _mm512_set1_epi32(x.init[i]), odd = _mm512_setzero_si512();
+      for (int v = 0; v < 8; v += 2) {
+        even = _mm512_dpbusd_epi32(even, w[v], broadcast_i32(xq + 4 * v));
+        odd = _mm512_dpbusd_epi32(odd, w[v + 1], broadcast_i32(xq + 4 * v + 4));
+      }
+      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(x.d[i]));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even, odd)), scale, acc[r]);
+    }
+  }
+  for (int r = 0; r < NR; ++r) _mm512_storeu_ps(out.row<float>(r0 + r) + col0, acc[r]);
+}
+
+template <tsr_dtype D>
+void group_pass(const uint8_t* group, const PackedX& x, int64_t r0, int nr, const Matrix& out, int64_t col0) {
+  dispatch_rows<kRowsPerCall>(nr, [&](auto n) { group_rows<D, decltype(n)::value>(group, x, r0, out, col0); });
+}
+
+}  // namespace
+
+uint64_t packed_size(const Matrix& w) {
+  if (!has_vnni() || (w.dtype != TSR_DTYPE_Q8_0 && w.dtype != TSR_DTYPE_Q4_0)) return 0;
+  if (w.rows % kGroupRows != 0 || w.cols % kQBlock != 0) return 0;
+  return sizeof(PackedHeader) + uint64_t(w.rows / kGroupRows) * uint64_t(w.cols / kQBlock) * block_bytes(w.dtype);
+}
+
+void pack_weight(OpContext& ctx, const Matrix& w, uint8_t* dst) {
+  const PackedHeader header{kMagic, static_cast<uint32_t>(w.dtype), w.rows, w.cols, {}};
+  std::memcpy(dst, &header, sizeof(header));
+  const int64_t blocks = w.cols / kQBlock, bytes = block_bytes(w.dtype);
+  uint8_t* groups = dst + sizeof(PackedHeader);
+#pragma omp parallel for num_threads(ctx.n_threads)
+  for (int64_t g = 0; g < w.rows / kGroupRows; ++g) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      uint8_t* blk = groups + (g * blocks + b) * bytes;
+      for (int r = 0; r < kGroupRows; ++r) {
+        const uint8_t* row = w.row<uint8_t>(g * kGroupRows + r);
+        if (w.dtype == TSR_DTYPE_Q8_0) {
+          BlockQ8_0 src;
+          std::memcpy(&src, row + b * sizeof(BlockQ8_0), sizeof(src));
+          std::memcpy(blk + 2 * r, &src.d, 2);
+          for (int k = 0; k < kQBlock; ++k) blk[32 + 64 * (k / 4) + 4 * r + k % 4] = static_cast<uint8_t>(src.qs[k] + 128);
+        } else {
+          BlockQ4_0 src;
+          std::memcpy(&src, row + b * sizeof(BlockQ4_0), sizeof(src));
+          std::memcpy(blk + 2 * r, &src.d, 2);
+          for (int k = 0; k < kQBlock / 2; ++k) blk[32 + 64 * (k / 4) + 4 * r + k % 4] = src.qs[k];
+        }
+      }
+    }
+  }
+}
+
+PackedWeight as_packed(const tsr_tensor* t, const char* what) {
+  const auto fail = [what](const char* problem) { return std::string(what) + problem; };
+  require(t != nullptr && t->struct_size >= sizeof(tsr_tensor) && t->data != nullptr,
+          [&] { return fail(": NULL, or a tensor without data"); });
+  PackedHeader h;
+  std::memcpy(&h, t->data, sizeof(h));
+  require(h.magic == kMagic && (h.dtype == TSR_DTYPE_Q8_0 || h.dtype == TSR_DTYPE_Q4_0) && t->ndim == 2 &&
+              t->shape[0] == h.rows && t->shape[1] == h.cols,
+          [&] { return fail(": not a weight this backend packed, or its shape changed"); });
+  return {static_cast<tsr_dtype>(h.dtype), h.rows, h.cols, static_cast<const uint8_t*>(t->data) + sizeof(h)};
+}
+
+void packed_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const PackedWeight& w) {
+  require(x.cols == w.cols, [&] {
+    return "matmul: x has " + std::to_string(x.cols) + " columns, w has " + std::to_string(w.cols);
+  });
+  require(out.rows == x.rows && out.cols == w.rows, "matmul: out must be [n, m]");
+  PackedX xq;
+  quantize_x(x, w.dtype == TSR_DTYPE_Q8_0 ? 128 : 8, xq);
+  const int64_t groups = w.rows / kGroupRows, group_bytes = xq.blocks * block_bytes(w.dtype);
+  const int64_t chunks = (x.rows + kRowsPerChunk - 1) / kRowsPerChunk;
+  const auto pass = w.dtype == TSR_DTYPE_Q8_0 ? &group_pass<TSR_DTYPE_Q8_0> : &group_pass<TSR_DTYPE_Q4_0>;
+#pragma omp parallel for collapse(2) num_threads(ctx.n_threads) schedule(guided) if (w.rows * w.cols * x.rows >= (1 << 16))
+  for (int64_t c = 0; c < chunks; ++c) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t end = std::min(x.rows, (c + 1) * kRowsPerChunk);
+      for (int64_t r0 = c * kRowsPerChunk; r0 < end; r0 += kRowsPerCall) {
+        pass(w.groups + g * group_bytes, xq, r0, static_cast<int>(std::min<int64_t>(kRowsPerCall, end - r0)), out,
+             g * kGroupRows);
+      }
+    }
+  }
+}
+
+}  // namespace tsr::cpu

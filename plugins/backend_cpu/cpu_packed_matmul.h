@@ -1,0 +1,32 @@
+// Matmul weights in the CPU backend's own layout (ABI 1.3 weight_pack): Q8_0 and Q4_0
+// rows interleaved sixteen at a time, so that one VNNI instruction multiplies four
+// weights of each of sixteen rows by the same four activations, and one f16 -> f32
+// conversion yields the sixteen rows' block scales. Each output vector is sixteen
+// adjacent output columns: no horizontal sums.
+#pragma once
+
+#include <cstdint>
+
+#include "cpu_ops.h"
+#include "cpu_tensor.h"
+
+namespace tsr::cpu {
+
+// Bytes of w's packed form; 0 when w has none (dtype, rows not a multiple of 16, or a CPU
+// without AVX-512 VNNI), and the weight stays as stored.
+uint64_t packed_size(const Matrix& w);
+// Writes w's packed form into dst (packed_size(w) bytes, 64-byte aligned).
+void pack_weight(OpContext& ctx, const Matrix& w, uint8_t* dst);
+
+// A TSR_DTYPE_PACKED tensor's weight, checked against its header.
+struct PackedWeight {
+  tsr_dtype dtype = TSR_DTYPE_Q8_0;  // the format it was packed from
+  int64_t rows = 0, cols = 0;
+  const uint8_t* groups = nullptr;  // rows / 16 groups of cols / 32 blocks
+};
+PackedWeight as_packed(const tsr_tensor* t, const char* what);
+
+// out[n, rows] = x[n, cols] · wᵀ, x quantized to Q8_0 blocks as llama.cpp does.
+void packed_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const PackedWeight& w);
+
+}  // namespace tsr::cpu
