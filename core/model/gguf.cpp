@@ -573,6 +573,13 @@ const uint8_t* GgufFile::tensor_data(const GgufTensorInfo& t) const {
   return impl_->data + impl_->data_offset + t.offset;
 }
 
+void GgufFile::release(const GgufTensorInfo& t) const {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(tensor_data(t));
+  const uintptr_t first = (begin + page - 1) / page * page, last = (begin + t.nbytes) / page * page;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);  // a hint: errors are harmless
+}
+
 const char* gguf_type_name(GgufType t) {
   switch (t) {
     case GgufType::UINT8: return "uint8";

@@ -99,6 +99,10 @@ class GgufFile {
   const GgufTensorInfo* find_tensor(std::string_view name) const;  // NULL when absent
   // Start of the tensor's bytes inside the mapping (valid for the file's lifetime).
   const uint8_t* tensor_data(const GgufTensorInfo& t) const;
+  // A hint that the tensor's bytes will not be read again (a copy lives elsewhere): the
+  // pages wholly inside them leave the process's resident memory, and are read from the
+  // file again should they be touched.
+  void release(const GgufTensorInfo& t) const;
 
  private:
   struct Impl;

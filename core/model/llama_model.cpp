@@ -149,6 +149,7 @@ class LlamaModel::Loader {
     for (const GgufTensorInfo& t : g.tensors()) {
       if (t.offset == begin) first = &t;
     }
+    region_first_ = first;
     auto* host = const_cast<uint8_t*>(g.tensor_data(*first));
     auto buffer = backend_.upload(host, end - begin, progress_);
     region_ = buffer.get();
@@ -241,7 +242,15 @@ class LlamaModel::Loader {
                       " of type " + dtype_name(d),
                   TSR_STATUS_UNSUPPORTED);
     }
-    return packed(tensor_make(d, region_->base() + (t.offset - region_begin_), {rows, cols}), op);
+    const tsr_tensor stored = tensor_make(d, region_->base() + (t.offset - region_begin_), {rows, cols});
+    const tsr_tensor out = packed(stored, op);
+    // The backend reads the file's pages in place (it wrapped the mapping) and now has its
+    // own copy: drop them from resident memory, unless the embedding gather reads them too.
+    if (out.data != stored.data && region_->base() == m_.gguf_->tensor_data(*region_first_) &&
+        name != "token_embd.weight") {
+      m_.gguf_->release(t);
+    }
+    return out;
   }
 
   // A matmul weight in the backend's own layout where it has one (weight_pack), else as is.
@@ -289,6 +298,7 @@ class LlamaModel::Loader {
   Backend& backend_;
   const LoadProgress& progress_;
   BackendBuffer* region_ = nullptr;
+  const GgufTensorInfo* region_first_ = nullptr;  // the tensor at the region's start
   uint64_t region_begin_ = 0;
   const bool pack_weights_;
   int converted_ = 0, kept_ = 0, packed_ = 0;

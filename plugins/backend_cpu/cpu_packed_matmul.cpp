@@ -38,6 +38,8 @@ constexpr int64_t kGroupRows = 16;
 // (their quantized blocks stay in L2 while every weight group passes).
 constexpr int kRowsPerCall = 8;
 constexpr int64_t kRowsPerChunk = 64;
+// How far ahead of the kernel the weight stream is prefetched (see group_rows).
+constexpr int64_t kPrefetchBytes = 4096;
 
 constexpr int64_t block_bytes(tsr_dtype d) { return 32 + (d == TSR_DTYPE_Q8_0 ? 512 : 256); }
 
@@ -52,11 +54,12 @@ struct PackedX {
 };
 
 __attribute__((target(TSR_VNNI_TARGET)))
-void quantize_x(const Matrix& x, int32_t offset, PackedX& out) {
+void quantize_x(const OpContext& ctx, const Matrix& x, int32_t offset, PackedX& out) {
   out.blocks = x.cols / kQBlock;
   out.q.resize(size_t(x.rows * x.cols));
   out.d.resize(size_t(x.rows * out.blocks));
   out.init.resize(out.d.size());
+#pragma omp parallel for num_threads(ctx.n_threads) if (x.rows >= kRowsPerCall)  // prompts
   for (int64_t r = 0; r < x.rows; ++r) {
     for (int64_t b = 0; b < out.blocks; ++b) {
       const int64_t i = r * out.blocks + b;
@@ -84,6 +87,15 @@ void group_rows(const uint8_t* group, const PackedX& x, int64_t r0, const Matrix
   for (int r = 0; r < NR; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < x.blocks; ++b) {
     const uint8_t* blk = group + b * block_bytes(D);
+    // Where the kernel spends long on each block (several rows of x, or Q4_0's unpacking)
+    // the out-of-order window spans few blocks; asking for the lines kPrefetchBytes ahead
+    // keeps the weight stream in flight (1.1B Q8_0 B=16: 101 -> 158-168 tok/s). A single
+    // row of Q8_0 streams faster without (the hardware prefetcher keeps up, A/B measured).
+    if constexpr (NR > 1 || D == TSR_DTYPE_Q4_0) {
+      for (int64_t line = 0; line < block_bytes(D); line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetchBytes + line), _MM_HINT_T0);
+      }
+    }
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
     __m512i w[8];
     if constexpr (D == TSR_DTYPE_Q8_0) {
@@ -170,7 +182,7 @@ void packed_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const Pac
   });
   require(out.rows == x.rows && out.cols == w.rows, "matmul: out must be [n, m]");
   PackedX xq;
-  quantize_x(x, w.dtype == TSR_DTYPE_Q8_0 ? 128 : 8, xq);
+  quantize_x(ctx, x, w.dtype == TSR_DTYPE_Q8_0 ? 128 : 8, xq);
   const int64_t groups = w.rows / kGroupRows, group_bytes = xq.blocks * block_bytes(w.dtype);
   const int64_t chunks = (x.rows + kRowsPerChunk - 1) / kRowsPerChunk;
   const auto pass = w.dtype == TSR_DTYPE_Q8_0 ? &group_pass<TSR_DTYPE_Q8_0> : &group_pass<TSR_DTYPE_Q4_0>;

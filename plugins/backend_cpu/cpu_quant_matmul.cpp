@@ -164,8 +164,8 @@ void rows_vnni512(const uint8_t* wrow, const QuantizedRows& xq, int64_t r0, floa
   const int64_t pairs = xq.blocks / 2;
   __m512 acc[NR];
   for (int r = 0; r < NR; ++r) acc[r] = _mm512_setzero_ps();
-  const int8_t* xbase = &xq.q[size_t(r0 * xq.blocks * kQBlock)];
-  const float* dbase = &xq.d_pair[size_t(r0 * pairs * 16)];
+  const int8_t* xbase = xq.q.data() + r0 * xq.blocks * kQBlock;
+  const float* dbase = xq.d_pair.data() + r0 * pairs * 16;  // empty for a single block
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t p = 0; p < pairs; ++p) {
     float dw0, dw1;
