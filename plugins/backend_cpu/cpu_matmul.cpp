@@ -123,12 +123,14 @@ uint16_t to_bf16(float f) {  // round to nearest even; inputs are finite activat
 // and BF16 go through bf16 (the AVX-512 BF16 GEMM doubles f32's throughput, and the
 // weights carry less precision than bf16 anyway); F16 through f32, so F16 models keep the
 // precision of their weights.
-void gemm_decoded(OpContext& ctx, const Matrix& out, const Matrix& x, const Matrix& w) {
+// decode_row(j, dst) writes weight row j as k floats.
+template <class DecodeRow>
+void gemm_decoded(OpContext& ctx, const Matrix& out, const Matrix& x, int64_t w_rows, bool bf16,
+                  const DecodeRow& decode_row) {
   const OmpThreadsScope threads(ctx.n_threads);
   MatmulCache& c = *ctx.matmul;
-  const bool bf16 = w.dtype != TSR_DTYPE_F16;
   const int64_t k = x.cols;
-  const int64_t chunk = std::min<int64_t>(w.rows, kDecodeChunkRows);
+  const int64_t chunk = std::min<int64_t>(w_rows, kDecodeChunkRows);
   if (bf16) {
     c.x_bf16.resize(size_t(x.rows * k));
     c.w_bf16.resize(size_t(chunk * k));
@@ -139,18 +141,18 @@ void gemm_decoded(OpContext& ctx, const Matrix& out, const Matrix& x, const Matr
   } else {
     c.w_f32.resize(size_t(chunk * k));
   }
-  for (int64_t j0 = 0; j0 < w.rows; j0 += chunk) {
-    const int64_t rows = std::min(chunk, w.rows - j0);
+  for (int64_t j0 = 0; j0 < w_rows; j0 += chunk) {
+    const int64_t rows = std::min(chunk, w_rows - j0);
 #pragma omp parallel num_threads(ctx.n_threads)
     {
       std::vector<float> tmp(bf16 ? size_t(k) : 0);
 #pragma omp for schedule(static)
       for (int64_t j = 0; j < rows; ++j) {
         if (!bf16) {
-          row_to_f32(w.dtype, w.row<uint8_t>(j0 + j), &c.w_f32[size_t(j * k)], k);
+          decode_row(j0 + j, &c.w_f32[size_t(j * k)]);
           continue;
         }
-        row_to_f32(w.dtype, w.row<uint8_t>(j0 + j), tmp.data(), k);
+        decode_row(j0 + j, tmp.data());
         for (int64_t i = 0; i < k; ++i) c.w_bf16[size_t(j * k + i)] = to_bf16(tmp[i]);
       }
     }
@@ -188,7 +190,14 @@ void op_matmul(OpContext& ctx, const tsr_matmul_params& p) {
   const Matrix out = as_matrix(p.out, TSR_DTYPE_F32, "matmul out");
   const Matrix x = as_matrix(p.x, TSR_DTYPE_F32, "matmul x");
   if (p.w != nullptr && p.w->dtype == TSR_DTYPE_PACKED) {
-    return packed_matmul(ctx, out, x, as_packed(p.w, "matmul w"));
+    const PackedWeight w = as_packed(p.w, "matmul w");
+    // F16 prompts go to oneDNN's f32 GEMM (the packed kernel is FMA-bound as it is, with
+    // more loads); Q8_0/Q4_0 prompts stay on the int8 kernel, twice the multiply rate.
+    if (w.dtype == TSR_DTYPE_F16 && x.rows >= kDecodedGemmMinRows && x.row_stride % 4 == 0 && out.row_stride % 4 == 0) {
+      require(x.cols == w.cols && out.rows == x.rows && out.cols == w.rows, "matmul: operand shapes do not fit the packed weight");
+      return gemm_decoded(ctx, out, x, w.rows, false, [&](int64_t j, float* dst) { packed_row_to_f32(w, j, dst); });
+    }
+    return packed_matmul(ctx, out, x, w);
   }
   const Matrix w = as_matrix(p.w, "matmul w");
   require(is_weight_dtype(w.dtype), "matmul: unsupported weight dtype " + std::to_string(w.dtype));
@@ -201,7 +210,8 @@ void op_matmul(OpContext& ctx, const tsr_matmul_params& p) {
     gemm_onednn(ctx, out, x, w);
   } else if (w.dtype != TSR_DTYPE_F32 && io_aligned && (w.dtype == TSR_DTYPE_F16 || has_bf16()) &&
              x.rows >= (w.dtype == TSR_DTYPE_BF16 ? kGemmMinRows : kDecodedGemmMinRows)) {
-    gemm_decoded(ctx, out, x, w);
+    gemm_decoded(ctx, out, x, w.rows, w.dtype != TSR_DTYPE_F16,
+                 [&](int64_t j, float* dst) { row_to_f32(w.dtype, w.row<uint8_t>(j), dst, w.cols); });
   } else if (quant_matmul_supported(w.dtype)) {
     quant_matmul(ctx, out, x, w);
   } else if (w.dtype == TSR_DTYPE_F16 && has_f16c()) {

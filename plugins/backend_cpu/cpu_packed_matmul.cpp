@@ -23,7 +23,9 @@ namespace {
 // four (Q4_0) 64-byte vectors. In vector v, bytes 4r..4r+3 are row r's weights at columns
 // 4v..4v+3 of the block: Q8_0 as w + 128 (u8, the operand vpdpbusd wants unsigned), Q4_0
 // as its stored bytes, whose low nibbles are columns 4v..4v+3 and high nibbles 16 + 4v..
-// (so a mask and a shift give vectors v and v + 4). The sizes equal the GGUF blocks'.
+// (so a mask and a shift give vectors v and v + 4). An F16 group holds, for each column,
+// the sixteen rows' values (32 bytes): one conversion gives a vector to multiply by one
+// broadcast activation. The sizes equal the stored weights'.
 struct PackedHeader {
   uint32_t magic;
   uint32_t dtype;
@@ -42,6 +44,10 @@ constexpr int64_t kRowsPerChunk = 64;
 constexpr int64_t kPrefetchBytes = 4096;
 
 constexpr int64_t block_bytes(tsr_dtype d) { return 32 + (d == TSR_DTYPE_Q8_0 ? 512 : 256); }
+
+int64_t group_bytes(tsr_dtype d, int64_t cols) {
+  return d == TSR_DTYPE_F16 ? cols * kGroupRows * 2 : cols / kQBlock * block_bytes(d);
+}
 
 // x quantized to Q8_0 blocks, with each block's start value for the dot product: the
 // weights' offset (128 for Q8_0, 8 for Q4_0) times minus the block's sum of values, which
@@ -129,12 +135,44 @@ void group_pass(const uint8_t* group, const PackedX& x, int64_t r0, int nr, cons
   dispatch_rows<kRowsPerCall>(nr, [&](auto n) { group_rows<D, decltype(n)::value>(group, x, r0, out, col0); });
 }
 
+// As group_rows, for F16: out[r0 + r][col0 .. col0 + 15] = Σ_k x[r][k] · w[16 rows][k].
+// U partial sums per row over interleaved columns, so that FMA latency does not bound a
+// single row (four chains of four cycles cover a 32-byte column per cycle).
+template <int NR>
+__attribute__((target(TSR_AVX512_TARGET ",f16c")))
+void group_rows_f16(const uint8_t* group, const Matrix& x, int64_t r0, const Matrix& out, int64_t col0) {
+  constexpr int U = NR >= 4 ? 1 : NR >= 2 ? 2 : 4;
+  __m512 acc[NR][U];
+  for (int r = 0; r < NR; ++r) {
+    for (int u = 0; u < U; ++u) acc[r][u] = _mm512_setzero_ps();
+  }
+  const auto* w = reinterpret_cast<const __m256i*>(group);  // one column of 16 f16 each
+  int64_t k = 0;
+  for (; k + U <= x.cols; k += U) {
+    if constexpr (NR > 1) _mm_prefetch(reinterpret_cast<const char*>(w + k) + kPrefetchBytes, _MM_HINT_T0);
+    for (int u = 0; u < U; ++u) {
+      const __m512 wv = _mm512_cvtph_ps(_mm256_loadu_si256(w + k + u));
+      for (int r = 0; r < NR; ++r) {
+        acc[r][u] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x.row<float>(r0 + r)[k + u]), acc[r][u]);
+      }
+    }
+  }
+  for (; k < x.cols; ++k) {
+    const __m512 wv = _mm512_cvtph_ps(_mm256_loadu_si256(w + k));
+    for (int r = 0; r < NR; ++r) acc[r][0] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x.row<float>(r0 + r)[k]), acc[r][0]);
+  }
+  for (int r = 0; r < NR; ++r) {
+    for (int u = 1; u < U; ++u) acc[r][0] = _mm512_add_ps(acc[r][0], acc[r][u]);
+    _mm512_storeu_ps(out.row<float>(r0 + r) + col0, acc[r][0]);
+  }
+}
+
 }  // namespace
 
 uint64_t packed_size(const Matrix& w) {
-  if (!has_vnni() || (w.dtype != TSR_DTYPE_Q8_0 && w.dtype != TSR_DTYPE_Q4_0)) return 0;
-  if (w.rows % kGroupRows != 0 || w.cols % kQBlock != 0) return 0;
-  return sizeof(PackedHeader) + uint64_t(w.rows / kGroupRows) * uint64_t(w.cols / kQBlock) * block_bytes(w.dtype);
+  if (!has_vnni() || w.rows % kGroupRows != 0) return 0;
+  if (w.dtype != TSR_DTYPE_F16 && ((w.dtype != TSR_DTYPE_Q8_0 && w.dtype != TSR_DTYPE_Q4_0) || w.cols % kQBlock != 0)) return 0;
+  return sizeof(PackedHeader) + uint64_t(w.rows / kGroupRows) * uint64_t(group_bytes(w.dtype, w.cols));
 }
 
 void pack_weight(OpContext& ctx, const Matrix& w, uint8_t* dst) {
@@ -144,6 +182,14 @@ void pack_weight(OpContext& ctx, const Matrix& w, uint8_t* dst) {
   uint8_t* groups = dst + sizeof(PackedHeader);
 #pragma omp parallel for num_threads(ctx.n_threads)
   for (int64_t g = 0; g < w.rows / kGroupRows; ++g) {
+    if (w.dtype == TSR_DTYPE_F16) {
+      auto* out = reinterpret_cast<uint16_t*>(groups + g * group_bytes(w.dtype, w.cols));
+      for (int r = 0; r < kGroupRows; ++r) {
+        const auto* row = w.row<uint16_t>(g * kGroupRows + r);
+        for (int64_t k = 0; k < w.cols; ++k) out[k * kGroupRows + r] = row[k];
+      }
+      continue;
+    }
     for (int64_t b = 0; b < blocks; ++b) {
       uint8_t* blk = groups + (g * blocks + b) * bytes;
       for (int r = 0; r < kGroupRows; ++r) {
@@ -170,10 +216,17 @@ PackedWeight as_packed(const tsr_tensor* t, const char* what) {
           [&] { return fail(": NULL, or a tensor without data"); });
   PackedHeader h;
   std::memcpy(&h, t->data, sizeof(h));
-  require(h.magic == kMagic && (h.dtype == TSR_DTYPE_Q8_0 || h.dtype == TSR_DTYPE_Q4_0) && t->ndim == 2 &&
+  require(h.magic == kMagic && (h.dtype == TSR_DTYPE_Q8_0 || h.dtype == TSR_DTYPE_Q4_0 || h.dtype == TSR_DTYPE_F16) &&
+              t->ndim == 2 &&
               t->shape[0] == h.rows && t->shape[1] == h.cols,
           [&] { return fail(": not a weight this backend packed, or its shape changed"); });
   return {static_cast<tsr_dtype>(h.dtype), h.rows, h.cols, static_cast<const uint8_t*>(t->data) + sizeof(h)};
+}
+
+void packed_row_to_f32(const PackedWeight& w, int64_t row, float* dst) {
+  require(w.dtype == TSR_DTYPE_F16, "packed_row_to_f32: only F16 rows decode");
+  const auto* group = reinterpret_cast<const uint16_t*>(w.groups + row / kGroupRows * group_bytes(w.dtype, w.cols));
+  for (int64_t k = 0; k < w.cols; ++k) dst[k] = f16_to_f32(group[k * kGroupRows + row % kGroupRows]);
 }
 
 void packed_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const PackedWeight& w) {
@@ -181,9 +234,10 @@ void packed_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const Pac
     return "matmul: x has " + std::to_string(x.cols) + " columns, w has " + std::to_string(w.cols);
   });
   require(out.rows == x.rows && out.cols == w.rows, "matmul: out must be [n, m]");
+  const bool f16 = w.dtype == TSR_DTYPE_F16;
   PackedX xq;
-  quantize_x(ctx, x, w.dtype == TSR_DTYPE_Q8_0 ? 128 : 8, xq);
-  const int64_t groups = w.rows / kGroupRows, group_bytes = xq.blocks * block_bytes(w.dtype);
+  if (!f16) quantize_x(ctx, x, w.dtype == TSR_DTYPE_Q8_0 ? 128 : 8, xq);
+  const int64_t groups = w.rows / kGroupRows, bytes = group_bytes(w.dtype, w.cols);
   const int64_t chunks = (x.rows + kRowsPerChunk - 1) / kRowsPerChunk;
   const auto pass = w.dtype == TSR_DTYPE_Q8_0 ? &group_pass<TSR_DTYPE_Q8_0> : &group_pass<TSR_DTYPE_Q4_0>;
 #pragma omp parallel for collapse(2) num_threads(ctx.n_threads) schedule(guided) if (w.rows * w.cols * x.rows >= (1 << 16))
@@ -191,8 +245,13 @@ void packed_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const Pac
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t end = std::min(x.rows, (c + 1) * kRowsPerChunk);
       for (int64_t r0 = c * kRowsPerChunk; r0 < end; r0 += kRowsPerCall) {
-        pass(w.groups + g * group_bytes, xq, r0, static_cast<int>(std::min<int64_t>(kRowsPerCall, end - r0)), out,
-             g * kGroupRows);
+        const int nr = static_cast<int>(std::min<int64_t>(kRowsPerCall, end - r0));
+        const uint8_t* group = w.groups + g * bytes;
+        if (f16) {
+          dispatch_rows<kRowsPerCall>(nr, [&](auto n) { group_rows_f16<decltype(n)::value>(group, x, r0, out, g * kGroupRows); });
+        } else {
+          pass(group, xq, r0, nr, out, g * kGroupRows);
+        }
       }
     }
   }

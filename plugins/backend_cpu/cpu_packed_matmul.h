@@ -1,8 +1,9 @@
-// Matmul weights in the CPU backend's own layout (ABI 1.3 weight_pack): Q8_0 and Q4_0
-// rows interleaved sixteen at a time, so that one VNNI instruction multiplies four
-// weights of each of sixteen rows by the same four activations, and one f16 -> f32
-// conversion yields the sixteen rows' block scales. Each output vector is sixteen
-// adjacent output columns: no horizontal sums.
+// Matmul weights in the CPU backend's own layout (ABI 1.3 weight_pack): rows interleaved
+// sixteen at a time. For Q8_0 and Q4_0 one VNNI instruction multiplies four weights of
+// each of sixteen rows by the same four activations, and one f16 -> f32 conversion yields
+// the sixteen rows' block scales; for F16 one conversion gives a column of sixteen rows to
+// multiply by one activation. Each output vector is sixteen adjacent output columns: no
+// horizontal sums.
 #pragma once
 
 #include <cstdint>
@@ -12,8 +13,8 @@
 
 namespace tsr::cpu {
 
-// Bytes of w's packed form; 0 when w has none (dtype, rows not a multiple of 16, or a CPU
-// without AVX-512 VNNI), and the weight stays as stored.
+// Bytes of w's packed form; 0 when w has none (a dtype other than Q8_0, Q4_0 and F16, rows
+// not a multiple of 16, or a CPU without AVX-512 VNNI), and the weight stays as stored.
 uint64_t packed_size(const Matrix& w);
 // Writes w's packed form into dst (packed_size(w) bytes, 64-byte aligned).
 void pack_weight(OpContext& ctx, const Matrix& w, uint8_t* dst);
@@ -26,7 +27,10 @@ struct PackedWeight {
 };
 PackedWeight as_packed(const tsr_tensor* t, const char* what);
 
-// out[n, rows] = x[n, cols] · wᵀ, x quantized to Q8_0 blocks as llama.cpp does.
+// out[n, rows] = x[n, cols] · wᵀ; for Q8_0/Q4_0 weights x is quantized to Q8_0 blocks as
+// llama.cpp does.
 void packed_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const PackedWeight& w);
+// Row `row` of a packed F16 weight as f32 (cols floats), for the prompt path's GEMM.
+void packed_row_to_f32(const PackedWeight& w, int64_t row, float* dst);
 
 }  // namespace tsr::cpu
