@@ -4,6 +4,7 @@
 // events only report success; the ABI's asynchronous contract is trivially met. A stream
 // that records a graph keeps the ops instead (cpu_graph.h).
 #include <omp.h>
+#include <sys/mman.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -30,6 +31,7 @@ namespace {
 using tsr::sdk::g_host;
 
 constexpr size_t kAlignment = 64;
+constexpr size_t kHugePage = size_t(2) << 20;
 
 }  // namespace
 
@@ -134,12 +136,18 @@ int32_t supports(const tsr_backend*, tsr_op op, const tsr_dtype* dtypes, int32_t
 tsr_status buffer_alloc(tsr_backend*, uint64_t size, tsr_buffer** out, tsr_error** error) {
   return guarded(error, [&] {
     require(out != nullptr, "buffer_alloc: out is NULL");
-    const uint64_t rounded = (size + kAlignment - 1) / kAlignment * kAlignment;
-    void* data = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+    // Large buffers (packed weights, the KV cache) on 2 MiB pages where the kernel allows
+    // it: a decode step streams every weight, and with 4 KiB pages that is a TLB miss per
+    // page.
+    const bool huge = size >= kHugePage;
+    const uint64_t align = huge ? kHugePage : kAlignment;
+    const uint64_t rounded = (size + align - 1) / align * align;
+    void* data = std::aligned_alloc(align, rounded == 0 ? align : rounded);
     if (data == nullptr) {
       throw Failure(TSR_STATUS_OUT_OF_MEMORY,
                     "cannot allocate " + std::to_string(size) + " bytes of host memory");
     }
+    if (huge) madvise(data, rounded, MADV_HUGEPAGE);  // a hint: without THP it changes nothing
     *out = new tsr_buffer{static_cast<uint8_t*>(data), size, true};
   });
 }
