@@ -149,7 +149,6 @@ class LlamaModel::Loader {
     for (const GgufTensorInfo& t : g.tensors()) {
       if (t.offset == begin) first = &t;
     }
-    region_first_ = first;
     auto* host = const_cast<uint8_t*>(g.tensor_data(*first));
     auto buffer = backend_.upload(host, end - begin, progress_);
     region_ = buffer.get();
@@ -187,9 +186,15 @@ class LlamaModel::Loader {
     }
   }
 
+  // A converted weight and the buffer that holds it.
+  struct Converted {
+    tsr_tensor tensor;
+    std::unique_ptr<BackendBuffer> buffer;
+  };
+
   // The weight converted to the quant scheme: dequantized from its stored type, then
   // quantized by the plugin into a buffer of its own.
-  tsr_tensor quantized(const GgufTensorInfo& t, int64_t rows, int64_t cols) {
+  Converted quantized(const GgufTensorInfo& t, int64_t rows, int64_t cols) {
     const QuantScheme& q = *m_.quant_;
     const std::vector<float> values = quant::dequantize(t.type, {m_.gguf_->tensor_data(t), t.nbytes}, rows * cols);
     const int64_t row_bytes = q.row_bytes(cols);
@@ -209,12 +214,11 @@ class LlamaModel::Loader {
       tensor.strides[0] = row_bytes;  // a plugin format's row layout is its own: only rows are addressed
       tensor.data = buffer->base();
     }
-    m_.buffers_.push_back(std::move(buffer));
     ++converted_;
     bytes_before_ += t.nbytes;
     bytes_after_ += packed.size();
     m_.weight_bytes_ = m_.weight_bytes_ + packed.size() - std::min<uint64_t>(t.nbytes, m_.weight_bytes_);
-    return tensor;
+    return {tensor, std::move(buffer)};
   }
 
   // Matmul weights, and the embedding table where the backend gathers rows of the scheme
@@ -235,7 +239,12 @@ class LlamaModel::Loader {
       throw Error("tensor " + name + " has the wrong shape (expected " + std::to_string(cols) +
                   " x " + std::to_string(rows) + ")");
     }
-    if (converts(t, cols, op)) return packed(quantized(t, rows, cols), op);
+    if (converts(t, cols, op)) {
+      Converted c = quantized(t, rows, cols);
+      const tsr_tensor out = packed(c.tensor, op);
+      if (out.data == c.tensor.data) m_.buffers_.push_back(std::move(c.buffer));  // else the packed copy replaces it
+      return out;
+    }
     const tsr_dtype d = dtype(t);
     if (!backend_.supports(op, d)) {
       throw Error("backend '" + backend_.name() + "' cannot compute with tensor " + name +
@@ -244,12 +253,9 @@ class LlamaModel::Loader {
     }
     const tsr_tensor stored = tensor_make(d, region_->base() + (t.offset - region_begin_), {rows, cols});
     const tsr_tensor out = packed(stored, op);
-    // The backend reads the file's pages in place (it wrapped the mapping) and now has its
-    // own copy: drop them from resident memory, unless the embedding gather reads them too.
-    if (out.data != stored.data && region_->base() == m_.gguf_->tensor_data(*region_first_) &&
-        name != "token_embd.weight") {
-      m_.gguf_->release(t);
-    }
+    // The backend reads its own copy now: the file's pages need not stay resident (what
+    // still reads them, a tied embedding's gather, faults its rows back in from the file).
+    if (out.data != stored.data) m_.gguf_->release(t);
     return out;
   }
 
@@ -298,7 +304,6 @@ class LlamaModel::Loader {
   Backend& backend_;
   const LoadProgress& progress_;
   BackendBuffer* region_ = nullptr;
-  const GgufTensorInfo* region_first_ = nullptr;  // the tensor at the region's start
   uint64_t region_begin_ = 0;
   const bool pack_weights_;
   int converted_ = 0, kept_ = 0, packed_ = 0;

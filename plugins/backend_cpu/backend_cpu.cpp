@@ -307,7 +307,7 @@ tsr_status weight_pack(tsr_backend* b, const tsr_tensor* w, tsr_tensor* packed, 
   bool unsupported = false;
   const tsr_status status = guarded(error, [&] {
     require(b != nullptr && w != nullptr && packed != nullptr && buffer != nullptr, "weight_pack: NULL argument");
-    if (w->dtype != TSR_DTYPE_Q8_0 && w->dtype != TSR_DTYPE_Q4_0 && w->dtype != TSR_DTYPE_F16) {  // no layout of ours
+    if (!tsr::cpu::packs(w->dtype)) {  // before as_matrix, which refuses dtypes it cannot address by row
       unsupported = true;
       return;
     }

@@ -143,18 +143,13 @@ void attend_avx512(const HeadTask& h, float* scores) {
 
 using AttendFn = void (*)(const HeadTask&, float*);
 
-template <int... NC>
-AttendFn avx512_kernel(int64_t chunks, std::integer_sequence<int, NC...>) {
-  AttendFn fn = nullptr;
-  ((chunks == NC + 1 ? (fn = &attend_avx512<NC + 1>, 0) : 0), ...);
-  return fn;
-}
-
 // The kernel for this machine and head_dim.
 AttendFn pick_kernel(int64_t head_dim) {
   const int64_t chunks = (head_dim + 15) / 16;
   if (!has_avx512() || chunks > kMaxChunks) return &attend_portable;
-  return avx512_kernel(chunks, std::make_integer_sequence<int, kMaxChunks>{});
+  AttendFn fn = nullptr;
+  dispatch_rows<kMaxChunks>(static_cast<int>(chunks), [&](auto n) { fn = &attend_avx512<decltype(n)::value>; });
+  return fn;
 }
 
 }  // namespace

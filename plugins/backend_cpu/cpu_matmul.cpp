@@ -191,10 +191,13 @@ void op_matmul(OpContext& ctx, const tsr_matmul_params& p) {
   const Matrix x = as_matrix(p.x, TSR_DTYPE_F32, "matmul x");
   if (p.w != nullptr && p.w->dtype == TSR_DTYPE_PACKED) {
     const PackedWeight w = as_packed(p.w, "matmul w");
+    require(x.cols == w.cols, [&] {
+      return "matmul: x has " + std::to_string(x.cols) + " columns, w has " + std::to_string(w.cols);
+    });
+    require(out.rows == x.rows && out.cols == w.rows, "matmul: out must be [n, m]");
     // F16 prompts go to oneDNN's f32 GEMM (the packed kernel is FMA-bound as it is, with
     // more loads); Q8_0/Q4_0 prompts stay on the int8 kernel, twice the multiply rate.
     if (w.dtype == TSR_DTYPE_F16 && x.rows >= kDecodedGemmMinRows && x.row_stride % 4 == 0 && out.row_stride % 4 == 0) {
-      require(x.cols == w.cols && out.rows == x.rows && out.cols == w.rows, "matmul: operand shapes do not fit the packed weight");
       return gemm_decoded(ctx, out, x, w.rows, false, [&](int64_t j, float* dst) { packed_row_to_f32(w, j, dst); });
     }
     return packed_matmul(ctx, out, x, w);

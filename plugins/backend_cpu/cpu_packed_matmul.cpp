@@ -169,9 +169,12 @@ void group_rows_f16(const uint8_t* group, const Matrix& x, int64_t r0, const Mat
 
 }  // namespace
 
+bool packs(tsr_dtype dtype) {
+  return has_vnni() && (dtype == TSR_DTYPE_Q8_0 || dtype == TSR_DTYPE_Q4_0 || dtype == TSR_DTYPE_F16);
+}
+
 uint64_t packed_size(const Matrix& w) {
-  if (!has_vnni() || w.rows % kGroupRows != 0) return 0;
-  if (w.dtype != TSR_DTYPE_F16 && ((w.dtype != TSR_DTYPE_Q8_0 && w.dtype != TSR_DTYPE_Q4_0) || w.cols % kQBlock != 0)) return 0;
+  if (!packs(w.dtype) || w.rows % kGroupRows != 0 || (w.dtype != TSR_DTYPE_F16 && w.cols % kQBlock != 0)) return 0;
   return sizeof(PackedHeader) + uint64_t(w.rows / kGroupRows) * uint64_t(group_bytes(w.dtype, w.cols));
 }
 
@@ -230,10 +233,6 @@ void packed_row_to_f32(const PackedWeight& w, int64_t row, float* dst) {
 }
 
 void packed_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const PackedWeight& w) {
-  require(x.cols == w.cols, [&] {
-    return "matmul: x has " + std::to_string(x.cols) + " columns, w has " + std::to_string(w.cols);
-  });
-  require(out.rows == x.rows && out.cols == w.rows, "matmul: out must be [n, m]");
   const bool f16 = w.dtype == TSR_DTYPE_F16;
   PackedX xq;
   if (!f16) quantize_x(ctx, x, w.dtype == TSR_DTYPE_Q8_0 ? 128 : 8, xq);

@@ -13,6 +13,8 @@
 
 namespace tsr::cpu {
 
+// Whether weights of this dtype have a packed form (Q8_0, Q4_0, F16) on this CPU.
+bool packs(tsr_dtype dtype);
 // Bytes of w's packed form; 0 when w has none (a dtype other than Q8_0, Q4_0 and F16, rows
 // not a multiple of 16, or a CPU without AVX-512 VNNI), and the weight stays as stored.
 uint64_t packed_size(const Matrix& w);
@@ -27,8 +29,8 @@ struct PackedWeight {
 };
 PackedWeight as_packed(const tsr_tensor* t, const char* what);
 
-// out[n, rows] = x[n, cols] · wᵀ; for Q8_0/Q4_0 weights x is quantized to Q8_0 blocks as
-// llama.cpp does.
+// out[n, rows] = x[n, cols] · wᵀ (the caller has checked these shapes); for Q8_0/Q4_0
+// weights x is quantized to Q8_0 blocks as llama.cpp does.
 void packed_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const PackedWeight& w);
 // Row `row` of a packed F16 weight as f32 (cols floats), for the prompt path's GEMM.
 void packed_row_to_f32(const PackedWeight& w, int64_t row, float* dst);

@@ -23,11 +23,10 @@ constexpr int kRowGroup = 8;
 constexpr int64_t kRowsPerTask = 16;
 
 // x quantized to blocks of 32 int8 with one float scale per block. For the VNNI kernels
-// (`biased`) the values are stored plus 128, as u8, and each pair of block scales is
-// spread over a 16-float vector (8 lanes each), the layout those kernels multiply by.
+// (quantize_rows' `biased`) the values are stored plus 128, as u8, and each pair of block
+// scales is spread over a 16-float vector (8 lanes each), the layout those kernels multiply by.
 struct QuantizedRows {
-  int64_t rows = 0, blocks = 0;
-  bool biased = false;
+  int64_t blocks = 0;
   std::vector<int8_t> q;      // [rows][blocks * 32]
   std::vector<float> d;       // [rows][blocks]
   std::vector<float> d_pair;  // biased only: [rows][blocks / 2][16]
@@ -73,13 +72,11 @@ void quantize_rows_biased(const Matrix& x, QuantizedRows& out) {
 }
 
 void quantize_rows(const Matrix& x, bool biased, QuantizedRows& out) {
-  out.rows = x.rows;
   out.blocks = x.cols / kQBlock;
-  out.biased = biased;
-  out.q.resize(size_t(out.rows * out.blocks * kQBlock));
-  out.d.resize(size_t(out.rows * out.blocks));
+  out.q.resize(size_t(x.rows * out.blocks * kQBlock));
+  out.d.resize(size_t(x.rows * out.blocks));
   if (!biased) return quantize_rows_generic(x, out);
-  out.d_pair.resize(size_t(out.rows * (out.blocks / 2) * 16));
+  out.d_pair.resize(size_t(x.rows * (out.blocks / 2) * 16));
   quantize_rows_biased(x, out);
 }
 
