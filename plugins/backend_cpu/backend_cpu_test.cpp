@@ -398,7 +398,7 @@ TEST(CpuPackedWeights, MatmulEqualsTheStoredWeightsAtEveryBatchSize) {
       const std::unique_ptr<BackendBuffer> buffer = backend().pack_weight(*dw.get(), &packed);
       ASSERT_NE(buffer, nullptr) << dtype_name(dtype) << " " << m << "x" << k << " not packed";
       EXPECT_EQ(packed.dtype, TSR_DTYPE_PACKED);
-      for (const int64_t n : {1, 3, 8, 9, 70}) {
+      for (const int64_t n : {1, 3, 8, 9, 16, 17, 70, 150}) {
         SCOPED_TRACE(std::string(dtype_name(dtype)) + " m=" + std::to_string(m) + " k=" +
                      std::to_string(k) + " n=" + std::to_string(n));
         const std::vector<float> x = random_floats(static_cast<size_t>(n * k), ++seed);

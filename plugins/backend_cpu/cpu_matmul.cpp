@@ -1,6 +1,7 @@
-// out = x · wᵀ. F32 weights with many rows of x go to oneDNN's GEMM; Q8_0/Q4_0 weights to
-// the int8 kernels (cpu_quant_matmul.cpp); everything else streams each weight row once for
-// all rows of x (decode is bound by reading weights).
+// out = x · wᵀ. Packed weights go to their own kernels (cpu_packed_matmul.cpp); of the
+// others, F32 weights with many rows of x go to oneDNN's GEMM, Q8_0/Q4_0 weights to the
+// int8 kernels (cpu_quant_matmul.cpp), and everything else streams each weight row once
+// for all rows of x (decode is bound by reading weights).
 #include <omp.h>
 
 #include <dnnl.hpp>
@@ -195,11 +196,6 @@ void op_matmul(OpContext& ctx, const tsr_matmul_params& p) {
       return "matmul: x has " + std::to_string(x.cols) + " columns, w has " + std::to_string(w.cols);
     });
     require(out.rows == x.rows && out.cols == w.rows, "matmul: out must be [n, m]");
-    // F16 prompts go to oneDNN's f32 GEMM (the packed kernel is FMA-bound as it is, with
-    // more loads); Q8_0/Q4_0 prompts stay on the int8 kernel, twice the multiply rate.
-    if (w.dtype == TSR_DTYPE_F16 && x.rows >= kDecodedGemmMinRows && x.row_stride % 4 == 0 && out.row_stride % 4 == 0) {
-      return gemm_decoded(ctx, out, x, w.rows, false, [&](int64_t j, float* dst) { packed_row_to_f32(w, j, dst); });
-    }
     return packed_matmul(ctx, out, x, w);
   }
   const Matrix w = as_matrix(p.w, "matmul w");

@@ -32,7 +32,5 @@ PackedWeight as_packed(const tsr_tensor* t, const char* what);
 // out[n, rows] = x[n, cols] · wᵀ (the caller has checked these shapes); for Q8_0/Q4_0
 // weights x is quantized to Q8_0 blocks as llama.cpp does.
 void packed_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const PackedWeight& w);
-// Row `row` of a packed F16 weight as f32 (cols floats), for the prompt path's GEMM.
-void packed_row_to_f32(const PackedWeight& w, int64_t row, float* dst);
 
 }  // namespace tsr::cpu
