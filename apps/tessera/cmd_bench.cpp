@@ -161,7 +161,8 @@ int bench_engine(const ServingFlags& f, const EngineBenchOptions& o) {
   std::vector<std::string> keys = {"pp" + std::to_string(o.pp_tokens) + "_tok_s",
                                    "tg" + std::to_string(o.tg_tokens) + "_tok_s"};
   for (int32_t b : o.batches) keys.push_back("b" + std::to_string(b) + "_tok_s");
-  keys.insert(keys.end(), {"mem_read_gb_s", "roofline_tok_s"});
+  const std::string pp_macs = "pp" + std::to_string(o.pp_tokens) + "_g_mac_s";
+  keys.insert(keys.end(), {"mem_read_gb_s", "roofline_tok_s", pp_macs, "peak_f32_fma_g_s", "peak_i8_mac_g_s"});
   for (const std::string& key : keys) {
     if (j.contains(key)) std::printf("%-16s %12.2f\n", key.c_str(), j[key].get<double>());
   }

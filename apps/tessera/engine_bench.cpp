@@ -1,13 +1,12 @@
 #include "apps/tessera/engine_bench.h"
 
-#include <immintrin.h>
-#include <omp.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
 #include <random>
 
+#include "apps/tessera/machine_probe.h"
 #include "core/engine/engine.h"
 
 namespace tsr::app {
@@ -56,6 +55,13 @@ double bench_batch(Engine& engine, int32_t batch, int32_t steps, uint64_t seed) 
   return double(engine.stats().generated_tokens - before) / seconds_since(t0);
 }
 
+// Multiply-adds of the layers' matmuls per prompt token (the output head runs for the
+// last token only; attention's share at 512 tokens is under 1 %).
+uint64_t prompt_macs_per_token(const LlamaHParams& hp) {
+  const uint64_t q = uint64_t(hp.n_head) * hp.head_dim, kv = uint64_t(hp.n_head_kv) * hp.head_dim;
+  return uint64_t(hp.n_layer) * hp.n_embd * (2 * q + 2 * kv + 3 * uint64_t(hp.n_ff));
+}
+
 double best_of(int32_t reps, const std::function<double(int32_t)>& run) {
   double best = 0;
   for (int32_t i = 0; i < reps; ++i) best = std::max(best, run(i));
@@ -63,55 +69,6 @@ double best_of(int32_t reps, const std::function<double(int32_t)>& run) {
 }
 
 }  // namespace
-
-namespace {
-
-// Sums `n` words with four independent accumulators so that the loads, not the adds, are
-// the limit (a single dependency chain measures latency, not bandwidth).
-__attribute__((target("avx512f")))
-uint64_t sum_avx512(const uint64_t* p, size_t n) {
-  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
-  const auto* v = reinterpret_cast<const __m512i*>(p);
-  for (size_t i = 0; i + 4 <= n / 8; i += 4) {
-    a0 = _mm512_add_epi64(a0, _mm512_loadu_si512(v + i));
-    a1 = _mm512_add_epi64(a1, _mm512_loadu_si512(v + i + 1));
-    a2 = _mm512_add_epi64(a2, _mm512_loadu_si512(v + i + 2));
-    a3 = _mm512_add_epi64(a3, _mm512_loadu_si512(v + i + 3));
-  }
-  return _mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
-}
-
-uint64_t sum_generic(const uint64_t* p, size_t n) {
-  uint64_t a[4] = {0, 0, 0, 0};
-  for (size_t i = 0; i + 4 <= n; i += 4) {
-    for (int k = 0; k < 4; ++k) a[k] += p[i + k];
-  }
-  return a[0] + a[1] + a[2] + a[3];
-}
-
-}  // namespace
-
-double measure_read_bandwidth(int32_t threads) {
-  const size_t n = size_t(1) << 27;  // 1 GiB of 8-byte words, far beyond any cache
-  std::vector<uint64_t> buffer(n, 1);
-  const bool avx512 = __builtin_cpu_supports("avx512f");
-  double best = 0;
-  for (int rep = 0; rep < 5; ++rep) {
-    uint64_t sum = 0;
-    const auto t0 = Clock::now();
-#pragma omp parallel num_threads(threads) reduction(+ : sum)
-    {
-      const size_t chunk = n / size_t(omp_get_num_threads()) / 32 * 32;
-      const uint64_t* p = buffer.data() + chunk * size_t(omp_get_thread_num());
-      sum += avx512 ? sum_avx512(p, chunk) : sum_generic(p, chunk);
-    }
-    const double s = seconds_since(t0);
-    const size_t read = n / 32 * 32 / size_t(threads) * size_t(threads);
-    if (sum == 0) spdlog::warn("bandwidth probe read nothing");
-    best = std::max(best, double(read * sizeof(uint64_t)) / s / 1e9);
-  }
-  return best;
-}
 
 nlohmann::json run_engine_bench(const Config& base, const EngineBenchOptions& o) {
   Config config = base;
@@ -124,9 +81,11 @@ nlohmann::json run_engine_bench(const Config& base, const EngineBenchOptions& o)
   // before and after the tests and the best is kept: a roofline from a dip would flatter.
   const bool host = engine->device().type == TSR_DEVICE_CPU;
   double gb_s = 0;
+  ComputePeak peak;
   if (host) {
-    spdlog::info("bench: memory read bandwidth ...");
+    spdlog::info("bench: memory read bandwidth and multiply-add peak ...");
     gb_s = measure_read_bandwidth(threads);
+    peak = measure_compute_peak(threads);
   }
 
   if (o.pp_tokens > 0) {
@@ -152,10 +111,19 @@ nlohmann::json run_engine_bench(const Config& base, const EngineBenchOptions& o)
   // The roofline from host memory bandwidth holds where the weights live in host memory;
   // a GPU's is its device memory's (bench/gpu_check.sh measures that one).
   if (!host) return j;
-  spdlog::info("bench: memory read bandwidth, again ...");
+  spdlog::info("bench: memory read bandwidth and multiply-add peak, again ...");
   gb_s = std::max(gb_s, measure_read_bandwidth(threads));
+  const ComputePeak again = measure_compute_peak(threads);
   j["mem_read_gb_s"] = gb_s;
   j["roofline_tok_s"] = gb_s * 1e9 / double(engine->step_read_bytes());
+  // Prompts are bound by multiply-adds instead: the peaks say how far from that bound the
+  // pp figure is, in numbers of this run.
+  j["peak_f32_fma_g_s"] = std::max(peak.f32_fma_g_s, again.f32_fma_g_s);
+  j["peak_i8_mac_g_s"] = std::max(peak.i8_mac_g_s, again.i8_mac_g_s);
+  const std::string pp = "pp" + std::to_string(o.pp_tokens);
+  if (j.contains(pp + "_tok_s")) {
+    j[pp + "_g_mac_s"] = j[pp + "_tok_s"].get<double>() * double(prompt_macs_per_token(engine->hparams())) / 1e9;
+  }
   return j;
 }
 

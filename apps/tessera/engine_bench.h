@@ -24,7 +24,4 @@ struct EngineBenchOptions {
 // Runs the benchmark; progress goes to the log, the result to the returned JSON.
 nlohmann::json run_engine_bench(const Config& config, const EngineBenchOptions& options);
 
-// Read bandwidth in GB/s over a buffer far larger than the caches, with `threads` threads.
-double measure_read_bandwidth(int32_t threads);
-
 }  // namespace tsr::app

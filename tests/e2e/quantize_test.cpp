@@ -1,6 +1,7 @@
-// `tessera synth` and `tessera quantize` through the built binary: synthesized models load
-// and generate in every type; quantized stories260K holds exactly the reference
-// quantization of its F32 weights and, at Q8_0, still follows llama.cpp's greedy ids.
+// `tessera synth`, `quantize`, `perplexity` and `bench -m` through the built binary:
+// synthesized models load and generate in every type; quantized stories260K holds exactly
+// the reference quantization of its F32 weights and, at Q8_0, still follows llama.cpp's
+// greedy ids; the engine benchmark reports every figure with the machine's limits.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include "core/engine/engine.h"
 #include "quant_formats/float_convert.h"
 #include "core/model/gguf.h"
+#include "core/model/llama_model.h"
 #include "core/quant/quant.h"
 #include "tests/common/shared_data.h"
 
@@ -326,6 +328,31 @@ TEST(Perplexity, Q8_0KlAgainstF32) {
   EXPECT_NEAR(q8["ppl"].get<double>(), q8["ppl_base"].get<double>(), 0.02 * q8["ppl_base"].get<double>());
   EXPECT_GT(q8["top1_agree"].get<double>(), 0.95);
   EXPECT_EQ(q8["tokens"].get<int64_t>(), 4 * 255);
+}
+
+// `tessera bench -m --json`: every test's rate, the probes of this machine, and the
+// rooflines derived from them (bytes read per decode step; multiply-adds per prompt token
+// from the model's shape).
+TEST(Bench, EngineModeReportsRatesAndMachineLimits) {
+  TSR_REQUIRE_SHARED(kDonor);
+  const std::string model = synth("q8_0", 7), out = (work_dir() / "bench.json").string();
+  const std::string args = "bench -m " + model + " -t 1 -p 32 -n 8 --batches 1,2 --reps 1 --json | tail -1 > " + out;
+  ASSERT_EQ(tessera(args), 0) << args;
+  std::ifstream in(out);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  for (const char* key : {"pp32_tok_s", "tg8_tok_s", "b1_tok_s", "b2_tok_s", "mem_read_gb_s", "roofline_tok_s", "pp32_g_mac_s"}) {
+    ASSERT_TRUE(j.contains(key)) << key;
+    EXPECT_GT(j[key].get<double>(), 0) << key;
+  }
+  EXPECT_NEAR(j["roofline_tok_s"].get<double>(),
+              j["mem_read_gb_s"].get<double>() * 1e9 / j["step_read_bytes"].get<double>(), 1e-6 * j["roofline_tok_s"].get<double>());
+  const LlamaHParams hp = llama_hparams_from_gguf(*GgufFile::open(model));
+  const double q = double(hp.n_head) * hp.head_dim, kv = double(hp.n_head_kv) * hp.head_dim;
+  const double macs = double(hp.n_layer) * hp.n_embd * (2 * q + 2 * kv + 3 * double(hp.n_ff));
+  EXPECT_NEAR(j["pp32_g_mac_s"].get<double>(), j["pp32_tok_s"].get<double>() * macs / 1e9, 1e-6 * j["pp32_g_mac_s"].get<double>());
+  // The peaks: one 512-bit instruction per cycle or more, at no less than 1 GHz.
+  EXPECT_EQ(j["peak_f32_fma_g_s"].get<double>() >= 16, __builtin_cpu_supports("avx512f") != 0);
+  EXPECT_EQ(j["peak_i8_mac_g_s"].get<double>() >= 64, __builtin_cpu_supports("avx512vnni") != 0);
 }
 
 }  // namespace
