@@ -6,6 +6,8 @@
 #include <omp.h>
 #include <sys/mman.h>
 
+#include <dnnl.hpp>
+
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -19,6 +21,7 @@
 #include "cpu_packed_matmul.h"
 #include "cpu_tensor.h"
 #include "tessera/backend.h"
+#include "tessera/sdk/cpu_isa.hpp"
 #include "tessera/sdk/plugin.hpp"
 #include "tessera/sdk/status.hpp"
 
@@ -96,12 +99,33 @@ tsr_status device_props(int32_t device, tsr_device_props* props, tsr_error** err
     const size_t size = props->struct_size;
     std::memset(props, 0, sizeof(tsr_device_props));
     props->struct_size = size;
-    std::snprintf(props->name, sizeof(props->name), "%s", cpu_model_name().c_str());
+    std::snprintf(props->name, sizeof(props->name), "%s [%s]", cpu_model_name().c_str(),
+                  tsr::sdk::cpu_isa_name(tsr::sdk::cpu_isa()));
     props->type = TSR_DEVICE_CPU;
     props->compute_units = static_cast<int32_t>(std::thread::hardware_concurrency());
     props->memory_total = physical_memory();
     props->host_visible = 1;
   });
+}
+
+// oneDNN follows TESSERA_CPU_MAX_ISA too, so that a capped run uses no wider instructions
+// anywhere. Its cap can be set once, before its first primitive; a later backend_create
+// finds it set and leaves it.
+void cap_onednn_isa() {
+  static const bool once = [] {
+    using tsr::sdk::CpuIsa;
+    const CpuIsa level = tsr::sdk::cpu_isa();
+    if (level == CpuIsa::avx512_vnni) return true;  // no cap: whatever the CPU has
+    const dnnl::cpu_isa isa = level == CpuIsa::avx512 ? dnnl::cpu_isa::avx512_core
+                              : level == CpuIsa::avx2 ? dnnl::cpu_isa::avx2
+                                                      : dnnl::cpu_isa::sse41;
+    try {
+      dnnl::set_max_cpu_isa(isa);
+    } catch (const dnnl::error&) {  // oneDNN ran already (another backend in this process)
+    }
+    return true;
+  }();
+  (void)once;
 }
 
 tsr_status backend_create(const tsr_backend_params* params, tsr_backend** out,
@@ -112,6 +136,8 @@ tsr_status backend_create(const tsr_backend_params* params, tsr_backend** out,
     require(out != nullptr, "backend_create: out is NULL");
     require(params->device == 0, "the CPU backend has one device (0)");
     require(params->n_threads >= 0, "backend_create: negative thread count");
+    require(tsr::sdk::cpu_isa_cap_error().empty(), tsr::sdk::cpu_isa_cap_error());
+    cap_onednn_isa();
     auto* backend = new tsr_backend();
     const int threads = params->n_threads > 0
                             ? params->n_threads

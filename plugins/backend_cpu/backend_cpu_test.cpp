@@ -23,6 +23,7 @@
 #include "core/plugin_host/plugin_loader.h"
 #include "core/plugin_host/tensor.h"
 #include "tessera/engine.h"
+#include "tessera/sdk/cpu_isa.hpp"
 
 namespace tsr {
 namespace {
@@ -320,8 +321,7 @@ bool int8_kernel(tsr_dtype d) { return d == TSR_DTYPE_Q8_0 || d == TSR_DTYPE_Q4_
 // int8 kernels) runs oneDNN's bf16 GEMM where the CPU has AVX-512 BF16: both operands are
 // rounded to bf16 first.
 bool bf16_gemm(tsr_dtype d, int64_t n) {
-  return ((int8_kernel(d) && n >= 64) || (d == TSR_DTYPE_BF16 && n >= 16)) &&
-         __builtin_cpu_supports("avx512bf16");
+  return ((int8_kernel(d) && n >= 64) || (d == TSR_DTYPE_BF16 && n >= 16)) && tsr::sdk::cpu_has_bf16();
 }
 
 double round_bf16(double v) { return bf16_to_f32(f32_to_bf16(static_cast<float>(v))); }
@@ -379,10 +379,14 @@ INSTANTIATE_TEST_SUITE_P(Cpu, MatmulTest,
 
 // ---- packed weights (ABI 1.3 weight_pack) ----
 
+// Packing needs AVX-512 VNNI (the CPU's, and TESSERA_CPU_MAX_ISA's leave).
+bool packs_here() { return tsr::sdk::cpu_isa_at_least(tsr::sdk::CpuIsa::avx512_vnni); }
+
 // Q8_0, Q4_0 and F16 weights with rows in whole groups of 16 are packed; every batch size
-// (the kernels' 1..8 rows per call, chunks of 64, F16 prompts through the GEMM on rows
-// decoded from the packed form) gives what the stored weight gives.
+// (the kernels' 1..16 rows per call, partial calls, chunks of 64) gives what the stored
+// weight gives.
 TEST(CpuPackedWeights, MatmulEqualsTheStoredWeightsAtEveryBatchSize) {
+  if (!packs_here()) GTEST_SKIP() << "no packing below AVX-512 VNNI (NothingPacksBelowVnni checks that)";
   uint32_t seed = 700;
   for (const tsr_dtype dtype : {TSR_DTYPE_Q8_0, TSR_DTYPE_Q4_0, TSR_DTYPE_F16}) {
     for (const auto& [m, k] : {std::pair<int64_t, int64_t>{16, 32}, {48, 96}, {32, 2048}}) {
@@ -429,6 +433,17 @@ TEST(CpuPackedWeights, OtherWeightsStayAsStored) {
   }
 }
 
+// Below AVX-512 VNNI every weight stays as stored (and takes the AVX2 or portable kernels).
+TEST(CpuPackedWeights, NothingPacksBelowVnni) {
+  if (packs_here()) GTEST_SKIP() << "this CPU packs (TESSERA_CPU_MAX_ISA=avx2 runs this test)";
+  for (const tsr_dtype dtype : {TSR_DTYPE_Q8_0, TSR_DTYPE_Q4_0, TSR_DTYPE_F16}) {
+    const Weights w = encode(dtype, random_floats(16 * 64, 715));
+    const DevTensor dw = upload(w.bytes, dtype, {16, 64});
+    tsr_tensor packed{};
+    EXPECT_EQ(backend().pack_weight(*dw.get(), &packed), nullptr) << dtype_name(dtype);
+  }
+}
+
 // A packed weight whose header does not match its tensor is refused by name.
 TEST(CpuPackedWeights, ForgedPackedTensorIsRefused) {
   const Weights w = encode(TSR_DTYPE_Q8_0, random_floats(16 * 64, 720));
@@ -440,6 +455,7 @@ TEST(CpuPackedWeights, ForgedPackedTensorIsRefused) {
   tsr_matmul_params p = matmul_params(out, dx, dw);
   p.w = &forged;
   expect_invalid(p, "not a weight this backend packed");
+  if (!packs_here()) return;
   tsr_tensor packed{};
   const std::unique_ptr<BackendBuffer> buffer = backend().pack_weight(*dw.get(), &packed);
   ASSERT_NE(buffer, nullptr);
@@ -1223,4 +1239,41 @@ TEST(CpuThreads, OneAndTwoThreadsAgree) {
 }
 
 }  // namespace
+// ---- TESSERA_CPU_MAX_ISA ----
+
+TEST(CpuIsa, CapNamesItsLevelsAndRefusesOthers) {
+  using tsr::sdk::CpuIsa;
+  namespace d = tsr::sdk::cpu_isa_detail;
+  EXPECT_EQ(d::parse(nullptr).level, CpuIsa::avx512_vnni);
+  EXPECT_EQ(d::parse("").level, CpuIsa::avx512_vnni);
+  for (const CpuIsa level : {CpuIsa::baseline, CpuIsa::avx2, CpuIsa::avx512, CpuIsa::avx512_vnni}) {
+    const auto cap = d::parse(tsr::sdk::cpu_isa_name(level));
+    EXPECT_EQ(cap.level, level);
+    EXPECT_TRUE(cap.error.empty());
+  }
+  const auto bad = d::parse("AVX2");
+  EXPECT_EQ(bad.level, CpuIsa::baseline);
+  EXPECT_NE(bad.error.find("TESSERA_CPU_MAX_ISA: unknown value 'AVX2' (baseline, avx2, avx512 or avx512_vnni)"),
+            std::string::npos) << bad.error;
+}
+
+// The device name says which kernels run.
+TEST(CpuIsa, DeviceNameSaysTheKernelLevel) {
+  if (!tsr::sdk::cpu_isa_cap_error().empty()) GTEST_SKIP() << "TESSERA_CPU_MAX_ISA names no level";
+  const std::string level = std::string("[") + tsr::sdk::cpu_isa_name(tsr::sdk::cpu_isa()) + "]";
+  EXPECT_NE(std::string(backend().props().name).find(level), std::string::npos) << backend().props().name;
+}
+
+// With a TESSERA_CPU_MAX_ISA that names no level (ctest's backend_cpu_test.isa_refusal
+// sets one) the backend refuses to start, naming the variable.
+TEST(CpuIsa, BackendRefusesAnUnknownCap) {
+  if (tsr::sdk::cpu_isa_cap_error().empty()) GTEST_SKIP() << "TESSERA_CPU_MAX_ISA names a level";
+  try {
+    (void)Backend::create(cpu_plugin(), 0, 1);
+    ADD_FAILURE() << "the backend started";
+  } catch (const tsr::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("TESSERA_CPU_MAX_ISA: unknown value"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace tsr

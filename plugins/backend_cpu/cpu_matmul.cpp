@@ -15,7 +15,9 @@
 #include "cpu_ops.h"
 #include "cpu_packed_matmul.h"
 #include "cpu_quant_matmul.h"
+#include "cpu_simd.h"
 #include "cpu_tensor.h"
+#include "tessera/sdk/cpu_dot.hpp"
 #include "tessera/sdk/status.hpp"
 
 namespace tsr::cpu {
@@ -72,25 +74,6 @@ OpContext::OpContext() : matmul(std::make_unique<MatmulCache>()) {}
 OpContext::~OpContext() = default;
 
 namespace {
-
-bool has_bf16() {
-  static const bool yes = __builtin_cpu_supports("avx512bf16");
-  return yes;
-}
-
-bool has_f16c() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
-                          __builtin_cpu_supports("fma");
-  return yes;
-}
-
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-float dot_f32(const float* a, const float* b, int64_t n) {
-  float sum = 0;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
 
 // oneDNN sizes its parallel regions by omp_get_max_threads(), a setting of the calling
 // thread that backend_create made on its own thread only and that every later
@@ -180,7 +163,7 @@ void gemv_streaming(OpContext& ctx, const Matrix& out, const Matrix& x, const Ma
         row_to_f32(w.dtype, w.row<uint8_t>(j), row.data(), w.cols);
         wr = row.data();
       }
-      for (int64_t i = 0; i < x.rows; ++i) out.row<float>(i)[j] = dot_f32(x.row<float>(i), wr, x.cols);
+      for (int64_t i = 0; i < x.rows; ++i) out.row<float>(i)[j] = sdk::dot_f32(x.row<float>(i), wr, x.cols);
     }
   }
 }
@@ -207,13 +190,13 @@ void op_matmul(OpContext& ctx, const tsr_matmul_params& p) {
   const bool io_aligned = x.row_stride % 4 == 0 && out.row_stride % 4 == 0;
   if (w.dtype == TSR_DTYPE_F32 && x.rows >= kGemmMinRows && io_aligned && w.row_stride % 4 == 0) {
     gemm_onednn(ctx, out, x, w);
-  } else if (w.dtype != TSR_DTYPE_F32 && io_aligned && (w.dtype == TSR_DTYPE_F16 || has_bf16()) &&
+  } else if (w.dtype != TSR_DTYPE_F32 && io_aligned && (w.dtype == TSR_DTYPE_F16 || sdk::cpu_has_bf16()) &&
              x.rows >= (w.dtype == TSR_DTYPE_BF16 ? kGemmMinRows : kDecodedGemmMinRows)) {
     gemm_decoded(ctx, out, x, w.rows, w.dtype != TSR_DTYPE_F16,
                  [&](int64_t j, float* dst) { row_to_f32(w.dtype, w.row<uint8_t>(j), dst, w.cols); });
   } else if (quant_matmul_supported(w.dtype)) {
     quant_matmul(ctx, out, x, w);
-  } else if (w.dtype == TSR_DTYPE_F16 && has_f16c()) {
+  } else if (w.dtype == TSR_DTYPE_F16 && has_avx2()) {
     f16_matmul(ctx, out, x, w);
   } else {
     gemv_streaming(ctx, out, x, w);

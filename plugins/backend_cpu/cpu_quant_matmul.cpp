@@ -111,9 +111,10 @@ void rows_generic(tsr_dtype dtype, const uint8_t* wrow, const QuantizedRows& xq,
   }
 }
 
-// Loads block b's 32 weights into a register as int8.
+// Loads block b's 32 weights into a register as int8. AVX2 only, a subset of the VNNI
+// kernels' target, so that it inlines into those and into the AVX2 kernels alike.
 template <tsr_dtype D>
-__attribute__((target(TSR_VNNI_TARGET), always_inline))
+__attribute__((target(TSR_AVX2_TARGET), always_inline))
 inline __m256i load_block_avx2(const uint8_t* row, int64_t b, float* dw) {
   if constexpr (D == TSR_DTYPE_Q8_0) {
     const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
@@ -129,8 +130,8 @@ inline __m256i load_block_avx2(const uint8_t* row, int64_t b, float* dw) {
   }
 }
 
-__attribute__((target(TSR_VNNI_TARGET), always_inline))
-inline float hsum_vnni(__m256 v) {
+__attribute__((target(TSR_AVX2_TARGET), always_inline))
+inline float hsum(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
@@ -185,7 +186,7 @@ void rows_vnni512(const uint8_t* wrow, const QuantizedRows& xq, int64_t r0, floa
     for (int r = 0; r < nr; ++r) {
       const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xbase + (r * xq.blocks + b) * kQBlock));
       const __m256i dot = _mm256_dpbusd_epi32(unbias, x, w);
-      sums[r] += hsum_vnni(_mm256_cvtepi32_ps(dot)) * dw * xq.d[size_t((r0 + r) * xq.blocks + b)];
+      sums[r] += hsum(_mm256_cvtepi32_ps(dot)) * dw * xq.d[size_t((r0 + r) * xq.blocks + b)];
     }
   }
 }
@@ -193,6 +194,30 @@ void rows_vnni512(const uint8_t* wrow, const QuantizedRows& xq, int64_t r0, floa
 template <tsr_dtype D>
 void rows_vnni(const uint8_t* wrow, const QuantizedRows& xq, int64_t r0, int nr, float* sums) {
   dispatch_rows<kRowGroup>(nr, [&](auto n) { rows_vnni512<D, decltype(n)::value>(wrow, xq, r0, sums); });
+}
+
+// AVX2 path (no VNNI), one block per step as ggml's: _mm256_maddubs_epi16 multiplies u8
+// by s8, so |w| is the unsigned side and x takes w's sign (x is within ±127, so the pair
+// sums stay below the int16 limit; |−128| read as u8 is 128, so a −128 weight is exact).
+template <tsr_dtype D, int NR>
+__attribute__((target(TSR_AVX2_TARGET)))
+void rows_avx2(const uint8_t* wrow, const QuantizedRows& xq, int64_t r0, float* sums) {
+  __m256 acc[NR];
+  for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t b = 0; b < xq.blocks; ++b) {
+    float dw;
+    const __m256i w = load_block_avx2<D>(wrow, b, &dw);
+    const __m256i w_abs = _mm256_sign_epi8(w, w);
+    for (int r = 0; r < NR; ++r) {
+      const int64_t i = (r0 + r) * xq.blocks + b;
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&xq.q[size_t(i * kQBlock)]));
+      const __m256i pairs = _mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(x, w));
+      const __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
+      acc[r] = _mm256_fmadd_ps(dot, _mm256_set1_ps(dw * xq.d[size_t(i)]), acc[r]);
+    }
+  }
+  for (int r = 0; r < NR; ++r) sums[r] = hsum(acc[r]);
 }
 
 template <class Kernel>
@@ -213,18 +238,11 @@ void for_weight_rows(OpContext& ctx, const Matrix& out, const Matrix& w, int64_t
   }
 }
 
-__attribute__((target("avx2,fma")))
-inline float hsum(__m256 v) {
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
-}
-
 // NR at compile time, as rows_vnni512, so that the accumulators stay in registers. Each
 // row keeps U partial sums over interleaved 8-column chunks: with one, every FMA waited
 // for the previous one (4 cycles per 16 bytes of weights, a third of the bandwidth).
 template <int NR>
-__attribute__((target("avx2,f16c,fma")))
+__attribute__((target(TSR_AVX2_TARGET)))
 void f16_rows(const uint16_t* wrow, const Matrix& x, int64_t r0, float* sums) {
   constexpr int nr = NR;
   constexpr int U = NR >= 4 ? 1 : NR >= 2 ? 2 : 4;
@@ -253,16 +271,19 @@ void f16_rows(const uint16_t* wrow, const Matrix& x, int64_t r0, float* sums) {
 bool quant_matmul_supported(tsr_dtype w) { return w == TSR_DTYPE_Q8_0 || w == TSR_DTYPE_Q4_0; }
 
 void quant_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const Matrix& w) {
-  const bool vnni = has_vnni();
+  const bool vnni = has_vnni(), avx2 = has_avx2();
   QuantizedRows xq;
   quantize_rows(x, vnni, xq);
   for_weight_rows(ctx, out, w, x.rows, w.rows * w.cols * x.rows,
                   [&](int64_t j, int64_t r0, int nr, float* sums) {
                     const uint8_t* wrow = w.row<uint8_t>(j);
-                    if (vnni && w.dtype == TSR_DTYPE_Q8_0) {
-                      rows_vnni<TSR_DTYPE_Q8_0>(wrow, xq, r0, nr, sums);
-                    } else if (vnni) {
-                      rows_vnni<TSR_DTYPE_Q4_0>(wrow, xq, r0, nr, sums);
+                    const bool q8 = w.dtype == TSR_DTYPE_Q8_0;
+                    if (vnni) {
+                      (q8 ? rows_vnni<TSR_DTYPE_Q8_0> : rows_vnni<TSR_DTYPE_Q4_0>)(wrow, xq, r0, nr, sums);
+                    } else if (avx2) {
+                      dispatch_rows<kRowGroup>(nr, [&](auto n) {
+                        (q8 ? rows_avx2<TSR_DTYPE_Q8_0, decltype(n)::value> : rows_avx2<TSR_DTYPE_Q4_0, decltype(n)::value>)(wrow, xq, r0, sums);
+                      });
                     } else {
                       rows_generic(w.dtype, wrow, xq, r0, nr, sums);
                     }

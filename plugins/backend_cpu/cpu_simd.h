@@ -10,23 +10,19 @@
 #include <type_traits>
 #include <utility>
 
+#include "tessera/sdk/cpu_isa.hpp"
+
 namespace tsr::cpu {
 
-inline bool has_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
-  return yes;
-}
+// The kernel paths this CPU may take (TESSERA_CPU_MAX_ISA caps them: sdk/cpu_isa.hpp).
+inline bool has_avx2() { return sdk::cpu_isa_at_least(sdk::CpuIsa::avx2); }  // with FMA, F16C
+inline bool has_avx512() { return sdk::cpu_isa_at_least(sdk::CpuIsa::avx512); }
+inline bool has_vnni() { return sdk::cpu_isa_at_least(sdk::CpuIsa::avx512_vnni); }
 
+#define TSR_AVX2_TARGET "avx2,f16c,fma"
 #define TSR_AVX512_TARGET "avx512f,avx512dq,fma"
 // The int8 kernels' target; helpers they call carry it too (a call per block costs ~15 %).
 #define TSR_VNNI_TARGET "avx2,f16c,fma,avx512vl,avx512vnni,avx512bw,avx512f,avx512dq"
-
-inline bool has_vnni() {
-  static const bool yes = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
-                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-                          __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
-  return yes;
-}
 
 // e^x in every lane: Cephes' expf polynomial on x - n·ln2, scaled by 2^n with vscalefps,
 // which gives 0 far below and +inf far above the float range; a NaN stays NaN. Relative

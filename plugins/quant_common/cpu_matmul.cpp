@@ -5,22 +5,13 @@
 #include <cstddef>
 #include <vector>
 
+#include "tessera/sdk/cpu_dot.hpp"
+#include "tessera/sdk/status.hpp"
+
 namespace tsr::quant_plugin {
 
-namespace {
-
-// GCC compiles one clone per target and picks one at load time.
-__attribute__((target_clones("avx512f", "avx2,fma", "default")))
-float dot(const float* a, const float* b, int64_t n) {
-  float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
-}  // namespace
-
 void cpu_matmul_dequant(const MatmulArgs& a, DecodeRow decode) {
+  sdk::require(sdk::cpu_isa_cap_error().empty(), sdk::cpu_isa_cap_error());
   const int threads = a.n_threads > 0 ? a.n_threads : omp_get_max_threads();
   // Small matrices are not worth waking the pool (its barrier costs more than the work).
   const bool big = a.n * a.k * (a.m + 1) >= (int64_t(1) << 16);
@@ -33,7 +24,7 @@ void cpu_matmul_dequant(const MatmulArgs& a, DecodeRow decode) {
 #pragma omp for schedule(static)
     for (int64_t j = 0; j < a.n; ++j) {
       decode(a.w + j * a.w_row_bytes, row.data(), a.k);
-      for (int64_t i = 0; i < a.m; ++i) a.y[i * a.y_stride + j] = dot(a.x + i * a.x_stride, row.data(), a.k);
+      for (int64_t i = 0; i < a.m; ++i) a.y[i * a.y_stride + j] = sdk::dot_f32(a.x + i * a.x_stride, row.data(), a.k);
     }
   }
 }

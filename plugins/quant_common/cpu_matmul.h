@@ -2,7 +2,8 @@
 // split over the OpenMP pool), decode it once into f32 and take its dot product with
 // every activation row. Decode is memory-bound work done once per weight per call, so a
 // decode step reads each weight once whatever the batch; the dot products run on
-// AVX-512, AVX2 or scalar code, chosen at run time.
+// AVX-512, AVX2 or portable code, chosen at run time (sdk/cpu_dot.hpp; TESSERA_CPU_MAX_ISA
+// caps the choice).
 #pragma once
 
 #include <cstdint>
