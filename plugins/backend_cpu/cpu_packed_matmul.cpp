@@ -256,18 +256,17 @@ PackedWeight as_packed(const tsr_tensor* t, const char* what) {
 namespace {
 
 // Every (chunk of x rows, weight group) pair: a chunk's x stays in cache while the weight
-// groups stream past, and calls(group, r0, nr) takes up to `per_call` rows at a time.
+// groups stream past, and call(group, g, r0, nr) takes up to kRowsPerCall rows at a time.
 template <class Call>
-void for_chunks_and_groups(OpContext& ctx, const Matrix& x, const PackedWeight& w, int64_t chunk_rows,
-                           int64_t per_call, Call&& call) {
+void for_chunks_and_groups(OpContext& ctx, const Matrix& x, const PackedWeight& w, Call&& call) {
   const int64_t groups = w.rows / kGroupRows, bytes = group_bytes(w.dtype, w.cols);
-  const int64_t chunks = (x.rows + chunk_rows - 1) / chunk_rows;
+  const int64_t chunks = (x.rows + kRowsPerChunk - 1) / kRowsPerChunk;
 #pragma omp parallel for collapse(2) num_threads(ctx.n_threads) schedule(guided) if (w.rows * w.cols * x.rows >= (1 << 16))
   for (int64_t c = 0; c < chunks; ++c) {
     for (int64_t g = 0; g < groups; ++g) {
-      const int64_t end = std::min(x.rows, (c + 1) * chunk_rows);
-      for (int64_t r0 = c * chunk_rows; r0 < end; r0 += per_call) {
-        call(w.groups + g * bytes, g, r0, static_cast<int>(std::min(per_call, end - r0)));
+      const int64_t end = std::min(x.rows, (c + 1) * kRowsPerChunk);
+      for (int64_t r0 = c * kRowsPerChunk; r0 < end; r0 += kRowsPerCall) {
+        call(w.groups + g * bytes, g, r0, static_cast<int>(std::min(kRowsPerCall, end - r0)));
       }
     }
   }
@@ -279,17 +278,16 @@ void packed_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const Pac
   if (w.dtype == TSR_DTYPE_F16) {
     TransposedX xt;
     transpose_x(ctx, x, xt);
-    return for_chunks_and_groups(ctx, x, w, kRowsPerChunk, kRowsPerCall,
-                                 [&](const uint8_t* group, int64_t g, int64_t r0, int nr) {
-                                   dispatch_rows<kRowsPerCall>(nr, [&](auto n) {
-                                     group_rows_f16<decltype(n)::value>(group, xt.tile(r0), w.cols, out, r0, g * kGroupRows);
-                                   });
-                                 });
+    return for_chunks_and_groups(ctx, x, w, [&](const uint8_t* group, int64_t g, int64_t r0, int nr) {
+      dispatch_rows<kRowsPerCall>(nr, [&](auto n) {
+        group_rows_f16<decltype(n)::value>(group, xt.tile(r0), w.cols, out, r0, g * kGroupRows);
+      });
+    });
   }
   PackedX xq;
   quantize_x(ctx, x, w.dtype == TSR_DTYPE_Q8_0 ? 128 : 8, xq);
   const auto pass = w.dtype == TSR_DTYPE_Q8_0 ? &group_pass<TSR_DTYPE_Q8_0> : &group_pass<TSR_DTYPE_Q4_0>;
-  for_chunks_and_groups(ctx, x, w, kRowsPerChunk, kRowsPerCall, [&](const uint8_t* group, int64_t g, int64_t r0, int nr) {
+  for_chunks_and_groups(ctx, x, w, [&](const uint8_t* group, int64_t g, int64_t r0, int nr) {
     pass(group, xq, r0, nr, out, g * kGroupRows);
   });
 }
