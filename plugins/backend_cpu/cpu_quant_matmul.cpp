@@ -196,28 +196,43 @@ void rows_vnni(const uint8_t* wrow, const QuantizedRows& xq, int64_t r0, int nr,
   dispatch_rows<kRowGroup>(nr, [&](auto n) { rows_vnni512<D, decltype(n)::value>(wrow, xq, r0, sums); });
 }
 
-// AVX2 path (no VNNI), one block per step as ggml's: _mm256_maddubs_epi16 multiplies u8
-// by s8, so |w| is the unsigned side and x takes w's sign (x is within ±127, so the pair
-// sums stay below the int16 limit; |−128| read as u8 is 128, so a −128 weight is exact).
+// AVX2 path (no VNNI), a block per step as ggml's: _mm256_maddubs_epi16 multiplies u8 by
+// s8, so |w| is the unsigned side and x takes w's sign (x is within ±127, so the pair sums
+// stay below the int16 limit; |−128| read as u8 is 128, so a −128 weight is exact). With
+// few rows, U partial sums over interleaved blocks keep the FMA latency from bounding a
+// row (one chain: 4 cycles a block); AVX2's sixteen registers allow no more.
+template <tsr_dtype D, int NR>
+__attribute__((target(TSR_AVX2_TARGET), always_inline))
+inline void block_avx2(const uint8_t* wrow, const QuantizedRows& xq, int64_t r0, int64_t b, __m256 (&acc)[NR]) {
+  float dw;
+  const __m256i w = load_block_avx2<D>(wrow, b, &dw);
+  const __m256i w_abs = _mm256_sign_epi8(w, w);
+  for (int r = 0; r < NR; ++r) {
+    const int64_t i = (r0 + r) * xq.blocks + b;
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&xq.q[size_t(i * kQBlock)]));
+    const __m256i pairs = _mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(x, w));
+    const __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+    acc[r] = _mm256_fmadd_ps(dot, _mm256_set1_ps(dw * xq.d[size_t(i)]), acc[r]);
+  }
+}
+
 template <tsr_dtype D, int NR>
 __attribute__((target(TSR_AVX2_TARGET)))
 void rows_avx2(const uint8_t* wrow, const QuantizedRows& xq, int64_t r0, float* sums) {
-  __m256 acc[NR];
-  for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
-  const __m256i ones = _mm256_set1_epi16(1);
-  for (int64_t b = 0; b < xq.blocks; ++b) {
-    float dw;
-    const __m256i w = load_block_avx2<D>(wrow, b, &dw);
-    const __m256i w_abs = _mm256_sign_epi8(w, w);
-    for (int r = 0; r < NR; ++r) {
-      const int64_t i = (r0 + r) * xq.blocks + b;
-      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&xq.q[size_t(i * kQBlock)]));
-      const __m256i pairs = _mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(x, w));
-      const __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
-      acc[r] = _mm256_fmadd_ps(dot, _mm256_set1_ps(dw * xq.d[size_t(i)]), acc[r]);
-    }
+  constexpr int U = NR == 1 ? 4 : NR == 2 ? 2 : 1;
+  __m256 acc[U][NR];
+  for (int u = 0; u < U; ++u) {
+    for (int r = 0; r < NR; ++r) acc[u][r] = _mm256_setzero_ps();
   }
-  for (int r = 0; r < NR; ++r) sums[r] = hsum(acc[r]);
+  int64_t b = 0;
+  for (; b + U <= xq.blocks; b += U) {
+    for (int u = 0; u < U; ++u) block_avx2<D, NR>(wrow, xq, r0, b + u, acc[u]);
+  }
+  for (; b < xq.blocks; ++b) block_avx2<D, NR>(wrow, xq, r0, b, acc[0]);
+  for (int r = 0; r < NR; ++r) {
+    for (int u = 1; u < U; ++u) acc[0][r] = _mm256_add_ps(acc[0][r], acc[u][r]);
+    sums[r] = hsum(acc[0][r]);
+  }
 }
 
 template <class Kernel>
