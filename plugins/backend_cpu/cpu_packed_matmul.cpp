@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -62,22 +63,43 @@ struct PackedX {
 };
 
 __attribute__((target(TSR_VNNI_TARGET)))
+void quantize_row_avx512(const float* x, int32_t offset, PackedX& out, int64_t r) {
+  for (int64_t b = 0; b < out.blocks; ++b) {
+    const int64_t i = r * out.blocks + b;
+    __m512i lo, hi;
+    out.d[i] = quantize_block_avx512(x + b * kQBlock, &lo, &hi);
+    out.init[i] = -offset * _mm512_reduce_add_epi32(_mm512_add_epi32(lo, hi));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(&out.q[i * kQBlock]), _mm512_cvtsepi32_epi8(lo));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(&out.q[i * kQBlock + 16]), _mm512_cvtsepi32_epi8(hi));
+  }
+}
+
+// The same values without AVX-512 (max|v|/127, round to nearest even).
+void quantize_row_portable(const float* x, int32_t offset, PackedX& out, int64_t r) {
+  for (int64_t b = 0; b < out.blocks; ++b) {
+    const int64_t i = r * out.blocks + b;
+    const float* v = x + b * kQBlock;
+    float amax = 0;
+    for (int k = 0; k < kQBlock; ++k) amax = std::max(amax, std::fabs(v[k]));
+    const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+    int32_t sum = 0;
+    for (int k = 0; k < kQBlock; ++k) {
+      out.q[i * kQBlock + k] = static_cast<int8_t>(std::nearbyint(v[k] * id));
+      sum += out.q[i * kQBlock + k];
+    }
+    out.d[i] = d;
+    out.init[i] = -offset * sum;
+  }
+}
+
 void quantize_x(const OpContext& ctx, const Matrix& x, int32_t offset, PackedX& out) {
   out.blocks = x.cols / kQBlock;
   out.q.resize(size_t(x.rows * x.cols));
   out.d.resize(size_t(x.rows * out.blocks));
   out.init.resize(out.d.size());
+  const auto quantize_row = has_avx512() ? quantize_row_avx512 : quantize_row_portable;
 #pragma omp parallel for num_threads(ctx.n_threads) if (x.rows >= kRowsPerCall)  // prompts
-  for (int64_t r = 0; r < x.rows; ++r) {
-    for (int64_t b = 0; b < out.blocks; ++b) {
-      const int64_t i = r * out.blocks + b;
-      __m512i lo, hi;
-      out.d[i] = quantize_block_avx512(x.row<float>(r) + b * kQBlock, &lo, &hi);
-      out.init[i] = -offset * _mm512_reduce_add_epi32(_mm512_add_epi32(lo, hi));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(&out.q[i * kQBlock]), _mm512_cvtsepi32_epi8(lo));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(&out.q[i * kQBlock + 16]), _mm512_cvtsepi32_epi8(hi));
-    }
-  }
+  for (int64_t r = 0; r < x.rows; ++r) quantize_row(x.row<float>(r), offset, out, r);
 }
 
 __attribute__((target(TSR_VNNI_TARGET), always_inline))
@@ -135,6 +157,59 @@ void group_rows(const uint8_t* group, const PackedX& x, int64_t r0, const Matrix
 template <tsr_dtype D>
 void group_pass(const uint8_t* group, const PackedX& x, int64_t r0, int nr, const Matrix& out, int64_t col0) {
   dispatch_rows<kRowsPerCall>(nr, [&](auto n) { group_rows<D, decltype(n)::value>(group, x, r0, out, col0); });
+}
+
+// Q4_0 on CPUs with AVX2 but no AVX-512 VNNI, on the same layout: each 64-byte vector of
+// a block is two 32-byte halves (rows 0-7, 8-15). _mm256_maddubs_epi16 multiplies the
+// nibbles (u8, 0..15) by x (s8, ±127) into int16 pairs of at most 2·15·127 = 3810; a
+// block's eight vectors sum to at most 30480, still an int16, and _mm256_madd_epi16 by
+// ones sums each row's pairs exactly. AVX2 has sixteen registers: one or two rows of x
+// take both halves in one pass over the group (decode: a second pass would read the group
+// again after the memory stream, not during it); more rows take a pass per half, the
+// second reading the group from cache.
+constexpr int kAvx2RowsPerCall = 4;
+
+template <int NR>
+__attribute__((target(TSR_AVX2_TARGET)))
+void group_rows_q4_avx2(const uint8_t* group, const PackedX& x, int64_t r0, const Matrix& out, int64_t col0) {
+  constexpr int H = NR <= 2 ? 2 : 1;  // halves per pass
+  const __m256i nibble = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+  for (int h0 = 0; h0 < 2; h0 += H) {
+    __m256 acc[NR][H];
+    for (int r = 0; r < NR; ++r) {
+      for (int h = 0; h < H; ++h) acc[r][h] = _mm256_setzero_ps();
+    }
+    for (int64_t b = 0; b < x.blocks; ++b) {
+      const uint8_t* blk = group + b * block_bytes(TSR_DTYPE_Q4_0);
+      __m256i pairs[NR][H];
+      for (int r = 0; r < NR; ++r) {
+        for (int h = 0; h < H; ++h) pairs[r][h] = _mm256_setzero_si256();
+      }
+      for (int v = 0; v < 4; ++v) {
+        for (int h = 0; h < H; ++h) {
+          const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32 + 64 * v + 32 * (h0 + h)));
+          const __m256i lo = _mm256_and_si256(packed, nibble);
+          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble);
+          for (int r = 0; r < NR; ++r) {
+            const int32_t* xq = reinterpret_cast<const int32_t*>(&x.q[((r0 + r) * x.blocks + b) * kQBlock]);
+            pairs[r][h] = _mm256_add_epi16(pairs[r][h], _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(xq[v])),
+                                                                         _mm256_maddubs_epi16(hi, _mm256_set1_epi32(xq[v + 4]))));
+          }
+        }
+      }
+      for (int r = 0; r < NR; ++r) {
+        const int64_t i = (r0 + r) * x.blocks + b;
+        for (int h = 0; h < H; ++h) {
+          const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * (h0 + h))));
+          const __m256i sum = _mm256_add_epi32(_mm256_madd_epi16(pairs[r][h], ones), _mm256_set1_epi32(x.init[i]));
+          acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(x.d[i])), acc[r][h]);
+        }
+      }
+    }
+    for (int r = 0; r < NR; ++r) {
+      for (int h = 0; h < H; ++h) _mm256_storeu_ps(out.row<float>(r0 + r) + col0 + 8 * (h0 + h), acc[r][h]);
+    }
+  }
 }
 
 // x for the F16 kernel: tiles of up to kRowsPerCall rows, each stored column-major
@@ -197,7 +272,8 @@ void group_rows_f16(const uint8_t* group, const float* xt, int64_t cols, const M
 }  // namespace
 
 bool packs(tsr_dtype dtype) {
-  return has_vnni() && (dtype == TSR_DTYPE_Q8_0 || dtype == TSR_DTYPE_Q4_0 || dtype == TSR_DTYPE_F16);
+  if (dtype == TSR_DTYPE_Q4_0) return has_avx2();
+  return has_vnni() && (dtype == TSR_DTYPE_Q8_0 || dtype == TSR_DTYPE_F16);
 }
 
 uint64_t packed_size(const Matrix& w) {
@@ -246,7 +322,7 @@ PackedWeight as_packed(const tsr_tensor* t, const char* what) {
           [&] { return fail(": NULL, or a tensor without data"); });
   PackedHeader h;
   std::memcpy(&h, t->data, sizeof(h));
-  require(h.magic == kMagic && (h.dtype == TSR_DTYPE_Q8_0 || h.dtype == TSR_DTYPE_Q4_0 || h.dtype == TSR_DTYPE_F16) &&
+  require(h.magic == kMagic && packs(static_cast<tsr_dtype>(h.dtype)) &&
               t->ndim == 2 &&
               t->shape[0] == h.rows && t->shape[1] == h.cols,
           [&] { return fail(": not a weight this backend packed, or its shape changed"); });
@@ -286,6 +362,15 @@ void packed_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const Pac
   }
   PackedX xq;
   quantize_x(ctx, x, w.dtype == TSR_DTYPE_Q8_0 ? 128 : 8, xq);
+  if (!has_vnni()) {  // Q4_0 on AVX2 (packs() packs nothing else there)
+    return for_chunks_and_groups(ctx, x, w, [&](const uint8_t* group, int64_t g, int64_t r0, int nr) {
+      for (int r = 0; r < nr; r += kAvx2RowsPerCall) {
+        dispatch_rows<kAvx2RowsPerCall>(std::min(kAvx2RowsPerCall, nr - r), [&](auto n) {
+          group_rows_q4_avx2<decltype(n)::value>(group, xq, r0 + r, out, g * kGroupRows);
+        });
+      }
+    });
+  }
   const auto pass = w.dtype == TSR_DTYPE_Q8_0 ? &group_pass<TSR_DTYPE_Q8_0> : &group_pass<TSR_DTYPE_Q4_0>;
   for_chunks_and_groups(ctx, x, w, [&](const uint8_t* group, int64_t g, int64_t r0, int nr) {
     pass(group, xq, r0, nr, out, g * kGroupRows);

@@ -3,7 +3,8 @@
 // each of sixteen rows by the same four activations, and one f16 -> f32 conversion yields
 // the sixteen rows' block scales; for F16 one conversion gives a column of sixteen rows to
 // multiply by one activation. Each output vector is sixteen adjacent output columns: no
-// horizontal sums.
+// horizontal sums. Without VNNI, Q4_0 keeps the layout on AVX2 (vpmaddubsw, eight rows per
+// vector).
 #pragma once
 
 #include <cstdint>
@@ -13,10 +14,11 @@
 
 namespace tsr::cpu {
 
-// Whether weights of this dtype have a packed form (Q8_0, Q4_0, F16) on this CPU.
+// Whether weights of this dtype have a packed form on this CPU: Q8_0 and F16 with AVX-512
+// VNNI, Q4_0 with AVX2.
 bool packs(tsr_dtype dtype);
-// Bytes of w's packed form; 0 when w has none (a dtype other than Q8_0, Q4_0 and F16, rows
-// not a multiple of 16, or a CPU without AVX-512 VNNI), and the weight stays as stored.
+// Bytes of w's packed form; 0 when w has none (packs() says no, or rows not a multiple of
+// 16), and the weight stays as stored.
 uint64_t packed_size(const Matrix& w);
 // Writes w's packed form into dst (packed_size(w) bytes, 64-byte aligned).
 void pack_weight(OpContext& ctx, const Matrix& w, uint8_t* dst);
