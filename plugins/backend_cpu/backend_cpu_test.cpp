@@ -379,10 +379,11 @@ INSTANTIATE_TEST_SUITE_P(Cpu, MatmulTest,
 
 // ---- packed weights (ABI 1.3 weight_pack) ----
 
-// Packing needs AVX-512 VNNI, for Q4_0 AVX2 (the CPU's, and TESSERA_CPU_MAX_ISA's leave).
+// Packing needs AVX2 for Q8_0 and Q4_0, AVX-512 VNNI for F16 (the CPU's, and
+// TESSERA_CPU_MAX_ISA's leave).
 bool packs_here(tsr_dtype dtype) {
   using tsr::sdk::CpuIsa;
-  return tsr::sdk::cpu_isa_at_least(dtype == TSR_DTYPE_Q4_0 ? CpuIsa::avx2 : CpuIsa::avx512_vnni);
+  return tsr::sdk::cpu_isa_at_least(dtype == TSR_DTYPE_F16 ? CpuIsa::avx512_vnni : CpuIsa::avx2);
 }
 
 // Q8_0, Q4_0 and F16 weights with rows in whole groups of 16 are packed; every batch size

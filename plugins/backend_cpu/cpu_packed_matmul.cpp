@@ -159,41 +159,54 @@ void group_pass(const uint8_t* group, const PackedX& x, int64_t r0, int nr, cons
   dispatch_rows<kRowsPerCall>(nr, [&](auto n) { group_rows<D, decltype(n)::value>(group, x, r0, out, col0); });
 }
 
-// Q4_0 on CPUs with AVX2 but no AVX-512 VNNI, on the same layout: each 64-byte vector of
-// a block is two 32-byte halves (rows 0-7, 8-15). _mm256_maddubs_epi16 multiplies the
-// nibbles (u8, 0..15) by x (s8, ±127) into int16 pairs of at most 2·15·127 = 3810; a
-// block's eight vectors sum to at most 30480, still an int16, and _mm256_madd_epi16 by
-// ones sums each row's pairs exactly. AVX2 has sixteen registers: one or two rows of x
-// take both halves in one pass over the group (decode: a second pass would read the group
-// again after the memory stream, not during it); more rows take a pass per half, the
-// second reading the group from cache.
+// Q8_0 and Q4_0 on CPUs with AVX2 but no AVX-512 VNNI, on the same layout: each 64-byte
+// vector of a block is two 32-byte halves (rows 0-7, 8-15), and _mm256_maddubs_epi16
+// multiplies u8 by s8 into int16 pairs. Q4_0: the nibbles (0..15) by x (±127), pairs of at
+// most 3810, whose sum over a block's eight vectors (30480) is still an int16; the -8 offset
+// is x.init. Q8_0: |w| by x carrying w's sign (w is the stored byte - 128; |-128| read as
+// u8 is 128), pairs of at most 32512, so each vector's go to int32 at once (no offset).
+// _mm256_madd_epi16 by ones sums a row's pairs. AVX2 has sixteen registers: one or two
+// rows of x take both halves in one pass over the group (decode: a second pass would read
+// the group again after the memory stream, not during it); more rows take a pass per
+// half, the second reading the group from cache.
 constexpr int kAvx2RowsPerCall = 4;
 
-template <int NR>
+template <tsr_dtype D, int NR>
 __attribute__((target(TSR_AVX2_TARGET)))
-void group_rows_q4_avx2(const uint8_t* group, const PackedX& x, int64_t r0, const Matrix& out, int64_t col0) {
+void group_rows_avx2(const uint8_t* group, const PackedX& x, int64_t r0, const Matrix& out, int64_t col0) {
   constexpr int H = NR <= 2 ? 2 : 1;  // halves per pass
-  const __m256i nibble = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+  constexpr int kVectors = D == TSR_DTYPE_Q8_0 ? 8 : 4;
+  const __m256i nibble = _mm256_set1_epi8(0x0f), bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i ones = _mm256_set1_epi16(1);
   for (int h0 = 0; h0 < 2; h0 += H) {
     __m256 acc[NR][H];
     for (int r = 0; r < NR; ++r) {
       for (int h = 0; h < H; ++h) acc[r][h] = _mm256_setzero_ps();
     }
     for (int64_t b = 0; b < x.blocks; ++b) {
-      const uint8_t* blk = group + b * block_bytes(TSR_DTYPE_Q4_0);
-      __m256i pairs[NR][H];
+      const uint8_t* blk = group + b * block_bytes(D);
+      __m256i sums[NR][H];  // Q4_0: int16 pairs; Q8_0: int32
       for (int r = 0; r < NR; ++r) {
-        for (int h = 0; h < H; ++h) pairs[r][h] = _mm256_setzero_si256();
+        for (int h = 0; h < H; ++h) sums[r][h] = _mm256_setzero_si256();
       }
-      for (int v = 0; v < 4; ++v) {
+      for (int v = 0; v < kVectors; ++v) {
         for (int h = 0; h < H; ++h) {
           const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32 + 64 * v + 32 * (h0 + h)));
-          const __m256i lo = _mm256_and_si256(packed, nibble);
-          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble);
-          for (int r = 0; r < NR; ++r) {
-            const int32_t* xq = reinterpret_cast<const int32_t*>(&x.q[((r0 + r) * x.blocks + b) * kQBlock]);
-            pairs[r][h] = _mm256_add_epi16(pairs[r][h], _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(xq[v])),
-                                                                         _mm256_maddubs_epi16(hi, _mm256_set1_epi32(xq[v + 4]))));
+          if constexpr (D == TSR_DTYPE_Q4_0) {
+            const __m256i lo = _mm256_and_si256(packed, nibble);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble);
+            for (int r = 0; r < NR; ++r) {
+              const int32_t* xq = reinterpret_cast<const int32_t*>(&x.q[((r0 + r) * x.blocks + b) * kQBlock]);
+              sums[r][h] = _mm256_add_epi16(sums[r][h], _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(xq[v])),
+                                                                       _mm256_maddubs_epi16(hi, _mm256_set1_epi32(xq[v + 4]))));
+            }
+          } else {
+            const __m256i w = _mm256_xor_si256(packed, bias), w_abs = _mm256_abs_epi8(w);
+            for (int r = 0; r < NR; ++r) {
+              const int32_t* xq = reinterpret_cast<const int32_t*>(&x.q[((r0 + r) * x.blocks + b) * kQBlock]);
+              const __m256i pairs = _mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(_mm256_set1_epi32(xq[v]), w));
+              sums[r][h] = _mm256_add_epi32(sums[r][h], _mm256_madd_epi16(pairs, ones));
+            }
           }
         }
       }
@@ -201,7 +214,8 @@ void group_rows_q4_avx2(const uint8_t* group, const PackedX& x, int64_t r0, cons
         const int64_t i = (r0 + r) * x.blocks + b;
         for (int h = 0; h < H; ++h) {
           const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * (h0 + h))));
-          const __m256i sum = _mm256_add_epi32(_mm256_madd_epi16(pairs[r][h], ones), _mm256_set1_epi32(x.init[i]));
+          __m256i sum = sums[r][h];
+          if constexpr (D == TSR_DTYPE_Q4_0) sum = _mm256_add_epi32(_mm256_madd_epi16(sum, ones), _mm256_set1_epi32(x.init[i]));
           acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(x.d[i])), acc[r][h]);
         }
       }
@@ -209,6 +223,15 @@ void group_rows_q4_avx2(const uint8_t* group, const PackedX& x, int64_t r0, cons
     for (int r = 0; r < NR; ++r) {
       for (int h = 0; h < H; ++h) _mm256_storeu_ps(out.row<float>(r0 + r) + col0 + 8 * (h0 + h), acc[r][h]);
     }
+  }
+}
+
+template <tsr_dtype D>
+void group_pass_avx2(const uint8_t* group, const PackedX& x, int64_t r0, int nr, const Matrix& out, int64_t col0) {
+  for (int r = 0; r < nr; r += kAvx2RowsPerCall) {
+    dispatch_rows<kAvx2RowsPerCall>(std::min(kAvx2RowsPerCall, nr - r), [&](auto n) {
+      group_rows_avx2<D, decltype(n)::value>(group, x, r0 + r, out, col0);
+    });
   }
 }
 
@@ -272,8 +295,8 @@ void group_rows_f16(const uint8_t* group, const float* xt, int64_t cols, const M
 }  // namespace
 
 bool packs(tsr_dtype dtype) {
-  if (dtype == TSR_DTYPE_Q4_0) return has_avx2();
-  return has_vnni() && (dtype == TSR_DTYPE_Q8_0 || dtype == TSR_DTYPE_F16);
+  if (dtype == TSR_DTYPE_Q8_0 || dtype == TSR_DTYPE_Q4_0) return has_avx2();
+  return dtype == TSR_DTYPE_F16 && has_vnni();
 }
 
 uint64_t packed_size(const Matrix& w) {
@@ -360,18 +383,13 @@ void packed_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const Pac
       });
     });
   }
+  // The VNNI kernels take Q8_0 as w + 128 (u8), whose share x.init removes; the AVX2
+  // kernel restores w's sign itself.
+  const bool vnni = has_vnni(), q8 = w.dtype == TSR_DTYPE_Q8_0;
   PackedX xq;
-  quantize_x(ctx, x, w.dtype == TSR_DTYPE_Q8_0 ? 128 : 8, xq);
-  if (!has_vnni()) {  // Q4_0 on AVX2 (packs() packs nothing else there)
-    return for_chunks_and_groups(ctx, x, w, [&](const uint8_t* group, int64_t g, int64_t r0, int nr) {
-      for (int r = 0; r < nr; r += kAvx2RowsPerCall) {
-        dispatch_rows<kAvx2RowsPerCall>(std::min(kAvx2RowsPerCall, nr - r), [&](auto n) {
-          group_rows_q4_avx2<decltype(n)::value>(group, xq, r0 + r, out, g * kGroupRows);
-        });
-      }
-    });
-  }
-  const auto pass = w.dtype == TSR_DTYPE_Q8_0 ? &group_pass<TSR_DTYPE_Q8_0> : &group_pass<TSR_DTYPE_Q4_0>;
+  quantize_x(ctx, x, q8 ? (vnni ? 128 : 0) : 8, xq);
+  const auto pass = vnni ? (q8 ? &group_pass<TSR_DTYPE_Q8_0> : &group_pass<TSR_DTYPE_Q4_0>)
+                         : (q8 ? &group_pass_avx2<TSR_DTYPE_Q8_0> : &group_pass_avx2<TSR_DTYPE_Q4_0>);
   for_chunks_and_groups(ctx, x, w, [&](const uint8_t* group, int64_t g, int64_t r0, int nr) {
     pass(group, xq, r0, nr, out, g * kGroupRows);
   });

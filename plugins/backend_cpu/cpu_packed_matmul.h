@@ -3,8 +3,8 @@
 // each of sixteen rows by the same four activations, and one f16 -> f32 conversion yields
 // the sixteen rows' block scales; for F16 one conversion gives a column of sixteen rows to
 // multiply by one activation. Each output vector is sixteen adjacent output columns: no
-// horizontal sums. Without VNNI, Q4_0 keeps the layout on AVX2 (vpmaddubsw, eight rows per
-// vector).
+// horizontal sums. Without VNNI, Q8_0 and Q4_0 keep the layout on AVX2 (vpmaddubsw, eight
+// rows per vector).
 #pragma once
 
 #include <cstdint>
@@ -14,8 +14,8 @@
 
 namespace tsr::cpu {
 
-// Whether weights of this dtype have a packed form on this CPU: Q8_0 and F16 with AVX-512
-// VNNI, Q4_0 with AVX2.
+// Whether weights of this dtype have a packed form on this CPU: Q8_0 and Q4_0 with AVX2,
+// F16 with AVX-512 VNNI.
 bool packs(tsr_dtype dtype);
 // Bytes of w's packed form; 0 when w has none (packs() says no, or rows not a multiple of
 // 16), and the weight stays as stored.
