@@ -74,20 +74,13 @@ void quantize_row_avx512(const float* x, int32_t offset, PackedX& out, int64_t r
   }
 }
 
-// The same values without AVX-512 (max|v|/127, round to nearest even).
+// The same values without AVX-512, and each block's start value.
 void quantize_row_portable(const float* x, int32_t offset, PackedX& out, int64_t r) {
   for (int64_t b = 0; b < out.blocks; ++b) {
     const int64_t i = r * out.blocks + b;
-    const float* v = x + b * kQBlock;
-    float amax = 0;
-    for (int k = 0; k < kQBlock; ++k) amax = std::max(amax, std::fabs(v[k]));
-    const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+    out.d[i] = quantize_block_portable(x + b * kQBlock, &out.q[i * kQBlock]);
     int32_t sum = 0;
-    for (int k = 0; k < kQBlock; ++k) {
-      out.q[i * kQBlock + k] = static_cast<int8_t>(std::nearbyint(v[k] * id));
-      sum += out.q[i * kQBlock + k];
-    }
-    out.d[i] = d;
+    for (int k = 0; k < kQBlock; ++k) sum += out.q[i * kQBlock + k];
     out.init[i] = -offset * sum;
   }
 }

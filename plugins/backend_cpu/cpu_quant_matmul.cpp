@@ -34,16 +34,9 @@ struct QuantizedRows {
 
 void quantize_rows_generic(const Matrix& x, QuantizedRows& out) {
   for (int64_t r = 0; r < x.rows; ++r) {
-    const float* src = x.row<float>(r);
     for (int64_t b = 0; b < out.blocks; ++b) {
-      const float* v = src + b * kQBlock;
-      float amax = 0;
-      for (int i = 0; i < kQBlock; ++i) amax = std::max(amax, std::fabs(v[i]));
-      const float d = amax / 127.0f;
-      const float id = d != 0 ? 1.0f / d : 0.0f;
-      int8_t* q = &out.q[size_t((r * out.blocks + b) * kQBlock)];
-      for (int i = 0; i < kQBlock; ++i) q[i] = static_cast<int8_t>(std::nearbyint(v[i] * id));
-      out.d[size_t(r * out.blocks + b)] = d;
+      out.d[size_t(r * out.blocks + b)] =
+          quantize_block_portable(x.row<float>(r) + b * kQBlock, &out.q[size_t((r * out.blocks + b) * kQBlock)]);
     }
   }
 }

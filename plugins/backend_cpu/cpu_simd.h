@@ -6,7 +6,9 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
 #include <utility>
 
@@ -48,6 +50,17 @@ inline __m512 exp_avx512(__m512 x) {
 // Lanes [0, n) set, for the last, partial vector of a row (n < 16).
 inline __mmask16 first_lanes(int64_t n) {
   return n >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1);
+}
+
+// Quantizes 32 floats to int8 as llama.cpp's Q8_0 does (scale max|v|/127, round to
+// nearest even) without SIMD: q gets the values, the result is the scale. The AVX-512
+// form below gives the same values.
+inline float quantize_block_portable(const float* v, int8_t* q) {
+  float amax = 0;
+  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(v[i]));
+  const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+  for (int i = 0; i < 32; ++i) q[i] = static_cast<int8_t>(std::nearbyint(v[i] * id));
+  return d;
 }
 
 // Quantizes 32 floats to int8 as llama.cpp's Q8_0 does (scale max|v|/127, round to nearest
