@@ -936,6 +936,22 @@ TEST_P(AttentionTest, BatchEqualsSequencesAlone) {
   }
 }
 
+// A prompt row's attention is the same bits as the row decoded alone: in the prompt its
+// (row, head) pairs share kernel calls sixteen at a time, in decode its kv head's four
+// pairs run one by one (cpu_attention.cpp), and greedy output must not see the difference.
+TEST_P(AttentionTest, PromptRowsEqualTheirDecode) {
+  const PagedCache c = make_paged_cache(GetParam().block_size, GetParam().head_dim, 82);
+  const int32_t len = kSeqLens[1];
+  const int64_t row = kHeads * c.head_dim;
+  const std::vector<float> q = random_floats(static_cast<size_t>(len * row), 92);
+  const std::vector<float> prompt = run_attention(c, {{1}, {range(0, len)}}, q);
+  for (int32_t t = 0; t < len; ++t) {
+    const std::vector<float> q_row(q.begin() + t * row, q.begin() + (t + 1) * row);
+    const std::vector<float> decoded = run_attention(c, {{1}, {{t}}}, q_row);
+    EXPECT_TRUE(std::equal(decoded.begin(), decoded.end(), prompt.begin() + t * row)) << "position " << t;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Cpu, AttentionTest,
                          ::testing::Values(AttentionCase{4, 16}, AttentionCase{16, 16},
                                            AttentionCase{16, 12}, AttentionCase{4, 64},

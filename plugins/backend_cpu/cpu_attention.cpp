@@ -1,12 +1,13 @@
-// Paged causal attention with GQA on the CPU: one work item per (query row, head), two
-// passes over its keys (scores, then the weighted values). The AVX-512 kernel keeps the
-// query and the output accumulators in registers (head_dim up to 128); the portable one
-// serves other machines and wider heads.
+// Paged causal attention with GQA on the CPU. With AVX-512 (head_dim up to 128) the keys
+// stream in tiles of sixteen through an online softmax, sixteen (query row, head) pairs
+// that share a kv head at a time (below); the portable kernel, for other machines and
+// wider heads, takes one pair at a time in two passes (scores, then the weighted values).
 #include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -24,7 +25,7 @@ namespace {
 
 // Multiply-adds below which a call runs on the calling thread alone (see cpu_ops.cpp).
 constexpr int64_t kParallelMin = 1 << 15;
-// Head dims the AVX-512 kernel holds in registers: 16 floats per chunk.
+// Head dims the AVX-512 kernels take: 16 floats per chunk.
 constexpr int64_t kMaxChunks = 8;
 
 struct AttentionShape {
@@ -57,99 +58,332 @@ void validate_attention(const AttentionShape& s, int32_t block_size, const int32
   }
 }
 
-// One (query row, head) pair: its query, its output, and where its keys are.
-struct HeadTask {
-  const float* q;
-  float* out;
+// One sequence's keys and values for one kv head.
+struct KeySource {
   const int32_t* table;  // the sequence's block table
-  int64_t n_keys;        // keys 0..position
-  const float* k;        // the cache's first row, offset to this head's kv head
+  const float* k;        // the caches' first rows, offset to the kv head
   const float* v;
   int64_t row_floats;  // floats from one slot to the next
   int32_t block_size;
   int64_t head_dim;
-  float scale;
 
-  int64_t slot(int64_t t) const {
-    return int64_t(table[t / block_size]) * block_size + t % block_size;
-  }
+  int64_t slot(int64_t t) const { return int64_t(table[t / block_size]) * block_size + t % block_size; }
 };
 
-// Portable kernel; `scores` holds n_keys floats.
-void attend_portable(const HeadTask& h, float* scores) {
+// Portable kernel for one (query row, head) pair: scores, then the weighted values.
+// `scores` holds n_keys floats.
+void attend_portable(const float* q, float* out, int64_t n_keys, const KeySource& src, float scale, float* scores) {
+  const int64_t hd = src.head_dim;
   float max_score = -INFINITY;
-  for (int64_t t = 0; t < h.n_keys; ++t) {
-    const float* kv = h.k + h.slot(t) * h.row_floats;
+  for (int64_t t = 0; t < n_keys; ++t) {
+    const float* k = src.k + src.slot(t) * src.row_floats;
     float dot = 0;
 #pragma omp simd reduction(+ : dot)
-    for (int64_t d = 0; d < h.head_dim; ++d) dot += h.q[d] * kv[d];
-    scores[t] = dot * h.scale;
+    for (int64_t d = 0; d < hd; ++d) dot += q[d] * k[d];
+    scores[t] = dot * scale;
     max_score = std::max(max_score, scores[t]);
   }
   float denom = 0;
-  for (int64_t t = 0; t < h.n_keys; ++t) denom += (scores[t] = std::exp(scores[t] - max_score));
-  std::fill(h.out, h.out + h.head_dim, 0.0f);
-  for (int64_t t = 0; t < h.n_keys; ++t) {
-    const float* vv = h.v + h.slot(t) * h.row_floats;
+  for (int64_t t = 0; t < n_keys; ++t) denom += (scores[t] = std::exp(scores[t] - max_score));
+  std::fill(out, out + hd, 0.0f);
+  for (int64_t t = 0; t < n_keys; ++t) {
+    const float* v = src.v + src.slot(t) * src.row_floats;
 #pragma omp simd
-    for (int64_t d = 0; d < h.head_dim; ++d) h.out[d] += scores[t] * vv[d];
+    for (int64_t d = 0; d < hd; ++d) out[d] += scores[t] * v[d];
   }
-  for (int64_t d = 0; d < h.head_dim; ++d) h.out[d] /= denom;
+  for (int64_t d = 0; d < hd; ++d) out[d] /= denom;
 }
 
-// AVX-512 kernel for head_dim in (16·(NC-1), 16·NC]: the last chunk is masked.
+// ---- AVX-512: online softmax over tiles of sixteen keys ----
+//
+// Each (query row, head) pair runs the same float operations whichever kernel takes it and
+// whatever else shares its call, so that a token's attention is the same bits in a prompt,
+// a chunk, a batch or a decode step (greedy output must not depend on them). Per pair and
+// per tile of keys t0 .. t0+15: s_n = q·k_n (FMAs in order of d, from q_0·k_n0) times the
+// scale, -inf where t0+n is past the pair's keys; m' = max(m, max_n s_n); α = e^(m - m');
+// p_n = e^(s_n - m') (0 where masked); l = l·α + p_0 + … + p_15 in that order; o = o·α, then
+// o += p_n·v_n for n in order (FMAs). Finally out = o · (1 / l). A masked key adds exact
+// zeros and a tile past a pair's keys has α = e^0 = 1, so extra keys change nothing.
+// This file is built with -ffp-contract=off: the compiler must not fuse a multiply and an
+// add in one kernel and not in the other.
+//
+// attend_tile takes up to sixteen pairs that read the same keys (one sequence, one kv head:
+// the heads of a GQA group, and consecutive rows) with one pair per vector lane: a key's
+// value is broadcast against sixteen queries, so a tile of keys costs 2·16·head_dim FMAs
+// and no horizontal sums. attend_pair takes a single pair with keys in the lanes (the tile
+// transposed in registers); it serves tiles of few pairs (one head decoding without GQA),
+// where the lanes of attend_tile would sit idle.
+constexpr int kLanes = 16;
+constexpr int kTileKeys = 16;
+constexpr int64_t kMaxHeadDim = 16 * kMaxChunks;
+constexpr int kMinTileLanes = 5;  // fewer pairs run one by one (attend_pair)
+
+// Up to kLanes pairs of one KeySource: each pair's query, output and number of keys.
+struct LaneTile {
+  int n = 0;
+  const float* q[kLanes];
+  float* out[kLanes];
+  int32_t n_keys[kLanes];
+};
+
+// A thread's working set: a tile of keys and values copied contiguously (the kernels then
+// address them at constant offsets), the queries and outputs transposed (dimension-major,
+// a lane per pair) and the tile's probabilities. Keys past the end keep stale rows of
+// earlier keys: finite values whose scores are masked.
+struct alignas(64) TileScratch {
+  float k[kTileKeys][kMaxHeadDim];
+  float v[kTileKeys][kMaxHeadDim];
+  float qt[kMaxHeadDim][kLanes];
+  float ot[kMaxHeadDim][kLanes];
+  float p[kTileKeys][kLanes];
+};
+
+__attribute__((target(TSR_AVX512_TARGET), always_inline))
+inline void copy_row(float* dst, const float* src, int64_t n) {
+  for (int64_t d = 0; d < n; d += 16) {
+    const __mmask16 m = first_lanes(n - d);
+    _mm512_mask_storeu_ps(dst + d, m, _mm512_maskz_loadu_ps(m, src + d));
+  }
+}
+
+// Copies keys and values t0 .. min(t0 + 16, end) - 1 into the scratch.
+__attribute__((target(TSR_AVX512_TARGET)))
+void load_key_tile(const KeySource& src, int64_t t0, int64_t end, TileScratch& s) {
+  int64_t block = t0 / src.block_size, offset = t0 % src.block_size;
+  for (int n = 0; n < kTileKeys && t0 + n < end; ++n) {
+    const int64_t slot = int64_t(src.table[block]) * src.block_size + offset;
+    copy_row(s.k[n], src.k + slot * src.row_floats, src.head_dim);
+    copy_row(s.v[n], src.v + slot * src.row_floats, src.head_dim);
+    if (++offset == src.block_size) {
+      offset = 0;
+      ++block;
+    }
+  }
+}
+
+// Up to sixteen pairs, one per lane; head_dim a multiple of 16.
+__attribute__((target(TSR_AVX512_TARGET)))
+void attend_tile(const LaneTile& tile, const KeySource& src, float scale, TileScratch& s) {
+  const int64_t hd = src.head_dim;
+  alignas(64) int32_t n_keys[kLanes] = {};
+  int64_t end = 0;
+  for (int l = 0; l < tile.n; ++l) {
+    n_keys[l] = tile.n_keys[l];
+    end = std::max<int64_t>(end, n_keys[l]);
+  }
+  for (int64_t d = 0; d < hd; ++d) {
+    for (int l = 0; l < kLanes; ++l) s.qt[d][l] = l < tile.n ? tile.q[l][d] : 0.0f;
+    _mm512_store_ps(s.ot[d], _mm512_setzero_ps());
+  }
+  const __m512i keys = _mm512_load_si512(n_keys);
+  const __m512 vscale = _mm512_set1_ps(scale), minus_inf = _mm512_set1_ps(-INFINITY);
+  __m512 m = minus_inf, l = _mm512_setzero_ps();
+  for (int64_t t0 = 0; t0 < end; t0 += kTileKeys) {
+    load_key_tile(src, t0, end, s);
+    __m512 sc[kTileKeys];
+    const __m512 q0 = _mm512_load_ps(s.qt[0]);
+    for (int n = 0; n < kTileKeys; ++n) sc[n] = _mm512_mul_ps(q0, _mm512_set1_ps(s.k[n][0]));
+    for (int64_t d = 1; d < hd; ++d) {
+      const __m512 qd = _mm512_load_ps(s.qt[d]);
+      for (int n = 0; n < kTileKeys; ++n) sc[n] = _mm512_fmadd_ps(qd, _mm512_set1_ps(s.k[n][d]), sc[n]);
+    }
+    __m512 tile_max = minus_inf;
+    for (int n = 0; n < kTileKeys; ++n) {
+      const __mmask16 valid = _mm512_cmpgt_epi32_mask(keys, _mm512_set1_epi32(int32_t(t0 + n)));
+      sc[n] = _mm512_mask_mov_ps(minus_inf, valid, _mm512_mul_ps(sc[n], vscale));
+      tile_max = _mm512_max_ps(tile_max, sc[n]);
+    }
+    const __m512 m_new = _mm512_max_ps(m, tile_max);
+    const __m512 alpha = exp_avx512(_mm512_sub_ps(m, m_new));
+    m = m_new;
+    l = _mm512_mul_ps(l, alpha);
+    for (int n = 0; n < kTileKeys; ++n) {
+      const __mmask16 valid = _mm512_cmpgt_epi32_mask(keys, _mm512_set1_epi32(int32_t(t0 + n)));
+      const __m512 p = _mm512_maskz_mov_ps(valid, exp_avx512(_mm512_sub_ps(sc[n], m_new)));
+      _mm512_store_ps(s.p[n], p);
+      l = _mm512_add_ps(l, p);
+    }
+    for (int64_t d0 = 0; d0 < hd; d0 += 16) {
+      __m512 acc[16];
+      for (int j = 0; j < 16; ++j) acc[j] = _mm512_mul_ps(_mm512_load_ps(s.ot[d0 + j]), alpha);
+      for (int n = 0; n < kTileKeys; ++n) {
+        const __m512 p = _mm512_load_ps(s.p[n]);
+        for (int j = 0; j < 16; ++j) acc[j] = _mm512_fmadd_ps(p, _mm512_set1_ps(s.v[n][d0 + j]), acc[j]);
+      }
+      for (int j = 0; j < 16; ++j) _mm512_store_ps(s.ot[d0 + j], acc[j]);
+    }
+  }
+  alignas(64) float inv[kLanes];
+  _mm512_store_ps(inv, _mm512_div_ps(_mm512_set1_ps(1.0f), l));
+  for (int lane = 0; lane < tile.n; ++lane) {
+    for (int64_t d = 0; d < hd; ++d) tile.out[lane][d] = s.ot[d][lane] * inv[lane];
+  }
+}
+
+// 64-bit interleaves of float vectors (lambdas would not inherit the target).
+__attribute__((target(TSR_AVX512_TARGET), always_inline))
+inline __m512 unpacklo_64(__m512 a, __m512 b) {
+  return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+}
+__attribute__((target(TSR_AVX512_TARGET), always_inline))
+inline __m512 unpackhi_64(__m512 a, __m512 b) {
+  return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+}
+
+// r[j] becomes the j-th column of the 16x16 matrix whose rows were r[0..15].
+__attribute__((target(TSR_AVX512_TARGET), always_inline))
+inline void transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);      // per 128 bits: a0 b0 a1 b1
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);  // a2 b2 a3 b3
+  }
+  for (int i = 0; i < 16; i += 4) {  // per 128 bits: column c of four rows, c = 0..3
+    u[i] = unpacklo_64(t[i], t[i + 2]);
+    u[i + 1] = unpackhi_64(t[i], t[i + 2]);
+    u[i + 2] = unpacklo_64(t[i + 1], t[i + 3]);
+    u[i + 3] = unpackhi_64(t[i + 1], t[i + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {  // u[4g + c]: rows 4g..4g+3 at columns c, c+4, c+8, c+12
+    const __m512 a = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), b = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
+    const __m512 e = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88), f = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
+    r[c] = _mm512_shuffle_f32x4(a, e, 0x88);
+    r[c + 8] = _mm512_shuffle_f32x4(a, e, 0xdd);
+    r[c + 4] = _mm512_shuffle_f32x4(b, f, 0x88);
+    r[c + 12] = _mm512_shuffle_f32x4(b, f, 0xdd);
+  }
+}
+
+// One pair, head_dim in (16·(NC-1), 16·NC], with the same operations as attend_tile.
 template <int NC>
 __attribute__((target(TSR_AVX512_TARGET)))
-void attend_avx512(const HeadTask& h, float* scores) {
-  const int64_t rem = h.head_dim - 16 * (NC - 1);
-  const __mmask16 last = static_cast<__mmask16>((1u << rem) - 1);
-  __m512 q[NC];
-  for (int c = 0; c < NC; ++c) q[c] = _mm512_maskz_loadu_ps(c == NC - 1 ? last : 0xffff, h.q + 16 * c);
-
-  float max_score = -INFINITY;
-  for (int64_t t = 0; t < h.n_keys; ++t) {
-    const float* kv = h.k + h.slot(t) * h.row_floats;
-    __m512 dot = _mm512_mul_ps(q[0], _mm512_maskz_loadu_ps(NC == 1 ? last : 0xffff, kv));
-    for (int c = 1; c < NC; ++c) {
-      dot = _mm512_fmadd_ps(q[c], _mm512_maskz_loadu_ps(c == NC - 1 ? last : 0xffff, kv + 16 * c), dot);
-    }
-    scores[t] = _mm512_reduce_add_ps(dot) * h.scale;
-    max_score = std::max(max_score, scores[t]);
-  }
-  const __m512 vmax = _mm512_set1_ps(max_score);
-
-  __m512 vdenom = _mm512_setzero_ps();
-  for (int64_t t = 0; t < h.n_keys; t += 16) {
-    const __mmask16 m = first_lanes(h.n_keys - t);
-    const __m512 e = exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + t), vmax));
-    _mm512_mask_storeu_ps(scores + t, m, e);
-    vdenom = _mm512_add_ps(vdenom, _mm512_maskz_mov_ps(m, e));
-  }
-
-  __m512 acc[NC];
-  for (int c = 0; c < NC; ++c) acc[c] = _mm512_setzero_ps();
-  for (int64_t t = 0; t < h.n_keys; ++t) {
-    const float* vv = h.v + h.slot(t) * h.row_floats;
-    const __m512 p = _mm512_set1_ps(scores[t]);
+void attend_pair(const float* q, float* out, int64_t n_keys, const KeySource& src, float scale, TileScratch& s) {
+  const int64_t rem = src.head_dim - 16 * (NC - 1);
+  const __mmask16 last = first_lanes(rem);
+  const __m512 minus_inf = _mm512_set1_ps(-INFINITY);
+  __m512 o[NC];
+  for (int c = 0; c < NC; ++c) o[c] = _mm512_setzero_ps();
+  float m = -INFINITY, l = 0;
+  for (int64_t t0 = 0; t0 < n_keys; t0 += kTileKeys) {
+    load_key_tile(src, t0, n_keys, s);
+    __m512 sc = _mm512_setzero_ps();
     for (int c = 0; c < NC; ++c) {
-      acc[c] = _mm512_fmadd_ps(p, _mm512_maskz_loadu_ps(c == NC - 1 ? last : 0xffff, vv + 16 * c), acc[c]);
+      __m512 kt[16];
+      for (int n = 0; n < kTileKeys; ++n) kt[n] = _mm512_load_ps(&s.k[n][16 * c]);
+      transpose16(kt);  // kt[j]: dimension 16c + j of the sixteen keys
+      for (int j = 0; j < (c == NC - 1 ? rem : 16); ++j) {
+        const __m512 qd = _mm512_set1_ps(q[16 * c + j]);
+        sc = c == 0 && j == 0 ? _mm512_mul_ps(qd, kt[0]) : _mm512_fmadd_ps(qd, kt[j], sc);
+      }
+    }
+    const __mmask16 valid = first_lanes(n_keys - t0);
+    sc = _mm512_mask_mov_ps(minus_inf, valid, _mm512_mul_ps(sc, _mm512_set1_ps(scale)));
+    const float m_new = std::max(m, _mm512_reduce_max_ps(sc));
+    const __m512 alpha = exp_avx512(_mm512_set1_ps(m - m_new));
+    m = m_new;
+    alignas(64) float p[kTileKeys];
+    _mm512_store_ps(p, _mm512_maskz_mov_ps(valid, exp_avx512(_mm512_sub_ps(sc, _mm512_set1_ps(m_new)))));
+    l *= _mm512_cvtss_f32(alpha);
+    for (int n = 0; n < kTileKeys; ++n) l += p[n];
+    for (int c = 0; c < NC; ++c) o[c] = _mm512_mul_ps(o[c], alpha);
+    for (int n = 0; n < kTileKeys; ++n) {
+      const __m512 pn = _mm512_set1_ps(p[n]);
+      for (int c = 0; c < NC; ++c) o[c] = _mm512_fmadd_ps(pn, _mm512_load_ps(&s.v[n][16 * c]), o[c]);
     }
   }
-  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vdenom));
-  for (int c = 0; c < NC; ++c) {
-    _mm512_mask_storeu_ps(h.out + 16 * c, c == NC - 1 ? last : 0xffff, _mm512_mul_ps(acc[c], inv));
+  const __m512 inv = _mm512_set1_ps(1.0f / l);
+  for (int c = 0; c < NC; ++c) _mm512_mask_storeu_ps(out + 16 * c, c == NC - 1 ? last : 0xffff, _mm512_mul_ps(o[c], inv));
+}
+
+using AttendPairFn = void (*)(const float*, float*, int64_t, const KeySource&, float, TileScratch&);
+
+AttendPairFn pick_pair_kernel(int64_t head_dim) {
+  AttendPairFn fn = nullptr;
+  dispatch_rows<kMaxChunks>(static_cast<int>((head_dim + 15) / 16), [&](auto n) { fn = &attend_pair<decltype(n)::value>; });
+  return fn;
+}
+
+// One validated call: its shape and operands.
+struct AttentionCall {
+  AttentionShape s;
+  Matrix q, out, k_cache, v_cache;
+  const int32_t* tables;
+  const int32_t* qsl;
+  const int32_t* pos;
+  int32_t block_size;
+  float scale;
+  int threads;
+
+  int64_t group() const { return s.heads / s.kv_heads; }
+  KeySource keys(int64_t seq, int64_t kv_head) const {
+    return {tables + seq * s.max_blocks, k_cache.row<float>(0) + kv_head * s.head_dim,
+            v_cache.row<float>(0) + kv_head * s.head_dim, k_cache.row_stride / int64_t{sizeof(float)},
+            block_size, s.head_dim};
+  }
+};
+
+// Pairs [first, first + count) of one sequence and kv head, numbered row-major over the
+// sequence's query rows and the kv head's group of query heads.
+struct TileWork {
+  int32_t seq, kv_head, first, count;
+};
+
+void attention_avx512(const AttentionCall& c) {
+  const int64_t group = c.group(), hd = c.s.head_dim;
+  std::vector<TileWork> work;
+  for (int64_t seq = 0; seq < c.s.num_seqs; ++seq) {
+    const int64_t pairs = (c.qsl[seq + 1] - c.qsl[seq]) * group;
+    for (int64_t kvh = 0; kvh < c.s.kv_heads; ++kvh) {
+      for (int64_t first = 0; first < pairs; first += kLanes) {
+        work.push_back({int32_t(seq), int32_t(kvh), int32_t(first), int32_t(std::min<int64_t>(kLanes, pairs - first))});
+      }
+    }
+  }
+  const AttendPairFn attend_one = pick_pair_kernel(hd);
+#pragma omp parallel num_threads(c.threads) if (c.threads > 1)
+  {
+    const auto scratch = std::make_unique<TileScratch>();
+#pragma omp for schedule(dynamic, 1)
+    for (size_t w = 0; w < work.size(); ++w) {
+      const TileWork& tw = work[w];
+      const KeySource keys = c.keys(tw.seq, tw.kv_head);
+      LaneTile tile;
+      for (int32_t pair = tw.first; pair < tw.first + tw.count; ++pair) {
+        const int64_t row = c.qsl[tw.seq] + pair / group, head = tw.kv_head * group + pair % group;
+        tile.q[tile.n] = c.q.row<float>(row) + head * hd;
+        tile.out[tile.n] = c.out.row<float>(row) + head * hd;
+        tile.n_keys[tile.n++] = c.pos[row] + 1;
+      }
+      if (tile.n >= kMinTileLanes && hd % 16 == 0) {
+        attend_tile(tile, keys, c.scale, *scratch);
+      } else {
+        for (int l = 0; l < tile.n; ++l) attend_one(tile.q[l], tile.out[l], tile.n_keys[l], keys, c.scale, *scratch);
+      }
+    }
   }
 }
 
-using AttendFn = void (*)(const HeadTask&, float*);
-
-// The kernel for this machine and head_dim.
-AttendFn pick_kernel(int64_t head_dim) {
-  const int64_t chunks = (head_dim + 15) / 16;
-  if (!has_avx512() || chunks > kMaxChunks) return &attend_portable;
-  AttendFn fn = nullptr;
-  dispatch_rows<kMaxChunks>(static_cast<int>(chunks), [&](auto n) { fn = &attend_avx512<decltype(n)::value>; });
-  return fn;
+// One work item per (query row, head) pair, on the portable kernel.
+void attention_portable(const AttentionCall& c) {
+  std::vector<int32_t> seq_of(c.s.n);
+  int64_t max_keys = 0;
+  for (int64_t seq = 0; seq < c.s.num_seqs; ++seq) {
+    for (int32_t i = c.qsl[seq]; i < c.qsl[seq + 1]; ++i) seq_of[i] = static_cast<int32_t>(seq);
+  }
+  for (int64_t i = 0; i < c.s.n; ++i) max_keys = std::max<int64_t>(max_keys, c.pos[i] + 1);
+  const int64_t group = c.group(), hd = c.s.head_dim;
+#pragma omp parallel num_threads(c.threads) if (c.threads > 1)
+  {
+    std::vector<float> scores(static_cast<size_t>(max_keys));
+#pragma omp for collapse(2) schedule(dynamic, 4)
+    for (int64_t i = 0; i < c.s.n; ++i) {
+      for (int64_t h = 0; h < c.s.heads; ++h) {
+        const KeySource keys = c.keys(seq_of[i], h / group);
+        attend_portable(c.q.row<float>(i) + h * hd, c.out.row<float>(i) + h * hd, c.pos[i] + 1, keys, c.scale,
+                        scores.data());
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -181,33 +415,12 @@ void op_attention(OpContext& ctx, const tsr_attention_params& p) {
   const int32_t* pos = as_i32(p.positions, s.n, "attention positions");
   validate_attention(s, p.block_size, tables, seq_lens, qsl, pos);
 
-  // Sequence of each query row, so that (row, head) pairs can be spread over threads.
-  std::vector<int32_t> seq_of(s.n);
-  for (int64_t q_seq = 0; q_seq < s.num_seqs; ++q_seq) {
-    for (int32_t i = qsl[q_seq]; i < qsl[q_seq + 1]; ++i) seq_of[i] = static_cast<int32_t>(q_seq);
-  }
-  const int64_t group = s.heads / s.kv_heads, hd = s.head_dim;
-  int64_t work = 0, max_keys = 0;  // multiply-adds, to keep small steps off the thread pool
-  for (int64_t i = 0; i < s.n; ++i) {
-    work += (pos[i] + 1) * s.heads * hd * 2;
-    max_keys = std::max<int64_t>(max_keys, pos[i] + 1);
-  }
-  const AttendFn attend = pick_kernel(hd);
-#pragma omp parallel num_threads(ctx.n_threads) if (work >= kParallelMin)
-  {
-    std::vector<float> scores(static_cast<size_t>(max_keys));
-#pragma omp for collapse(2) schedule(dynamic, 4)
-    for (int64_t i = 0; i < s.n; ++i) {
-      for (int64_t h = 0; h < s.heads; ++h) {
-        const int64_t kv_off = h / group * hd;
-        const HeadTask task{q.row<float>(i) + h * hd, out.row<float>(i) + h * hd,
-                            tables + seq_of[i] * s.max_blocks, pos[i] + 1,
-                            kc.row<float>(0) + kv_off, vc.row<float>(0) + kv_off,
-                            kc.row_stride / int64_t{sizeof(float)}, p.block_size, hd, p.scale};
-        attend(task, scores.data());
-      }
-    }
-  }
+  int64_t work = 0;  // multiply-adds, to keep small steps off the thread pool
+  for (int64_t i = 0; i < s.n; ++i) work += (pos[i] + 1) * s.heads * s.head_dim * 2;
+  const AttentionCall call{s, q, out, kc, vc, tables, qsl, pos, p.block_size, p.scale,
+                           ctx.n_threads > 1 && work >= kParallelMin ? ctx.n_threads : 1};
+  if (has_avx512() && s.head_dim <= kMaxHeadDim) return attention_avx512(call);
+  attention_portable(call);
 }
 
 }  // namespace tsr::cpu
