@@ -101,7 +101,8 @@ struct Engine::Impl {
   std::unique_ptr<SpeculationPolicy> spec_policy;
   int32_t n_ctx = 0;
 
-  // Step-thread state.
+  // Step-thread state (step_mutex is held while a step runs).
+  std::mutex step_mutex;
   std::unordered_map<RequestId, Live> live;
   std::vector<float> logits;
   int64_t finished = 0, steps = 0, generated = 0, drafted = 0, accepted = 0;
@@ -128,7 +129,8 @@ struct Engine::Impl {
   void start_compile(Live& l);
   void attach_constraints(std::vector<Compiled>& done, std::vector<Request*>& touched,
                           Clock::time_point now);
-  void finish(Request& r, tsr_finish_reason reason, Clock::time_point now);
+  void finish(Live& l, tsr_finish_reason reason, Clock::time_point now);
+  void drop_draft(Live& l, const std::exception& e);
   void execute(const SchedulerOutput& out);
   void propose_drafts();
   void deliver(std::vector<Request*>& touched);
@@ -197,7 +199,13 @@ void Engine::Impl::admit(std::vector<Submission>& subs, std::vector<RequestId>& 
   for (Submission& s : subs) {
     auto r = std::make_unique<Request>(s.id, std::move(s.params), *tokenizer, s.arrival);
     Live l{std::move(r), std::move(s.on_output), nullptr, {}};
-    if (draft) l.draft = draft->open(l.request->tokens());
+    if (draft) {
+      try {
+        l.draft = draft->open(l.request->tokens());
+      } catch (const std::exception& e) {
+        drop_draft(l, e);
+      }
+    }
     Live& placed = live.emplace(s.id, std::move(l)).first->second;
     if (placed.request->params().constraint) {
       start_compile(placed);
@@ -208,11 +216,7 @@ void Engine::Impl::admit(std::vector<Submission>& subs, std::vector<RequestId>& 
   for (RequestId id : cancel_ids) {
     auto it = live.find(id);
     if (it == live.end()) continue;
-    if (it->second.compiling) {
-      it->second.compiling = false;
-      --n_compiling;
-    }
-    finish(*it->second.request, TSR_FINISH_ABORT, now);
+    finish(it->second, TSR_FINISH_ABORT, now);
   }
 }
 
@@ -252,9 +256,22 @@ void Engine::Impl::attach_constraints(std::vector<Compiled>& done, std::vector<R
   }
 }
 
-void Engine::Impl::finish(Request& r, tsr_finish_reason reason, Clock::time_point now) {
-  r.finish(reason, now);
-  scheduler->remove(&r);
+// Also for a request still waiting for its constraint (cancelled, or past its deadline):
+// the step loop counts those.
+void Engine::Impl::finish(Live& l, tsr_finish_reason reason, Clock::time_point now) {
+  if (l.compiling) {
+    l.compiling = false;
+    --n_compiling;
+  }
+  l.request->finish(reason, now);
+  scheduler->remove(l.request.get());
+}
+
+// A draft that fails turns speculation off for its request alone; the request goes on.
+void Engine::Impl::drop_draft(Live& l, const std::exception& e) {
+  spdlog::warn("request {}: speculative decoding off: {}", l.request->id(), e.what());
+  l.draft.reset();
+  l.request->drafts.clear();
 }
 
 void Engine::Impl::execute(const SchedulerOutput& out) {
@@ -276,7 +293,14 @@ void Engine::Impl::execute(const SchedulerOutput& out) {
     const auto k = static_cast<int32_t>(r.drafts.size());
     const std::span<const float> rows(logits.data() + row * n_vocab, size_t(k + 1) * n_vocab);
     row += size_t(k) + 1;
-    const int32_t n_accepted = r.append_verified(rows, n_vocab, n_ctx, now);
+    int32_t n_accepted = 0;
+    try {
+      n_accepted = r.append_verified(rows, n_vocab, n_ctx, now);
+    } catch (const std::exception& e) {  // this request's sampling or constraint: it alone fails
+      r.finish(TSR_FINISH_ERROR, now, e.what());
+      scheduler->remove(&r);
+      continue;
+    }
     // KV of rejected drafts stays in the blocks but is overwritten before it is read, and
     // never reaches the prefix cache: only the accepted positions count as computed.
     r.num_computed = before + n_accepted;
@@ -286,8 +310,12 @@ void Engine::Impl::execute(const SchedulerOutput& out) {
     accepted += n_accepted;
     Live& l = live.at(r.id());
     if (l.draft && k > 0) {
-      l.draft->on_verified(n_accepted, r.tokens().back());
-      spec_policy->observe(l.spec, k, n_accepted);
+      try {
+        l.draft->on_verified(n_accepted, r.tokens().back());
+        spec_policy->observe(l.spec, k, n_accepted);
+      } catch (const std::exception& e) {
+        drop_draft(l, e);
+      }
     }
     if (r.finished()) scheduler->remove(&r);
   }
@@ -304,9 +332,12 @@ void Engine::Impl::propose_drafts() {
     }
     const int32_t room = std::min(r.params().max_tokens - r.num_output_tokens(), n_ctx - r.num_tokens()) - 1;
     const int32_t k = std::min(spec_policy->num_drafts(l.spec, running), room);
-    if (k > 0) {
+    if (k <= 0) continue;
+    try {
       r.drafts = l.draft->propose(r.tokens(), k);
       r.trim_drafts_to_constraint();
+    } catch (const std::exception& e) {
+      drop_draft(l, e);
     }
   }
 }
@@ -327,6 +358,8 @@ void Engine::Impl::deliver(std::vector<Request*>& touched) {
 }
 
 bool Engine::Impl::step() {
+  // Step-driven generate() may run on several threads at once; steps take turns.
+  std::lock_guard stepping(step_mutex);
   std::vector<Submission> subs;
   std::vector<RequestId> cancel_ids;
   std::vector<Compiled> done;
@@ -348,7 +381,7 @@ bool Engine::Impl::step() {
   for (auto& [id, l] : live) {
     if (l.request->finished()) touched.push_back(l.request.get());
     else if (l.request->past_deadline(now)) {
-      finish(*l.request, TSR_FINISH_LENGTH, now);
+      finish(l, TSR_FINISH_LENGTH, now);
       touched.push_back(l.request.get());
     }
   }
@@ -384,6 +417,7 @@ void Engine::Impl::publish_stats() {
   s.prefix_hit_rate = s.prompt_tokens > 0 ? double(s.cached_prompt_tokens) / s.prompt_tokens : 0;
   s.num_waiting = static_cast<int32_t>(scheduler->num_waiting());
   s.num_running = static_cast<int32_t>(scheduler->num_running());
+  s.num_unfinished = static_cast<int32_t>(live.size());
   s.requests_finished = finished;
   s.preemptions = scheduler->total_preemptions();
   s.steps = steps;
@@ -410,7 +444,11 @@ void Engine::Impl::run_background() {
     }
     // The last request just finished: hand the memory the burst freed back to the system,
     // so that a server's resident size follows its load rather than its history.
-    if (!step()) malloc_trim(0);
+    try {
+      if (!step()) malloc_trim(0);
+    } catch (const std::exception& e) {  // a step's own failures fail its requests; this is a last resort
+      spdlog::error("engine step: {}", e.what());
+    }
   }
 }
 
@@ -466,9 +504,12 @@ RequestId Engine::submit(RequestParams params, OutputCallback on_output) {
   for (int32_t t : params.prompt) {
     if (t < 0 || t >= m.tokenizer->n_tokens()) throw Error("prompt token id " + std::to_string(t) + " is out of range");
   }
-  if (params.max_tokens < 0) throw Error("max_tokens must be >= 0");
+  if (params.max_tokens < 1) throw Error("max_tokens must be >= 1");
   if (params.constraint) m.grammars->check_kind(params.constraint->kind);
   SamplerChain validate(params.sampling);  // throws naming a bad sampling parameter
+  for (const LogitBias& b : params.sampling.logit_bias) {
+    if (b.token >= m.tokenizer->n_tokens()) throw Error("logit_bias token id " + std::to_string(b.token) + " is out of range");
+  }
   const RequestId id = m.next_id++;
   {
     std::lock_guard lock(m.inbox_mutex);

@@ -33,6 +33,7 @@ struct EngineStats {
   double prefix_hit_rate = 0;    // cached_prompt_tokens / prompt_tokens
   int32_t num_waiting = 0;
   int32_t num_running = 0;
+  int32_t num_unfinished = 0;  // admitted and not finished, including those compiling a constraint
   int64_t requests_finished = 0;
   int64_t preemptions = 0;
   int64_t steps = 0;

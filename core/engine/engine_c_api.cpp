@@ -290,7 +290,7 @@ tsr_status tsr_engine_step(tsr_engine* engine, int32_t* n_active, tsr_error** er
   return guarded(error, [&] {
     require(engine != nullptr, "tsr_engine_step: engine is NULL");
     engine->engine->step();
-    if (n_active) *n_active = engine->engine->stats().num_running + engine->engine->stats().num_waiting;
+    if (n_active) *n_active = engine->engine->stats().num_unfinished;
   });
 }
 

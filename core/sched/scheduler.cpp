@@ -66,7 +66,7 @@ void Scheduler::preempt(Request* victim, SchedulerOutput& out, int32_t& budget) 
   kv_.free(victim->id());  // its full blocks stay in the prefix cache
   victim->on_preempted();
   victim->drafts.clear();
-  waiting_.push_front(victim);
+  add(victim);  // in the policy's order, never ahead of a request that runs before it
   out.preempted.push_back(victim);
   ++preemptions_;
 }

@@ -10,7 +10,8 @@ DraftClient::DraftClient(std::shared_ptr<Plugin> plugin, const SpeculativeConfig
                          const tsr_model_host* model_host, int32_t n_threads)
     : plugin_(std::move(plugin)),
       iface_(static_cast<const tsr_draft_iface*>(plugin_->iface())),
-      name_(plugin_->name()) {
+      name_(plugin_->name()),
+      n_vocab_(static_cast<int32_t>(vocab.size())) {
   tsr_draft_params p{};
   p.struct_size = sizeof(p);
   std::vector<const char*> texts;
@@ -52,6 +53,13 @@ std::vector<int32_t> DraftClient::Seq::propose(std::span<const int32_t> history,
                 TSR_STATUS_INTERNAL);
   }
   tokens.resize(static_cast<size_t>(p.n_tokens));
+  for (const int32_t t : tokens) {
+    if (t < 0 || t >= owner_.n_vocab_) {
+      throw Error("draft '" + owner_.name_ + "' proposed token id " + std::to_string(t) + ", outside the vocabulary of " +
+                      std::to_string(owner_.n_vocab_),
+                  TSR_STATUS_INTERNAL);
+    }
+  }
   return tokens;
 }
 

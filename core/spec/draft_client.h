@@ -48,6 +48,7 @@ class DraftClient {
   const tsr_draft_iface* iface_;
   tsr_draft* handle_ = nullptr;
   std::string name_;
+  int32_t n_vocab_ = 0;  // proposals must be ids below it
 };
 
 }  // namespace tsr

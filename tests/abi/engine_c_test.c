@@ -132,6 +132,34 @@ int main(void) {
     fprintf(stderr, "got '%s'\n", out.text);
     return fail("constrained text", NULL);
   }
+  /* Step-driven: a request waiting for its constraint to compile counts as active. */
+  req.callback = NULL;
+  req.user_data = NULL;
+  req.constraint_text = "(maybe|perhaps)!";
+  req.constraint_text_len = strlen(req.constraint_text);
+  tsr_request_id constrained_id;
+  if (tsr_engine_submit(engine, &req, &constrained_id, &error) != TSR_STATUS_OK) return fail("constrained submit", error);
+  active = 1;
+  while (active > 0) {
+    if (tsr_engine_step(engine, &active, &error) != TSR_STATUS_OK) return fail("step", error);
+  }
+  {
+    char text[64];
+    int32_t got[32];
+    tsr_poll_result poll;
+    memset(&poll, 0, sizeof poll);
+    poll.struct_size = sizeof poll;
+    poll.ids = got;
+    poll.ids_capacity = 32;
+    poll.text = text;
+    poll.text_capacity = sizeof text - 1;
+    if (tsr_engine_poll(engine, constrained_id, &poll, &error) != TSR_STATUS_OK) return fail("poll", error);
+    text[poll.text_len] = 0;
+    if (!poll.finished || (strcmp(text, "maybe!") != 0 && strcmp(text, "perhaps!") != 0)) {
+      fprintf(stderr, "finished %d, text '%s'\n", poll.finished, text);
+      return fail("constrained request after the step loop", NULL);
+    }
+  }
   req.constraint_kind = "xml";
   if (tsr_engine_generate(engine, &req, NULL, &error) != TSR_STATUS_INVALID_ARGUMENT) {
     return fail("unknown constraint kind accepted", error);

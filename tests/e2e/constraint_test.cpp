@@ -16,6 +16,7 @@
 #include <valijson/validator.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -252,6 +253,31 @@ TEST(Constrained, CompileFailureFailsTheRequestNamingTheFeature) {
     EXPECT_NE(out[i].error.find(expected[i]), std::string::npos) << out[i].error;
   }
   EXPECT_EQ(engine->stats().kv_blocks_used, 0);
+}
+
+// A request whose deadline passes while its constraint compiles finishes as "length", and
+// the background thread goes on serving (it no longer counts the request as compiling,
+// which would leave it asleep with work to do).
+TEST(Constrained, DeadlineWhileCompilingKeepsTheEngineServing) {
+  TSR_REQUIRE_SHARED(kStories);
+  auto engine = Engine::create(config(kStories));
+  engine->start();
+  for (int i = 0; i < 3; ++i) {
+    RequestParams p = constrained(*engine, "Once", "regex", "(a|b){" + std::to_string(i + 1) + "}z", 8, 0, 0);
+    p.timeout_ms = 0;
+    EXPECT_EQ(engine->generate(std::move(p)).finish_reason, TSR_FINISH_LENGTH);
+  }
+  RequestParams plain;
+  plain.prompt = engine->tokenize("Once upon a time");
+  plain.max_tokens = 24;
+  plain.sampling.temperature = 0;
+  plain.ignore_eos = true;
+  std::atomic<bool> done{false};
+  engine->submit(std::move(plain), [&](const RequestOutput& out) { done = done || out.finished; });
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!done && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_TRUE(done) << "the engine stopped stepping";
+  engine->stop();
 }
 
 TEST(Constrained, UnknownKindIsRefusedAtSubmit) {

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/engine/engine.h"
+#include "core/error.h"
 #include "tests/common/shared_data.h"
 
 namespace tsr {
@@ -229,6 +230,24 @@ TEST_F(EngineInvariance, BackgroundThreadWithConcurrentSubmitAndCancel) {
   EXPECT_EQ(finished, 12);
   EXPECT_EQ(engine->stats().kv_blocks_used, 0);
   EXPECT_EQ(engine->stats().num_running + engine->stats().num_waiting, 0);
+}
+
+// What the engine cannot serve is refused at submit, naming the field, rather than failing
+// later inside a step beside other requests.
+TEST_F(EngineInvariance, SubmitRefusesOutOfRangeFields) {
+  auto engine = Engine::create(base_config());
+  const auto refused = [&](RequestParams p, const std::string& field) {
+    try {
+      engine->submit(std::move(p), {});
+      ADD_FAILURE() << field << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    }
+  };
+  refused(greedy(refs_[0].prompt, 0), "max_tokens");
+  RequestParams p = greedy(refs_[0].prompt, 8);
+  p.sampling.logit_bias = {{engine->hparams().n_vocab, 1.0f}};
+  refused(p, "logit_bias");
 }
 
 TEST_F(EngineInvariance, StopStringsAndMaxTokens) {

@@ -1,0 +1,85 @@
+#include "core/sched/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "core/tokenizer/tokenizer.h"
+
+namespace tsr {
+namespace {
+
+constexpr int32_t kVocab = 8, kBlockSize = 4, kCtx = 64;
+
+std::unique_ptr<Tokenizer> letters() {
+  Vocab v;
+  v.model = "llama";
+  for (int32_t i = 0; i < kVocab; ++i) v.tokens.push_back(std::string(1, char('a' + i)));
+  v.types.assign(kVocab, TokenType::NORMAL);
+  v.add_bos = false;
+  return Tokenizer::create(std::move(v));
+}
+
+// Requests with their engine-side bookkeeping: what a step does after the forward pass.
+class SchedulerTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  Request& add(int32_t prompt_len, int32_t max_tokens, int32_t priority) {
+    RequestParams p;
+    p.prompt.assign(static_cast<size_t>(prompt_len), 1);
+    p.max_tokens = max_tokens;
+    p.priority = priority;
+    p.sampling.temperature = 0;
+    p.ignore_eos = true;
+    requests_.push_back(std::make_unique<Request>(next_id_++, std::move(p), *tokenizer_, now_));
+    now_ += std::chrono::milliseconds(1);
+    scheduler_.add(requests_.back().get());
+    return *requests_.back();
+  }
+
+  // Schedules one step and completes it: every request caught up samples token 3.
+  SchedulerOutput step() {
+    SchedulerOutput out = scheduler_.schedule(now_);
+    std::vector<float> logits(kVocab, 0.0f);
+    logits[3] = 1.0f;
+    for (const ScheduledChunk& c : out.chunks) {
+      Request& r = *c.request;
+      r.num_computed += c.num_new_tokens;
+      if (r.num_computed < r.num_tokens()) continue;
+      r.append_verified(logits, kVocab, kCtx, now_);
+      if (r.finished()) scheduler_.remove(&r);
+    }
+    return out;
+  }
+
+  std::unique_ptr<Tokenizer> tokenizer_ = letters();
+  KvCacheManager kv_{3, kBlockSize, false};
+  SchedulerConfig config_{64, 8, GetParam(), 0};
+  Scheduler scheduler_{config_, kv_};
+  std::vector<std::unique_ptr<Request>> requests_;
+  RequestId next_id_ = 1;
+  Clock::time_point now_ = Clock::now();
+};
+
+// A preempted request waits in the policy's order. Three blocks: `first` and `low` take one
+// each, `middle` arrives wanting two, `first` takes the last one and `low` gives way; when
+// `first` finishes, the head of the queue gets two of the three free blocks and the other
+// waits. Under priority that is `middle` (5 before 9); under fcfs `low`, which arrived first.
+TEST_P(SchedulerTest, PreemptedRequestWaitsInPolicyOrder) {
+  Request& first = add(4, 2, 0);
+  Request& low = add(4, 10, 9);
+  EXPECT_EQ(step().chunks.size(), 2u);
+  Request& middle = add(8, 4, 5);
+  const SchedulerOutput preempting = step();
+  ASSERT_EQ(preempting.preempted, std::vector<Request*>{&low});
+  EXPECT_TRUE(first.finished());
+  const SchedulerOutput next = step();
+  ASSERT_EQ(next.chunks.size(), 1u);
+  EXPECT_EQ(next.chunks[0].request, std::string(GetParam()) == "priority" ? &middle : &low);
+  EXPECT_EQ(scheduler_.num_waiting(), 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, SchedulerTest, ::testing::Values("priority", "fcfs"));
+
+}  // namespace
+}  // namespace tsr
