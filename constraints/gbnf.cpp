@@ -37,6 +37,8 @@ struct Node {
 };
 
 class GbnfParser {
+  static constexpr int kMaxNesting = 256;
+
  public:
   explicit GbnfParser(std::string_view text) : s_(text) {}
 
@@ -149,11 +151,15 @@ class GbnfParser {
     }
     if (c == '(') {
       ++pos_;
+      // Parsing and every later pass recurse per level: bound it, or a request's
+      // "((((...))))" overflows the stack.
+      if (++depth_ > kMaxNesting) fail("groups nested deeper than " + std::to_string(kMaxNesting));
       skip_space(true);
       Node inner = parse_alternates(true);
       skip_space(true);
       if (peek() != ')') fail("expected ')'");
       ++pos_;
+      --depth_;
       return inner;
     }
     if (c == '<') fail("unsupported GBNF token reference '<...>'");
@@ -353,6 +359,7 @@ class GbnfParser {
 
   std::string_view s_;
   size_t pos_ = 0;
+  int depth_ = 0;  // groups open at pos_
   Grammar g_;
 };
 

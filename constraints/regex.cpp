@@ -46,6 +46,8 @@ CodepointSet dot_set() {  // everything but line terminators
 }
 
 class RegexParser {
+  static constexpr int kMaxNesting = 256;
+
  public:
   explicit RegexParser(std::string_view p) : s_(p) {}
 
@@ -122,9 +124,13 @@ class RegexParser {
         fail("unsupported regex lookaround or group flag '(" + std::string(rest.substr(0, 3)) + "'");
       }
     }
+    // Parsing and every later pass recurse per level: bound it, or a request's
+    // "((((...))))" overflows the stack.
+    if (++depth_ > kMaxNesting) fail("groups nested deeper than " + std::to_string(kMaxNesting));
     RegexNode inner = parse_alt();
     if (peek() != ')') fail("missing ')'");
     ++pos_;
+    --depth_;
     return inner;
   }
 
@@ -259,6 +265,7 @@ class RegexParser {
 
   std::string_view s_;
   size_t pos_ = 0;
+  int depth_ = 0;  // groups open at pos_
 };
 
 class RegexEmitter {

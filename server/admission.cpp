@@ -4,8 +4,10 @@ namespace tsr::server {
 
 bool Admission::try_admit(int32_t n, int32_t running) {
   std::lock_guard lock(mutex_);
+  // An idle server takes any call, however many choices it has: refusing it would refuse
+  // it forever.
   const int32_t waiting_after = outstanding_ + n - running;
-  if (waiting_after > max_queue_) return false;
+  if (outstanding_ > 0 && waiting_after > max_queue_) return false;
   outstanding_ += n;
   return true;
 }

@@ -17,7 +17,8 @@ class Admission {
  public:
   explicit Admission(int32_t max_queue) : max_queue_(max_queue) {}
 
-  // Admits n requests at once (all choices of one call) or none.
+  // Admits n requests at once (all choices of one call) or none; with none outstanding,
+  // always.
   bool try_admit(int32_t n, int32_t running);
   void release(int32_t n);
 

@@ -104,8 +104,13 @@ std::vector<std::string> parse_stop(const json& body) {
   } else {
     throw bad_param("stop", "'stop' must be a string or an array of strings");
   }
+  // Every generated token is checked against every stop string on the engine's step
+  // thread, which all requests share: bounded so that one request cannot slow the rest.
+  constexpr size_t kMaxStops = 64, kMaxStopBytes = 1024;
+  if (stops.size() > kMaxStops) throw bad_param("stop", "'stop' takes at most " + std::to_string(kMaxStops) + " strings");
   for (const std::string& s : stops) {
     if (s.empty()) throw bad_param("stop", "'stop' strings must not be empty");
+    if (s.size() > kMaxStopBytes) throw bad_param("stop", "'stop' strings must be at most " + std::to_string(kMaxStopBytes) + " bytes");
   }
   return stops;
 }

@@ -3,8 +3,10 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include <sys/socket.h>
@@ -57,6 +59,24 @@ bool authorized(const Request& req, const std::string& api_key) {
   return api_key.empty() || req.get_header_value("Authorization") == "Bearer " + api_key;
 }
 
+// cpp-httplib enforces the body limit through Content-Length only: a chunked body, one
+// read until the connection closes, or a compressed one (inflated without bound) would
+// grow in memory unchecked. Checked before the body is read.
+std::optional<ApiError> refuse_unbounded_body(const Request& req) {
+  if (req.method != "POST") return std::nullopt;
+  const std::string encoding = req.get_header_value("Content-Encoding");
+  if (!encoding.empty() && encoding != "identity") {
+    return ApiError(415, "compressed request bodies (Content-Encoding: " + encoding + ") are not accepted",
+                    "invalid_request_error");
+  }
+  const std::string transfer = req.get_header_value("Transfer-Encoding");
+  if ((!transfer.empty() && transfer != "identity") || !req.has_header("Content-Length")) {
+    return ApiError(411, "the request body needs a Content-Length (chunked bodies are not accepted)",
+                    "invalid_request_error");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string model_id_from_path(const std::string& path) { return std::filesystem::path(path).stem().string(); }
@@ -85,7 +105,8 @@ struct HttpServer::Impl {
 void HttpServer::Impl::configure() {
   // Every streaming client holds a thread for its whole response: size the pool for a
   // full batch plus a full queue, and a few threads to answer everyone else.
-  const size_t threads = size_t(engine.config().scheduler.max_seqs) + size_t(options.max_queue) + 8;
+  // Capped: beyond it, connections wait in httplib's queue for a thread.
+  const size_t threads = std::min<size_t>(size_t(engine.config().scheduler.max_seqs) + size_t(options.max_queue) + 8, 2048);
   http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http.set_payload_max_length(options.max_body_bytes);
   http.set_socket_options([this](socket_t fd) {
@@ -98,6 +119,11 @@ void HttpServer::Impl::configure() {
     if (req.path.starts_with("/v1/") && !authorized(req, options.api_key)) {
       send_error(res, 401, ApiError(401, "invalid or missing API key (Authorization: Bearer ...)",
                                     "invalid_request_error", "", "invalid_api_key").to_json());
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (const auto refused = refuse_unbounded_body(req)) {
+      send_error(res, refused->status(), refused->to_json());
+      res.set_header("Connection", "close");  // the unread body must not be taken for a request
       return httplib::Server::HandlerResponse::Handled;
     }
     return httplib::Server::HandlerResponse::Unhandled;
@@ -139,6 +165,9 @@ int HttpServer::start() {
   if (m.listen_fd >= 0) ::listen(m.listen_fd, SOMAXCONN);
   m.engine.start();
   m.thread = std::thread([&m] { m.http.listen_after_bind(); });
+  // stop() does nothing to a server that has not begun listening; a signal that came during
+  // the model load asks for it right after this returns.
+  for (int i = 0; i < 5000 && !m.http.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   spdlog::info("serving {} on http://{}:{} (queue {}{})", m.options.model_id, m.options.host, port,
                m.options.max_queue, m.options.api_key.empty() ? "" : ", API key required");
   return port;

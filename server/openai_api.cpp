@@ -27,8 +27,21 @@ int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// Deeper documents are refused: nlohmann's parser is iterative, but destroying or dumping
+// a document recurses per level, and ~100k levels fit in a body of 200 KB.
+constexpr int kMaxJsonDepth = 512;
+
 json parse_body(const httplib::Request& req) {
-  json body = json::parse(req.body, nullptr, false);
+  bool too_deep = false;
+  const json::parser_callback_t limit_depth = [&too_deep](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxJsonDepth) too_deep = true;
+    return !too_deep;  // once too deep, nothing more is kept
+  };
+  json body = json::parse(req.body, limit_depth, false);
+  if (too_deep) {
+    throw ApiError(400, "the request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels",
+                   "invalid_request_error");
+  }
   if (body.is_discarded()) throw ApiError(400, "the request body is not valid JSON", "invalid_request_error");
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object", "invalid_request_error");
   return body;

@@ -348,6 +348,53 @@ TEST_F(ServerTest, ApiKey) {
 }
 
 // With the engine paused nothing leaves the queue: one request waits, the next is refused.
+// What could crash the server or grow its memory without bound is refused up front:
+// documents and patterns nested past the limits (parsing, destroying or compiling them
+// recurses per level), bodies without a Content-Length or compressed (httplib bounds the
+// body by Content-Length only), and more stop strings than the step thread should check.
+TEST_F(ServerTest, UnboundedInputIsRefused) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  expect_error(client().Post("/v1/completions", R"({"prompt": "x", "guided_json": )" + deep + "}", "application/json"), 400);
+  const auto nested = [](const std::string& open, const std::string& inner, const std::string& close) {
+    std::string s;
+    for (int i = 0; i < 5000; ++i) s += open;
+    s += inner;
+    for (int i = 0; i < 5000; ++i) s += close;
+    return s;
+  };
+  expect_error(post("/v1/completions", {{"prompt", "x"}, {"regex", nested("(", "a", ")")}}), 400, "regex");
+  expect_error(post("/v1/completions", {{"prompt", "x"}, {"grammar", "root ::= " + nested("(", "\"a\"", ")")}}), 400,
+               "grammar");
+  expect_error(post("/v1/completions", {{"prompt", "x"}, {"stop", std::vector<std::string>(65, "a")}}), 400, "stop");
+  expect_error(post("/v1/completions", {{"prompt", "x"}, {"stop", std::string(1025, 'a')}}), 400, "stop");
+  const std::string body = json{{"prompt", "x"}, {"max_tokens", 1}}.dump();
+  expect_error(client().Post("/v1/completions",
+                             [&](size_t offset, httplib::DataSink& sink) {
+                               if (offset == 0) sink.write(body.data(), body.size());
+                               sink.done();
+                               return true;
+                             },
+                             "application/json"),
+               411);
+  expect_error(client().Post("/v1/completions", {{"Content-Encoding", "gzip"}}, body, "application/json"), 415);
+  // Nesting within the limits still works.
+  EXPECT_EQ(completion({{"prompt", "x"}, {"max_tokens", 4}, {"regex", nested("(", "a", ")").substr(4990, 21)}})["object"],
+            "text_completion");
+}
+
+// An idle server admits a call whatever its number of choices (a queue bound that can
+// never be met would refuse it forever).
+TEST_F(ServerTest, IdleServerAdmitsAnyCall) {
+  ServerOptions o = test_options();
+  o.max_queue = 1;
+  HttpServer small(*engine_, o);
+  const int port = small.start();
+  const auto r = post("/v1/completions", {{"prompt", "Once"}, {"max_tokens", 2}, {"n", 4}}, port);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["choices"].size(), 4u);
+}
+
 TEST_F(ServerTest, FullQueueAnswers503WithRetryAfter) {
   ServerOptions o = test_options();
   o.max_queue = 1;

@@ -81,8 +81,10 @@ void respond_whole(httplib::Response& res, std::shared_ptr<GenerationJob> job, R
   while (std::chrono::steady_clock::now() < until) {
     if (whole->collect(kPollInterval)) return res.set_content(whole->body(), "application/json");
   }
+  // With a charset, the type is not one cpp-httplib compresses: a compressed stream would
+  // hold the heartbeat spaces in its buffer, and a departed client would go unnoticed.
   res.set_chunked_content_provider(
-      "application/json", [whole](size_t, httplib::DataSink& sink) { return whole->pump(sink); },
+      "application/json; charset=utf-8", [whole](size_t, httplib::DataSink& sink) { return whole->pump(sink); },
       [whole](bool success) {
         if (!success) whole->cancel();
       });

@@ -88,7 +88,7 @@ std::function<int()> register_serve(CLI::App& app) {
   app.add_option("-t,--threads", f->threads, "threads (default: number of cores)")->check(CLI::NonNegativeNumber);
   app.add_option("--api-key", f->api_key, "require Authorization: Bearer KEY on /v1/ endpoints");
   app.add_option("--max-queue", f->max_queue, "requests that may wait for the running batch before 503 (default 256)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::PositiveNumber);
   app.add_option("--max-body", f->max_body, "largest request body in bytes (default 16 MiB)")->check(CLI::PositiveNumber);
   app.add_flag("-v,--verbose", f->verbose, "debug logging");
   return [f]() -> int {
