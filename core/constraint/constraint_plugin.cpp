@@ -36,7 +36,9 @@ std::shared_ptr<ConstraintPlugin> ConstraintPlugin::create(std::shared_ptr<Plugi
   return p;
 }
 
-ConstraintPlugin::~ConstraintPlugin() { iface_->vocab_destroy(vocab_); }
+ConstraintPlugin::~ConstraintPlugin() {
+  if (vocab_ != nullptr) iface_->vocab_destroy(vocab_);  // NULL when vocab_create failed
+}
 
 bool ConstraintPlugin::serves(std::string_view kind) const {
   for (const std::string& k : kinds_) {

@@ -149,8 +149,8 @@ ForwardOptions Engine::Impl::forward_options(const Backend& backend, const KvCac
   const std::string& mode = config.backend.graphs;
   o.graphs = mode == "on" || (mode == "auto" && backend.props().type == TSR_DEVICE_GPU);
   o.graph_max_batch = config.scheduler.max_seqs;
-  const int32_t context_blocks = (n_ctx_train + shape.block_size - 1) / shape.block_size;
-  o.graph_max_blocks = std::min(context_blocks, std::max(1, (192 << 10) / o.graph_max_batch));
+  const int64_t context_blocks = (int64_t{n_ctx_train} + shape.block_size - 1) / shape.block_size;
+  o.graph_max_blocks = static_cast<int32_t>(std::min<int64_t>(context_blocks, std::max(1, (192 << 10) / o.graph_max_batch)));
   return o;
 }
 

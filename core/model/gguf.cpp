@@ -313,10 +313,11 @@ void GgufFile::Impl::read_alignment(Cursor& c) {
   const GgufValue* v = find(kAlignmentKey);
   if (v == nullptr) return;
   const std::optional<int64_t> a = is_integer(v->type) ? to_int64(*v) : std::nullopt;
-  // Capped to u32 (the type the spec gives it) so that rounding offsets up cannot overflow.
-  if (!a || *a <= 0 || *a > std::numeric_limits<uint32_t>::max() ||
+  // Capped at 1 MiB (real files use 32 or 64) so that rounding offsets up cannot overflow
+  // and a copy of the file (tessera quantize) cannot be made to pad gigabytes.
+  if (!a || *a <= 0 || *a > kGgufMaxAlignment ||
       !std::has_single_bit(static_cast<uint64_t>(*a))) {
-    c.fail(fmt::format("{} must be a nonzero power of two, got {} {}", kAlignmentKey,
+    c.fail(fmt::format("{} must be a power of two from 1 to {}, got {} {}", kAlignmentKey, kGgufMaxAlignment,
                        gguf_type_name(v->type), gguf_value_to_string(*v, 4)));
   }
   alignment = static_cast<uint64_t>(*a);

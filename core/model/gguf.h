@@ -56,6 +56,9 @@ struct GgufKv {
   GgufValue value;
 };
 
+// The largest general.alignment read or written (files use 32 or 64).
+inline constexpr uint32_t kGgufMaxAlignment = 1u << 20;
+
 struct GgufTensorInfo {
   std::string name;
   GgmlType type = GgmlType::F32;

@@ -487,8 +487,9 @@ TEST(GgufWriterValidation, RefusesBadMetadata) {
   EXPECT_TRUE(contains(writer_error([](GgufWriter& w) { w.add_u32("general.alignment", 64); }),
                        "set_alignment"));
   EXPECT_TRUE(contains(writer_error([](GgufWriter& w) { w.set_alignment(48); }),
-                       "alignment 48 is not a nonzero power of two"));
+                       "alignment 48 is not a power of two"));
   EXPECT_TRUE(contains(writer_error([](GgufWriter& w) { w.set_alignment(0); }), "alignment 0"));
+  EXPECT_TRUE(contains(writer_error([](GgufWriter& w) { w.set_alignment(2u << 20); }), "alignment 2097152"));
   EXPECT_TRUE(
       contains(writer_error([](GgufWriter& w) { w.add("k", uint_value(GgufType::UINT8, 256)); }),
                "out of range for uint8"));
@@ -623,16 +624,16 @@ TEST(GgufMalformed, NestingDepth) {
 }
 
 TEST(GgufMalformed, Alignment) {
-  for (const uint32_t a : {0u, 3u, 48u}) {
+  for (const uint32_t a : {0u, 3u, 48u, 2u << 20}) {
     EXPECT_PARSE_ERROR(
         RawGguf().header(0, 1).kv_u32("general.alignment", a).bytes(),
-        "general.alignment must be a nonzero power of two, got uint32 " + std::to_string(a));
+        "general.alignment must be a power of two from 1 to 1048576, got uint32 " + std::to_string(a));
   }
   EXPECT_PARSE_ERROR(
       RawGguf().header(0, 1).str("general.alignment").u32(10).u64(uint64_t{1} << 32).bytes(),
       "alignment");
   EXPECT_PARSE_ERROR(RawGguf().header(0, 1).str("general.alignment").u32(8).str("32").bytes(),
-                     "general.alignment must be a nonzero power of two, got string");
+                     "general.alignment must be a power of two from 1 to 1048576, got string");
   const auto f = GgufFile::from_bytes(RawGguf()
                                           .header(1, 1)
                                           .kv_u32("general.alignment", 64)

@@ -235,8 +235,8 @@ GgufWriter::GgufWriter() : impl_(std::make_unique<Impl>()) {}
 GgufWriter::~GgufWriter() = default;
 
 void GgufWriter::set_alignment(uint32_t alignment) {
-  if (!std::has_single_bit(alignment)) {
-    fail(fmt::format("alignment {} is not a nonzero power of two", alignment));
+  if (!std::has_single_bit(alignment) || alignment > kGgufMaxAlignment) {
+    fail(fmt::format("alignment {} is not a power of two from 1 to {}", alignment, kGgufMaxAlignment));
   }
   impl_->alignment = alignment;
 }

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -79,15 +80,27 @@ LlamaHParams llama_hparams_from_gguf(const GgufFile& g) {
   if (hp.n_rot > hp.head_dim || hp.n_rot % 2 != 0) {
     throw Error(g.path() + ": rope.dimension_count must be even and at most the head size");
   }
-  hp.rms_eps = static_cast<float>(g.get_float(a + "attention.layer_norm_rms_epsilon").value_or(1e-5));
-  hp.rope_freq_base = static_cast<float>(g.get_float(a + "rope.freq_base").value_or(10000.0));
-  if (g.get_string(a + "rope.scaling.type").value_or("none") == "linear") {
-    const double factor = g.get_float(a + "rope.scaling.factor").value_or(1.0);
-    if (factor <= 0) throw Error(g.path() + ": rope.scaling.factor must be > 0");
-    hp.rope_freq_scale = static_cast<float>(1.0 / factor);
+  const auto positive = [&](const std::string& key, double fallback) {
+    const double v = g.get_float(key).value_or(fallback);
+    if (!std::isfinite(v) || v <= 0) throw Error(g.path() + ": " + key + " must be a finite number > 0");
+    return v;
+  };
+  hp.rms_eps = static_cast<float>(positive(a + "attention.layer_norm_rms_epsilon", 1e-5));
+  hp.rope_freq_base = static_cast<float>(positive(a + "rope.freq_base", 10000.0));
+  // RoPE variants this engine does not compute are refused: running them as plain RoPE
+  // would give other logits at every position, silently.
+  const std::string scaling = g.get_string(a + "rope.scaling.type").value_or("none");
+  if (scaling == "linear") {
+    hp.rope_freq_scale = static_cast<float>(1.0 / positive(a + "rope.scaling.factor", 1.0));
+  } else if (scaling != "none") {
+    throw Error(g.path() + ": rope.scaling.type '" + scaling + "' is not supported (none, linear)", TSR_STATUS_UNSUPPORTED);
+  }
+  if (g.find_tensor("rope_freqs.weight") != nullptr) {
+    throw Error(g.path() + ": rope_freqs.weight (per-dimension RoPE frequency factors, Llama 3.1 style) is not supported",
+                TSR_STATUS_UNSUPPORTED);
   }
   const GgufTensorInfo* embd = g.find_tensor("token_embd.weight");
-  if (embd == nullptr || embd->ne.size() != 2) {
+  if (embd == nullptr || embd->ne.size() != 2 || embd->ne[1] > INT32_MAX) {
     throw Error(g.path() + ": missing or malformed tensor token_embd.weight");
   }
   hp.n_vocab = static_cast<int32_t>(embd->ne[1]);
@@ -251,12 +264,26 @@ class LlamaModel::Loader {
                       " of type " + dtype_name(d),
                   TSR_STATUS_UNSUPPORTED);
     }
-    const tsr_tensor stored = tensor_make(d, region_->base() + (t.offset - region_begin_), {rows, cols});
+    const tsr_tensor stored = tensor_make(d, in_place(t), {rows, cols});
     const tsr_tensor out = packed(stored, op);
     // The backend reads its own copy now: the file's pages need not stay resident (what
     // still reads them, a tied embedding's gather, faults its rows back in from the file).
     if (out.data != stored.data) m_.gguf_->release(t);
     return out;
+  }
+
+  // A tensor's data where the backend reads it in place. GGUF allows any power-of-two
+  // alignment, but kernels read F32 (and the f16 values of other types) as such: a file
+  // written with general.alignment 1 or 2 can place them where that is undefined.
+  uint8_t* in_place(const GgufTensorInfo& t) const {
+    uint8_t* data = region_->base() + (t.offset - region_begin_);
+    const uintptr_t need = t.type == GgmlType::F32 ? 4 : 2;
+    if (reinterpret_cast<uintptr_t>(data) % need != 0) {
+      throw Error("tensor " + t.name + " is not " + std::to_string(need) +
+                  "-byte aligned in the file (general.alignment " + std::to_string(m_.gguf_->alignment()) +
+                  "); rewrite it with the default alignment of 32");
+    }
+    return data;
   }
 
   // A matmul weight in the backend's own layout where it has one (weight_pack), else as is.
@@ -275,9 +302,7 @@ class LlamaModel::Loader {
   tsr_tensor vector_f32(const std::string& name, int64_t n) {
     const GgufTensorInfo& t = info(name);
     if (t.nelements != n) throw Error("tensor " + name + " has the wrong size");
-    if (t.type == GgmlType::F32) {
-      return tensor_make(TSR_DTYPE_F32, region_->base() + (t.offset - region_begin_), {n});
-    }
+    if (t.type == GgmlType::F32) return tensor_make(TSR_DTYPE_F32, in_place(t), {n});
     std::vector<float> values(static_cast<size_t>(n));
     const uint8_t* src = m_.gguf_->tensor_data(t);
     if (t.type == GgmlType::F16) {

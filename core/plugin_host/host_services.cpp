@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <new>
 #include <string_view>
@@ -35,14 +36,20 @@ void host_log(tsr_log_level level, const char* msg, size_t len) {
 void* host_alloc(size_t size, size_t alignment) {
   if (alignment < alignof(std::max_align_t)) alignment = alignof(std::max_align_t);
   if ((alignment & (alignment - 1)) != 0) return nullptr;
+  if (size > SIZE_MAX - (alignment - 1)) return nullptr;  // rounding up would wrap to a tiny block
   size_t rounded = (size + alignment - 1) / alignment * alignment;
   return std::aligned_alloc(alignment, rounded == 0 ? alignment : rounded);
 }
 
 void host_free(void* ptr) { std::free(ptr); }
 
+// NULL when out of memory (abi.h): nothing may throw into the plugin's frames.
 tsr_error* host_error_new(tsr_status status, const char* msg, size_t len) {
-  return new (std::nothrow) tsr_error{status, std::string(msg ? msg : "", msg ? len : 0)};
+  try {
+    return new tsr_error{status, std::string(msg ? msg : "", msg ? len : 0)};
+  } catch (...) {
+    return nullptr;
+  }
 }
 
 const tsr_host_api kHostApi = {

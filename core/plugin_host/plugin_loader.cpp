@@ -212,10 +212,12 @@ std::shared_ptr<Plugin> Plugin::load(const fs::path& file, tsr_plugin_kind kind,
                                      std::string_view name) {
   auto lib = std::make_unique<Library>();
   boost::system::error_code ec;
-  // RTLD_NODELETE: a plugin's thread pools (OpenMP, oneDNN) and their thread-local state
-  // outlive its objects, so unloading the code under them is never safe.
+  // RTLD_NOW: a symbol the plugin needs and the process lacks refuses it here, not with a
+  // "symbol lookup error" exit in the middle of serving. RTLD_NODELETE: a plugin's thread
+  // pools (OpenMP, oneDNN) and their thread-local state outlive its objects, so unloading
+  // the code under them is never safe.
   const auto mode = static_cast<boost::dll::load_mode::type>(
-      static_cast<unsigned>(boost::dll::load_mode::rtld_lazy) | RTLD_NODELETE);
+      static_cast<unsigned>(boost::dll::load_mode::rtld_now) | RTLD_NODELETE);
   lib->lib.load(boost::dll::fs::path(file.string()), mode, ec);
   if (ec) refuse(file, "it could not be loaded: " + ec.message(), TSR_STATUS_NOT_FOUND);
   if (!lib->lib.has(TSR_PLUGIN_QUERY_SYMBOL)) {

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/plugin_host/host_services.h"
+#include "core/plugin_host/tensor.h"
 
 namespace tsr {
 
@@ -12,6 +13,34 @@ QuantScheme::QuantScheme(std::shared_ptr<Plugin> plugin)
   if (iface_->block_elems <= 0) {
     throw Error("quant plugin '" + plugin_->name() + "' declares a block of " +
                 std::to_string(iface_->block_elems) + " elements", TSR_STATUS_ABI_MISMATCH);
+  }
+  check_dtype();
+}
+
+// The dtype tag decides how backends address the weights: a tag whose layout the host knows
+// must come with exactly that layout, or a kernel would read past the plugin's rows.
+void QuantScheme::check_dtype() const {
+  const tsr_dtype d = iface_->dtype;
+  const auto refuse = [&](const std::string& why) {
+    throw Error("quant plugin '" + plugin_->name() + "' declares dtype " + std::to_string(int(d)) + " (" +
+                    dtype_name(d) + "): " + why,
+                TSR_STATUS_ABI_MISMATCH);
+  };
+  switch (d) {
+    case TSR_DTYPE_F32: case TSR_DTYPE_F16: case TSR_DTYPE_BF16: case TSR_DTYPE_Q8_0: case TSR_DTYPE_Q4_0:
+      break;
+    case TSR_DTYPE_INT4_G128: case TSR_DTYPE_FP8_E4M3: case TSR_DTYPE_PLUGIN:
+      return;  // layouts only the plugin's kernels (and backends that know them) read
+    default:
+      refuse("not a weight format");
+  }
+  const int64_t block = iface_->block_elems;
+  if (block % dtype_block_elems(d) != 0) refuse("its block of " + std::to_string(block) + " elements does not fit the type");
+  for (const int64_t n : {block, 4 * block, 128 * block}) {
+    if (iface_->row_bytes(n) != dtype_row_bytes(d, n)) {
+      refuse("rows of " + std::to_string(n) + " elements take " + std::to_string(iface_->row_bytes(n)) +
+             " bytes, the type's layout " + std::to_string(dtype_row_bytes(d, n)));
+    }
   }
 }
 

@@ -30,6 +30,7 @@ class QuantScheme {
   const tsr_quant_kernels* kernels(const std::string& backend) const;
 
  private:
+  void check_dtype() const;
   std::shared_ptr<Plugin> plugin_;  // keeps the library loaded
   const tsr_quant_iface* iface_;
   std::string name_;

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/plugin_host/plugin_loader.h"
+#include "core/quant/quant_scheme.h"
 #include "tessera/engine.h"
 
 namespace tsr {
@@ -55,6 +56,24 @@ INSTANTIATE_TEST_SUITE_P(
         Refusal{"wrong_name", "calls itself 'somebody_else'", TSR_STATUS_ABI_MISMATCH},
         Refusal{"partial_graphs", "graph entries are incomplete", TSR_STATUS_ABI_MISMATCH}),
     [](const auto& info) { return std::string(info.param.variant); });
+
+// A quant plugin whose dtype tag promises a layout its rows do not have is refused before a
+// backend could address them by the tag (reading past its buffers).
+TEST(PluginLoader, QuantDtypeMustMatchItsRows) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"broken_geometry", "rows of 64 elements take 34 bytes, the type's layout 68"},
+      {"broken_dtype", "not a weight format"},
+  };
+  for (const auto& [name, expected] : cases) {
+    try {
+      QuantScheme scheme(Plugin::find(TSR_PLUGIN_QUANT, name, {BROKEN_PLUGIN_DIR}));
+      ADD_FAILURE() << name << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+      EXPECT_EQ(e.status(), TSR_STATUS_ABI_MISMATCH);
+    }
+  }
+}
 
 TEST(PluginLoader, MissingPluginNamesFileAndDirectories) {
   try {

@@ -13,7 +13,9 @@
 
 #include "core/engine/engine.h"
 #include "quant_formats/float_convert.h"
+#include "core/error.h"
 #include "core/model/gguf.h"
+#include "core/model/gguf_writer.h"
 #include "core/model/llama_model.h"
 #include "core/quant/quant.h"
 #include "tests/common/shared_data.h"
@@ -114,6 +116,36 @@ TEST(Synth, TinyLoadsAndGeneratesInEveryType) {
     EXPECT_EQ(engine->context_length(), 2048);
     EXPECT_EQ(greedy(*engine, engine->tokenize("Hello world"), 8).size(), 8u);
   }
+}
+
+// GGUF allows general.alignment 1 or 2, which can leave an F32 tensor at an address no
+// kernel may read floats from: such a file is refused at load, naming the tensor, rather
+// than read misaligned. (A 2-byte tensor ahead of the others shifts them by 2.)
+TEST(Synth, MisalignedTensorIsRefusedAtLoad) {
+  TSR_REQUIRE_SHARED(kStories);
+  const auto src = GgufFile::open(testing::shared_path(kStories));
+  for (const int64_t pad : {1, 2}) {
+    GgufWriter w;
+    w.set_alignment(2);
+    for (const GgufKv& kv : src->metadata()) {
+      if (kv.key != "general.alignment") w.add(kv.key, kv.value);
+    }
+    w.add_tensor("aaa.pad", GgmlType::F16, {pad}, std::vector<uint8_t>(size_t(2 * pad)));
+    for (const GgufTensorInfo& t : src->tensors()) w.add_tensor(t.name, t.type, t.ne, bytes_of(*src, t));
+    const fs::path path = work_dir() / "stories260K-misaligned.gguf";
+    w.write(path.string());
+    const auto file = GgufFile::open(path.string());
+    if (reinterpret_cast<uintptr_t>(file->tensor_data(*file->find_tensor("token_embd.weight"))) % 4 == 0) continue;
+    try {
+      load(path.string());
+      ADD_FAILURE() << "a misaligned F32 tensor was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("is not 4-byte aligned in the file (general.alignment 2)"), std::string::npos)
+          << e.what();
+    }
+    return;
+  }
+  FAIL() << "no padding misaligned the tensors";
 }
 
 // One seed gives the same weights in every type: quantizing the F32 file reproduces the

@@ -1,0 +1,81 @@
+// Hyperparameters read from GGUF metadata: values the forward pass cannot use, and RoPE
+// variants it does not compute, are refused naming the key rather than run wrongly.
+#include "core/model/llama_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/model/gguf_writer.h"
+
+namespace tsr {
+namespace {
+
+// A minimal llama file's metadata and embedding, changed by `edit` before it is written.
+LlamaHParams read(const std::function<void(GgufWriter&)>& edit = {}) {
+  GgufWriter w;
+  w.add_string("general.architecture", "llama");
+  w.add_u32("llama.context_length", 64);
+  w.add_u32("llama.embedding_length", 8);
+  w.add_u32("llama.block_count", 1);
+  w.add_u32("llama.feed_forward_length", 16);
+  w.add_u32("llama.attention.head_count", 2);
+  if (edit) edit(w);
+  w.add_tensor("token_embd.weight", GgmlType::F32, {8, 10}, std::vector<uint8_t>(8 * 10 * 4));
+  return llama_hparams_from_gguf(*GgufFile::from_bytes(w.to_bytes(), "model.gguf"));
+}
+
+void expect_refused(const std::function<void(GgufWriter&)>& edit, const std::string& expected) {
+  try {
+    read(edit);
+    ADD_FAILURE() << "accepted; expected: " << expected;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
+}
+
+TEST(LlamaHParams, DefaultsAndLinearScaling) {
+  const LlamaHParams hp = read();
+  EXPECT_EQ(hp.n_vocab, 10);
+  EXPECT_EQ(hp.head_dim, 4);
+  EXPECT_FLOAT_EQ(hp.rms_eps, 1e-5f);
+  EXPECT_FLOAT_EQ(hp.rope_freq_base, 10000.0f);
+  EXPECT_FLOAT_EQ(read([](GgufWriter& w) {
+                    w.add_string("llama.rope.scaling.type", "linear");
+                    w.add_f32("llama.rope.scaling.factor", 4.0f);
+                  }).rope_freq_scale,
+                  0.25f);
+}
+
+TEST(LlamaHParams, RefusesUnusableFloats) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const float bad : {-1e-5f, 0.0f, nan, std::numeric_limits<float>::infinity()}) {
+    expect_refused([&](GgufWriter& w) { w.add_f32("llama.attention.layer_norm_rms_epsilon", bad); },
+                   "llama.attention.layer_norm_rms_epsilon must be a finite number > 0");
+    expect_refused([&](GgufWriter& w) { w.add_f32("llama.rope.freq_base", bad); },
+                   "llama.rope.freq_base must be a finite number > 0");
+    expect_refused(
+        [&](GgufWriter& w) {
+          w.add_string("llama.rope.scaling.type", "linear");
+          w.add_f32("llama.rope.scaling.factor", bad);
+        },
+        "llama.rope.scaling.factor must be a finite number > 0");
+  }
+}
+
+// Computing them as plain RoPE would change every position's logits without a word.
+TEST(LlamaHParams, RefusesRopeVariantsItDoesNotCompute) {
+  expect_refused([](GgufWriter& w) { w.add_string("llama.rope.scaling.type", "yarn"); },
+                 "rope.scaling.type 'yarn' is not supported (none, linear)");
+  expect_refused(
+      [](GgufWriter& w) { w.add_tensor("rope_freqs.weight", GgmlType::F32, {2}, std::vector<uint8_t>(8)); },
+      "rope_freqs.weight");
+}
+
+}  // namespace
+}  // namespace tsr
