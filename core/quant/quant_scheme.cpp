@@ -64,7 +64,7 @@ void QuantScheme::dequantize(const void* in, int64_t rows, int64_t cols, float* 
 
 const tsr_quant_kernels* QuantScheme::kernels(const std::string& backend) const {
   const tsr_quant_kernels* k = iface_->kernels(backend.c_str());
-  return k != nullptr && k->matmul != nullptr ? k : nullptr;
+  return k != nullptr && k->struct_size >= sizeof(tsr_quant_kernels) && k->matmul != nullptr ? k : nullptr;
 }
 
 }  // namespace tsr
