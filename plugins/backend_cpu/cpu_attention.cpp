@@ -146,18 +146,40 @@ inline void copy_row(float* dst, const float* src, int64_t n) {
   }
 }
 
-// Copies keys and values t0 .. min(t0 + 16, end) - 1 into the scratch.
-__attribute__((target(TSR_AVX512_TARGET)))
-void load_key_tile(const KeySource& src, int64_t t0, int64_t end, TileScratch& s) {
+// The rows of keys and values t0 .. t0 + 15 (those at or past `end` repeat the last one,
+// finite values whose scores are masked).
+struct KeyRows {
+  const float* k[kTileKeys];
+  const float* v[kTileKeys];
+};
+
+KeyRows key_rows(const KeySource& src, int64_t t0, int64_t end) {
+  KeyRows rows;
   int64_t block = t0 / src.block_size, offset = t0 % src.block_size;
-  for (int n = 0; n < kTileKeys && t0 + n < end; ++n) {
+  for (int n = 0; n < kTileKeys; ++n) {
+    if (t0 + n >= end) {
+      rows.k[n] = rows.k[n - 1];  // t0 < end: row 0 is a key
+      rows.v[n] = rows.v[n - 1];
+      continue;
+    }
     const int64_t slot = int64_t(src.table[block]) * src.block_size + offset;
-    copy_row(s.k[n], src.k + slot * src.row_floats, src.head_dim);
-    copy_row(s.v[n], src.v + slot * src.row_floats, src.head_dim);
+    rows.k[n] = src.k + slot * src.row_floats;
+    rows.v[n] = src.v + slot * src.row_floats;
     if (++offset == src.block_size) {
       offset = 0;
       ++block;
     }
+  }
+  return rows;
+}
+
+// Copies keys and values t0 .. min(t0 + 16, end) - 1 into the scratch.
+__attribute__((target(TSR_AVX512_TARGET)))
+void load_key_tile(const KeySource& src, int64_t t0, int64_t end, TileScratch& s) {
+  const KeyRows rows = key_rows(src, t0, end);
+  for (int n = 0; n < kTileKeys && t0 + n < end; ++n) {
+    copy_row(s.k[n], rows.k[n], src.head_dim);
+    copy_row(s.v[n], rows.v[n], src.head_dim);
   }
 }
 
@@ -257,7 +279,7 @@ inline void transpose16(__m512 r[16]) {
 // One pair, head_dim in (16·(NC-1), 16·NC], with the same operations as attend_tile.
 template <int NC>
 __attribute__((target(TSR_AVX512_TARGET)))
-void attend_pair(const float* q, float* out, int64_t n_keys, const KeySource& src, float scale, TileScratch& s) {
+void attend_pair(const float* q, float* out, int64_t n_keys, const KeySource& src, float scale) {
   const int64_t rem = src.head_dim - 16 * (NC - 1);
   const __mmask16 last = first_lanes(rem);
   const __m512 minus_inf = _mm512_set1_ps(-INFINITY);
@@ -265,11 +287,12 @@ void attend_pair(const float* q, float* out, int64_t n_keys, const KeySource& sr
   for (int c = 0; c < NC; ++c) o[c] = _mm512_setzero_ps();
   float m = -INFINITY, l = 0;
   for (int64_t t0 = 0; t0 < n_keys; t0 += kTileKeys) {
-    load_key_tile(src, t0, n_keys, s);
+    const KeyRows rows = key_rows(src, t0, n_keys);  // read in place: a lone pair has no reuse to copy for
     __m512 sc = _mm512_setzero_ps();
     for (int c = 0; c < NC; ++c) {
+      const __mmask16 dims = c == NC - 1 ? last : 0xffff;
       __m512 kt[16];
-      for (int n = 0; n < kTileKeys; ++n) kt[n] = _mm512_load_ps(&s.k[n][16 * c]);
+      for (int n = 0; n < kTileKeys; ++n) kt[n] = _mm512_maskz_loadu_ps(dims, rows.k[n] + 16 * c);
       transpose16(kt);  // kt[j]: dimension 16c + j of the sixteen keys
       for (int j = 0; j < (c == NC - 1 ? rem : 16); ++j) {
         const __m512 qd = _mm512_set1_ps(q[16 * c + j]);
@@ -288,14 +311,16 @@ void attend_pair(const float* q, float* out, int64_t n_keys, const KeySource& sr
     for (int c = 0; c < NC; ++c) o[c] = _mm512_mul_ps(o[c], alpha);
     for (int n = 0; n < kTileKeys; ++n) {
       const __m512 pn = _mm512_set1_ps(p[n]);
-      for (int c = 0; c < NC; ++c) o[c] = _mm512_fmadd_ps(pn, _mm512_load_ps(&s.v[n][16 * c]), o[c]);
+      for (int c = 0; c < NC; ++c) {
+        o[c] = _mm512_fmadd_ps(pn, _mm512_maskz_loadu_ps(c == NC - 1 ? last : 0xffff, rows.v[n] + 16 * c), o[c]);
+      }
     }
   }
   const __m512 inv = _mm512_set1_ps(1.0f / l);
   for (int c = 0; c < NC; ++c) _mm512_mask_storeu_ps(out + 16 * c, c == NC - 1 ? last : 0xffff, _mm512_mul_ps(o[c], inv));
 }
 
-using AttendPairFn = void (*)(const float*, float*, int64_t, const KeySource&, float, TileScratch&);
+using AttendPairFn = void (*)(const float*, float*, int64_t, const KeySource&, float);
 
 AttendPairFn pick_pair_kernel(int64_t head_dim) {
   AttendPairFn fn = nullptr;
@@ -357,7 +382,7 @@ void attention_avx512(const AttentionCall& c) {
       if (tile.n >= kMinTileLanes && hd % 16 == 0) {
         attend_tile(tile, keys, c.scale, *scratch);
       } else {
-        for (int l = 0; l < tile.n; ++l) attend_one(tile.q[l], tile.out[l], tile.n_keys[l], keys, c.scale, *scratch);
+        for (int l = 0; l < tile.n; ++l) attend_one(tile.q[l], tile.out[l], tile.n_keys[l], keys, c.scale);
       }
     }
   }
