@@ -32,6 +32,18 @@ static int fail(const char* what, tsr_error* error) {
   return 1;
 }
 
+/* A poll result that takes up to n_ids ids and text_capacity bytes of text. */
+static tsr_poll_result poll_into(int32_t* ids, size_t n_ids, char* text, size_t text_capacity) {
+  tsr_poll_result poll;
+  memset(&poll, 0, sizeof poll);
+  poll.struct_size = sizeof poll;
+  poll.ids = ids;
+  poll.ids_capacity = n_ids;
+  poll.text = text;
+  poll.text_capacity = text_capacity;
+  return poll;
+}
+
 int main(void) {
   const char* model = TESSERA_SHARED_DIR "/models/stories260K.gguf";
   FILE* probe = fopen(model, "rb");
@@ -95,13 +107,7 @@ int main(void) {
   for (int i = 0; i < 2; ++i) {
     char text[256];
     int32_t got[32];
-    tsr_poll_result poll;
-    memset(&poll, 0, sizeof poll);
-    poll.struct_size = sizeof poll;
-    poll.ids = got;
-    poll.ids_capacity = 32;
-    poll.text = text;
-    poll.text_capacity = sizeof text;
+    tsr_poll_result poll = poll_into(got, 32, text, sizeof text);
     if (tsr_engine_poll(engine, ids2[i], &poll, &error) != TSR_STATUS_OK) return fail("poll", error);
     if (!poll.finished || poll.n_ids != 12 || poll.finish_reason != TSR_FINISH_LENGTH ||
         poll.text_len < strlen(expected) || memcmp(text, expected, strlen(expected)) != 0) {
@@ -146,13 +152,7 @@ int main(void) {
   {
     char text[64];
     int32_t got[32];
-    tsr_poll_result poll;
-    memset(&poll, 0, sizeof poll);
-    poll.struct_size = sizeof poll;
-    poll.ids = got;
-    poll.ids_capacity = 32;
-    poll.text = text;
-    poll.text_capacity = sizeof text - 1;
+    tsr_poll_result poll = poll_into(got, 32, text, sizeof text - 1);
     if (tsr_engine_poll(engine, constrained_id, &poll, &error) != TSR_STATUS_OK) return fail("poll", error);
     text[poll.text_len] = 0;
     if (!poll.finished || (strcmp(text, "maybe!") != 0 && strcmp(text, "perhaps!") != 0)) {
