@@ -76,12 +76,12 @@ bool EventStream::pump(httplib::DataSink& sink) {
   return true;
 }
 
-void start_event_stream(httplib::Response& res, std::shared_ptr<EventStream> stream) {
+void start_event_stream(httplib::Response& res, std::shared_ptr<EventStream> stream, std::shared_ptr<void> in_flight) {
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");  // proxies must not buffer the stream
   res.set_chunked_content_provider(
       "text/event-stream", [stream](size_t, httplib::DataSink& sink) { return stream->pump(sink); },
-      [stream](bool success) {
+      [stream, in_flight](bool success) {
         if (!success) stream->cancel();
       });
 }

@@ -49,7 +49,8 @@ class EventStream {
   std::vector<RequestStats> finals_;
 };
 
-// Makes `res` a chunked text/event-stream fed by `stream`.
-void start_event_stream(httplib::Response& res, std::shared_ptr<EventStream> stream);
+// Makes `res` a chunked text/event-stream fed by `stream`; `in_flight` is held until the
+// response is written.
+void start_event_stream(httplib::Response& res, std::shared_ptr<EventStream> stream, std::shared_ptr<void> in_flight);
 
 }  // namespace tsr::server

@@ -96,7 +96,8 @@ struct HttpServer::Impl {
       : engine(e),
         options(std::move(o)),
         admission(std::make_shared<Admission>(options.max_queue)),
-        ctx{e, options.model_id, options.model_path, metrics, admission, stopping} {}
+        ctx{e, options.model_id, options.model_path, metrics, admission, stopping,
+            std::make_shared<std::atomic<int32_t>>(0)} {}
 
   void configure();
   void routes();
@@ -176,7 +177,10 @@ int HttpServer::start() {
 void HttpServer::stop() {
   Impl& m = *impl_;
   if (!m.thread.joinable()) return;
+  // Responses in flight see `stopping`, cancel their requests and end properly (a stream
+  // with its finish reason and [DONE]); httplib's stop() would cut them off mid-body.
   m.stopping = true;
+  for (int i = 0; i < 1000 && *m.ctx.in_flight > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   m.http.stop();
   m.thread.join();
 }

@@ -78,7 +78,14 @@ std::vector<std::string> echo_texts(const Engine& engine, const std::vector<std:
   return out;
 }
 
+// Counts a response as in flight for as long as the returned token lives.
+std::shared_ptr<void> in_flight_token(const ApiContext& ctx) {
+  ++*ctx.in_flight;
+  return std::shared_ptr<void>(nullptr, [n = ctx.in_flight](void*) { --*n; });
+}
+
 void handle_generation(const ApiContext& ctx, Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+  if (ctx.stopping) throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
   const json body = parse_body(req);
   check_model(ctx, body);
   const GenerationSpec spec =
@@ -96,9 +103,13 @@ void handle_generation(const ApiContext& ctx, Endpoint endpoint, const httplib::
   const std::vector<std::string> echo = spec.echo ? echo_texts(ctx.engine, prompts) : std::vector<std::string>{};
   auto job = start_job(ctx, expand_choices(spec, prompts), spec.logprobs);
   const ResponseMeta meta{endpoint, new_response_id(endpoint), unix_now(), ctx.model_id, spec.logprobs.has_value()};
-  if (!spec.stream) return respond_whole(res, job, meta, spec.n, echo, ctx.engine.tokenizer(), ctx.stopping);
+  auto in_flight = in_flight_token(ctx);
+  if (!spec.stream) {
+    return respond_whole(res, job, meta, spec.n, echo, ctx.engine.tokenizer(), ctx.stopping, std::move(in_flight));
+  }
   start_event_stream(res, std::make_shared<EventStream>(job, meta, spec.n, spec.include_usage, echo,
-                                                        ctx.engine.tokenizer(), ctx.stopping));
+                                                        ctx.engine.tokenizer(), ctx.stopping),
+                     std::move(in_flight));
 }
 
 json model_json(const ApiContext& ctx) {

@@ -28,6 +28,8 @@ struct ApiContext {
   std::shared_ptr<Metrics> metrics;
   std::shared_ptr<Admission> admission;
   const std::atomic<bool>& stopping;  // the server shuts down: requests are cancelled
+  // Responses still being written; HttpServer::stop() lets them finish before it closes.
+  std::shared_ptr<std::atomic<int32_t>> in_flight;
 };
 
 void handle_completions(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res);

@@ -527,6 +527,41 @@ TEST_F(SlowServerTest, DisconnectCancels) {
   EXPECT_GT(aborted(), 0);
 }
 
+// Stopping the server ends the streams in flight properly: their requests are cancelled
+// and each stream closes with its last chunk and [DONE], rather than cut off mid-body.
+// New requests meanwhile are refused (503).
+TEST_F(SlowServerTest, StopEndsStreamsWithDone) {
+  json body = kSlow;
+  body["stream"] = true;
+  std::promise<void> first_event;
+  auto stream = std::async(std::launch::async, [&] {
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.body = body.dump();
+    req.set_header("Content-Type", "application/json");
+    std::string received;
+    bool signalled = false;
+    req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+      received.append(data, size);
+      if (!signalled && received.find("data: {") != std::string::npos) {
+        signalled = true;
+        first_event.set_value();
+      }
+      return true;
+    };
+    client(port).send(req);
+    return received;
+  });
+  ASSERT_EQ(first_event.get_future().wait_for(30s), std::future_status::ready);
+  server->stop();
+  const std::string received = stream.get();
+  EXPECT_NE(received.find("data: [DONE]"), std::string::npos) << received.substr(received.size() > 300 ? received.size() - 300 : 0);
+  EXPECT_NE(received.find(R"("finish_reason":"abort")"), std::string::npos);
+  EXPECT_EQ(engine->stats().num_running + engine->stats().num_waiting, 0);
+  EXPECT_EQ(engine->stats().kv_blocks_used, 0);
+}
+
 // A slow answer arrives chunked, led by whitespace, and parses like a quick one.
 TEST_F(SlowServerTest, SlowAnswerIsValidJson) {
   const auto r = post("/v1/completions", kSlow, port);

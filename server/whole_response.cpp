@@ -74,7 +74,7 @@ class WholeResponse {
 
 void respond_whole(httplib::Response& res, std::shared_ptr<GenerationJob> job, ResponseMeta meta,
                    int32_t n, std::vector<std::string> echo, const Tokenizer& tokenizer,
-                   const std::atomic<bool>& stopping) {
+                   const std::atomic<bool>& stopping, std::shared_ptr<void> in_flight) {
   auto whole = std::make_shared<WholeResponse>(std::move(job), std::move(meta), n, std::move(echo),
                                                tokenizer, stopping);
   const auto until = std::chrono::steady_clock::now() + kFirstAnswer;
@@ -85,7 +85,7 @@ void respond_whole(httplib::Response& res, std::shared_ptr<GenerationJob> job, R
   // hold the heartbeat spaces in its buffer, and a departed client would go unnoticed.
   res.set_chunked_content_provider(
       "application/json; charset=utf-8", [whole](size_t, httplib::DataSink& sink) { return whole->pump(sink); },
-      [whole](bool success) {
+      [whole, in_flight](bool success) {
         if (!success) whole->cancel();
       });
 }

@@ -24,6 +24,6 @@ namespace tsr::server {
 
 void respond_whole(httplib::Response& res, std::shared_ptr<GenerationJob> job, ResponseMeta meta,
                    int32_t n, std::vector<std::string> echo, const Tokenizer& tokenizer,
-                   const std::atomic<bool>& stopping);
+                   const std::atomic<bool>& stopping, std::shared_ptr<void> in_flight);
 
 }  // namespace tsr::server
