@@ -211,10 +211,16 @@ void apply_typical_p(Candidates& c, float p) {
 }
 
 void apply_temperature(Candidates& c, float t) {
-  if (t > 0.0f) {
+  float largest = 0;
+  for (const Candidate& x : c.items) {
+    if (std::isfinite(x.logit)) largest = std::max(largest, std::fabs(x.logit));
+  }
+  if (t > 0.0f && std::isfinite(largest / t)) {
     for (Candidate& x : c.items) x.logit /= t;
     return;
   }
+  // Greedy: t = 0, or a t so small that l / t overflows (and inf - inf in the softmax is
+  // NaN), whose limit is the argmax as well.
   max_logit(c);  // an all -inf set has no argmax
   const Candidate best = *std::min_element(c.items.begin(), c.items.end(), ranks_higher);
   c.items.assign(1, best);
@@ -300,6 +306,7 @@ Distribution to_distribution(const Candidates& c) {
   for (size_t i = 0; i < probs.size(); ++i) {
     if (probs[i] > 0) d.tokens.push_back({c.items[i].id, probs[i]});
   }
+  if (d.tokens.empty()) throw Error("sampling: no token has a nonzero probability");
   std::sort(d.tokens.begin(), d.tokens.end(),
             [](const TokenProb& a, const TokenProb& b) { return a.id < b.id; });
   return d;

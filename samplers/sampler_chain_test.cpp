@@ -80,6 +80,16 @@ TEST(SamplerChain, GreedyIsArgmaxWithLowestIdOnTies) {
   expect_dist(run(p, tied), {{1, 1.0}});
 }
 
+// A temperature so small that l / t overflows is the greedy limit, not NaN probabilities
+// (and an empty distribution that sampling would turn into token -1).
+TEST(SamplerChain, TinyTemperatureIsGreedy) {
+  SamplingParams p;
+  p.temperature = 1e-40f;
+  expect_dist(run(p, kTenths), {{3, 1.0}});
+  const std::vector<float> tied_and_banned{1, 3, 3, -std::numeric_limits<float>::infinity()};
+  expect_dist(run(p, tied_and_banned), {{1, 1.0}});
+}
+
 TEST(SamplerChain, TopKKeepsLargest) {
   SamplingParams p;
   p.top_k = 2;

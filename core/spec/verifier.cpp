@@ -1,5 +1,7 @@
 #include "core/spec/verifier.h"
 
+#include "core/error.h"
+
 namespace tsr {
 
 namespace {
@@ -27,6 +29,7 @@ int32_t sample_excluding(const Distribution& p, int32_t skip, std::mt19937_64& r
 }  // namespace
 
 int32_t sample_from(const Distribution& p, std::mt19937_64& rng) {
+  if (p.tokens.empty()) throw Error("sampling: the distribution is empty");
   if (p.tokens.size() == 1) return p.tokens[0].id;
   return sample_excluding(p, -1, rng);
 }
