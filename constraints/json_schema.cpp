@@ -437,6 +437,9 @@ class SchemaCompiler {
     } else if (!max || *max > prefix.size()) {
       max = prefix.size();
     }
+    // More items required than allowed (minItems above maxItems, or above a closed tuple):
+    // no array satisfies it, and the grammar below would drop the minimum.
+    if (max && min > *max) throw Unsatisfiable{path};
     return new_rule("\"[\" ws " + array_items(prefix, rest_expr, min, max, 0) + " \"]\"");
   }
 
@@ -547,6 +550,18 @@ class SchemaCompiler {
     return key_trie(encoded, "");
   }
 
+  // Whether encoded JSON string text ends inside an escape (after a backslash, or after
+  // "\u" and fewer than four hex digits), where only the escape's continuation may follow.
+  static bool ends_inside_escape(const std::string& text) {
+    int state = 0;  // 0: plain, 1: after a backslash, 2 + k: after "\\u" and k hex digits
+    for (const char c : text) {
+      if (state == 0) state = c == '\\' ? 1 : 0;
+      else if (state == 1) state = c == 'u' ? 2 : 0;
+      else state = state == 5 ? 0 : state + 1;
+    }
+    return state != 0;
+  }
+
   std::string key_trie(const std::vector<std::string>& names, const std::string& prefix) {
     std::set<uint32_t> next;
     bool ends_here = false;
@@ -564,17 +579,20 @@ class SchemaCompiler {
     CodepointSet other = CodepointSet(0x20, kMaxCodepoint);
     other = other.minus(CodepointSet('"', '"')).minus(CodepointSet('\\', '\\'));
     for (uint32_t c : next) other = other.minus(CodepointSet(c, c));
-    bool in_escape = !prefix.empty() && prefix.back() == '\\';
+    const bool in_escape = ends_inside_escape(prefix);
     if (!in_escape) {
       alts.push_back(gbnf_class(other) + " string-tail");
-      if (!next.count('\\')) alts.push_back(R"("\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ) string-tail)");
+      // Leaving the trie by an escape: only escapes of characters no encoded name holds
+      // as themselves (quote, backslash, controls). "\u0061" or "\/" would spell a listed
+      // name's next character and reopen the name under the extra schema.
+      if (!next.count('\\')) alts.push_back(R"("\\" ["\\bfnrt] string-tail)");
     }
     for (uint32_t c : next) {
       std::string ch;
       append_utf8(ch, c);
       alts.push_back(gbnf_literal(ch) + " " + key_trie(names, prefix + ch));
     }
-    if (!ends_here) alts.push_back("\"\\\"\"");
+    if (!ends_here && !in_escape) alts.push_back("\"\\\"\"");  // a name cannot end inside an escape
     std::string out;
     for (const std::string& a : alts) out += (out.empty() ? "" : " | ") + a;
     return "( " + out + " )";

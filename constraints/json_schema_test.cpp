@@ -52,6 +52,24 @@ TEST(JsonSchema, AdditionalPropertiesExcludeListedNames) {
   EXPECT_TRUE(matches(g, R"("not an object")"));  // no `type`: other types are valid
 }
 
+// An escape cannot spell a listed name (or its next character) and so reopen it under the
+// extra schema, and a name is never closed inside an escape.
+TEST(JsonSchema, AdditionalPropertyKeysCannotEscapeIntoListedNames) {
+  auto g = schema(R"({"properties": {"age": {"type": "integer"}}, "additionalProperties": {"type": "string"}})");
+  EXPECT_FALSE(matches(g, R"({"\u0061ge": "x"})"));
+  EXPECT_FALSE(matches(g, R"({"a\u0067e": "x"})"));
+  EXPECT_TRUE(matches(g, R"({"\tage": "x"})"));
+  EXPECT_TRUE(matches(g, R"({"\\u0061ge": "x"})"));  // an escaped backslash: another name
+  auto slash = schema(R"({"properties": {"a/b": {"type": "integer"}}, "additionalProperties": {"type": "string"}})");
+  EXPECT_FALSE(matches(slash, R"({"a\/b": "x"})"));
+  auto quoted = schema(R"({"properties": {"a\"b": {"type": "integer"}}, "additionalProperties": {"type": "string"}})");
+  EXPECT_TRUE(matches(quoted, R"({"a\"b": 1})"));
+  EXPECT_FALSE(matches(quoted, R"({"a\": "x"})"));
+  auto backslash = schema(R"({"properties": {"a\\": {"type": "integer"}}, "additionalProperties": {"type": "string"}})");
+  EXPECT_TRUE(matches(backslash, R"({"a\\": 1})"));
+  EXPECT_TRUE(matches(backslash, R"({"a\\b": "x"})"));
+}
+
 TEST(JsonSchema, EnumConstAnyOfAllOf) {
   EXPECT_TRUE(matches(schema(R"({"enum": ["a", 1, null, {"k": [1, 2]}]})"), R"({"k": [1, 2]})"));
   EXPECT_FALSE(matches(schema(R"({"type": "string", "enum": ["a", 1]})"), "1"));
@@ -145,6 +163,24 @@ TEST(JsonSchema, ArraysItemsPrefixItemsAndCounts) {
   EXPECT_TRUE(matches(t, R"(["a", 1])"));
   EXPECT_FALSE(matches(t, R"(["a", 1, 2])"));
   EXPECT_FALSE(matches(t, R"([1])"));
+}
+
+// An array that must hold more items than it may is unsatisfiable, not capped silently.
+TEST(JsonSchema, MinItemsAboveTheMaximumIsRefused) {
+  for (const char* s : {R"({"type": "array", "minItems": 2, "maxItems": 1})",
+                        R"({"prefixItems": [{}], "items": false, "minItems": 2})",
+                        R"({"allOf": [{"minItems": 3}, {"maxItems": 2}]})"}) {
+    EXPECT_NE(compile_error(ConstraintKind::json_schema, s).find("no value satisfies"), std::string::npos) << s;
+  }
+}
+
+// allOf cannot merge `items` for every element with a tuple from another part: merged, the
+// schema-form items would cover only the elements after the tuple.
+TEST(JsonSchema, AllOfItemsWithTupleIsRefused) {
+  EXPECT_NE(compile_error(ConstraintKind::json_schema,
+                          R"({"allOf": [{"type": "array", "items": {"type": "integer"}}, {"prefixItems": [{"type": "string"}]}]})")
+                .find("'items'"),
+            std::string::npos);
 }
 
 TEST(JsonSchema, DatesAreCalendarExact) {

@@ -55,6 +55,20 @@ void check_closed_objects(const Json& a, const Json& b, const std::string& path)
   }
 }
 
+// Whether a schema constrains array elements by position (prefixItems, or draft-4's array
+// `items`), and whether it constrains every element with one schema (object `items`, or
+// additionalItems). Merged, the two would change what `items` covers: refused.
+bool has_tuple(const Json& s) {
+  return s.contains("prefixItems") || (s.contains("items") && s["items"].is_array());
+}
+bool has_all_items(const Json& s) {
+  return (s.contains("items") && !s["items"].is_array()) || s.contains("additionalItems");
+}
+
+void check_array_items(const Json& a, const Json& b, const std::string& path) {
+  if ((has_tuple(a) && has_all_items(b)) || (has_all_items(a) && has_tuple(b))) refuse("items", path);
+}
+
 void merge_keyword(Json& into, const std::string& key, const Json& v, const std::string& path) {
   Json& cur = into[key];
   if (key == "type") {
@@ -99,6 +113,7 @@ bool is_annotation_keyword(const std::string& key) {
 
 void merge_schema(Json& into, const Json& from, const std::string& path) {
   check_closed_objects(into, from, path);
+  check_array_items(into, from, path);
   for (const auto& [key, v] : from.items()) {
     if (is_annotation_keyword(key)) continue;
     if (!into.contains(key)) {
