@@ -24,9 +24,10 @@ Value range(const CallArgs& args) {
   int64_t step = p.size() == 3 ? int_argument(p[2]) : 1;
   if (step == 0) throw BuiltinError("range() step must not be zero");
   List out;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+  for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
     if (static_cast<int64_t>(out.size()) >= kMaxRange) throw BuiltinError("range too big");
     out.emplace_back(i);
+    if (__builtin_add_overflow(i, step, &i)) break;  // past the int64 range: past stop too
   }
   return out;
 }

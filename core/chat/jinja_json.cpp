@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/chat/jinja_error.h"
+#include "core/chat/jinja_operators.h"
 
 namespace tsr::jinja {
 namespace {
@@ -35,8 +36,11 @@ class JsonWriter {
  public:
   JsonWriter(std::optional<int> indent, bool sort_keys) : indent_(indent), sort_keys_(sort_keys) {}
 
+  // Shared items can make a small value print as exponentially many (see jinja_value.cpp):
+  // the output is bounded as it grows.
   void write(const Value& v, int depth) {
     if (depth > kMaxNesting) throw BuiltinError("tojson: value nested too deeply");
+    if (out.size() > kMaxValueSize) throw BuiltinError("tojson: result too large");
     switch (v.kind()) {
       case Value::Kind::Undefined:
       case Value::Kind::None: out += "null"; break;

@@ -25,9 +25,17 @@ bool add_overflow(int64_t a, int64_t b, int64_t* r) { return __builtin_add_overf
 bool sub_overflow(int64_t a, int64_t b, int64_t* r) { return __builtin_sub_overflow(a, b, r); }
 bool mul_overflow(int64_t a, int64_t b, int64_t* r) { return __builtin_mul_overflow(a, b, r); }
 
+// Bytes a list's items take when copied: strings are held by value, so copying a list of
+// long strings copies them (a list item of another kind counts as a small fixed size).
+size_t copied_bytes(const List& items) {
+  size_t bytes = 0;
+  for (const Value& v : items) bytes += v.is_string() ? v.as_string().size() + 16 : 16;
+  return bytes;
+}
+
 Value repeat(const Value& seq, int64_t times) {
   times = std::max<int64_t>(times, 0);
-  size_t unit = seq.is_string() ? seq.as_string().size() : seq.as_list().size();
+  size_t unit = seq.is_string() ? seq.as_string().size() : copied_bytes(seq.as_list());
   if (unit != 0 && static_cast<uint64_t>(times) > kMaxValueSize / unit) throw BuiltinError("result too large");
   if (seq.is_string()) {
     std::string out;
@@ -45,6 +53,7 @@ Value add(const Value& a, const Value& b) {
     return a.as_string() + b.as_string();
   }
   if (a.is_list() && b.is_list()) {
+    if (copied_bytes(a.as_list()) + copied_bytes(b.as_list()) > kMaxValueSize) throw BuiltinError("result too large");
     List out = a.as_list();
     out.insert(out.end(), b.as_list().begin(), b.as_list().end());
     return out;

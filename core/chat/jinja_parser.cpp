@@ -258,7 +258,9 @@ class Parser {
   ExprPtr parse_expression() {
     Nest nest(*this);
     ExprPtr e = parse_or();
+    int links = 0;
     while (at_name("if")) {
+      link(links);
       auto c = make_expr(Expr::Kind::Conditional, next().pos);
       c->children.push_back(std::move(e));
       c->children.push_back(parse_or());
@@ -273,9 +275,17 @@ class Parser {
     return e;
   }
 
+  // Left-associative chains (a or b or ..., a.b.c..., x|f|g...) build a tree one level
+  // deeper per link; destroying it recurses per level, so a chain is as bounded as nesting.
+  void link(int& links) {
+    if (++links > kMaxNesting) fail("expression chain longer than " + std::to_string(kMaxNesting) + " links");
+  }
+
   ExprPtr parse_or() {
     ExprPtr e = parse_and();
+    int links = 0;
     while (at_name("or")) {
+      link(links);
       ++i_;
       e = make_binary(Expr::Kind::Binary, "or", std::move(e), parse_and());
     }
@@ -284,7 +294,9 @@ class Parser {
 
   ExprPtr parse_and() {
     ExprPtr e = parse_not();
+    int links = 0;
     while (at_name("and")) {
+      link(links);
       ++i_;
       e = make_binary(Expr::Kind::Binary, "and", std::move(e), parse_not());
     }
@@ -324,7 +336,9 @@ class Parser {
   template <typename Next>
   ExprPtr parse_binary_level(std::initializer_list<std::string_view> ops, Next next_level) {
     ExprPtr e = (this->*next_level)();
+    int links = 0;
     while (peek().kind == TokenKind::Operator && std::find(ops.begin(), ops.end(), peek().text) != ops.end()) {
+      link(links);
       std::string op = next().text;
       e = make_binary(Expr::Kind::Binary, op, std::move(e), (this->*next_level)());
     }
@@ -352,7 +366,7 @@ class Parser {
   }
 
   ExprPtr parse_postfix(ExprPtr e) {
-    while (true) {
+    for (int links = 0;; link(links)) {
       if (at_op(".")) {
         e = parse_dot(std::move(e));
       } else if (at_op("[")) {
@@ -426,7 +440,7 @@ class Parser {
   }
 
   ExprPtr parse_filters(ExprPtr e) {
-    while (true) {
+    for (int links = 0;; link(links)) {
       if (at_op("|")) {
         e = parse_filter(std::move(e));
       } else if (at_name("is")) {
@@ -497,7 +511,7 @@ class Parser {
         while (peek().kind == TokenKind::String) e->value = e->value.as_string() + next().text;
         return e;
       case TokenKind::Integer: e->value = parse_integer(next()); return e;
-      case TokenKind::Float: e->value = std::stod(next().text); return e;
+      case TokenKind::Float: e->value = std::strtod(next().text.c_str(), nullptr); return e;  // 1e999: inf, as Python
       default: break;
     }
     if (at_op("(")) return parse_parenthesized();

@@ -13,6 +13,9 @@ constexpr size_t kMaxOutput = size_t{32} << 20;
 constexpr uint64_t kMaxIterations = 200'000;
 // Counts render and eval frames together; macros recurse through both.
 constexpr int kMaxDepth = 256;
+// Expression evaluations per render: loops, filters and nested loops all pass through
+// eval, so this bounds a template's time (a chat template needs a few per message).
+constexpr uint64_t kMaxSteps = 10'000'000;
 
 // Jinja's scoping: a for-loop iteration and a macro call get their own scope, `if`
 // does not; lookups walk outwards and `set` writes to the innermost scope.
@@ -44,7 +47,11 @@ class Renderer {
     globals->vars = global_functions();
     auto root = child_of(globals);
     root->vars = variables;
-    render_body(body, root);
+    try {
+      render_body(body, root);
+    } catch (const BuiltinError& e) {  // one a call site did not position: still a tsr::Error
+      throw Error(std::string("chat template: ") + e.what());
+    }
     return std::move(out_);
   }
 
@@ -74,7 +81,11 @@ class Renderer {
     Nest nest(*this, n.pos);
     switch (n.kind) {
       case Node::Kind::Text: emit(n.text, n.pos); break;
-      case Node::Kind::Output: emit(to_str(eval(*n.expr, scope)), n.pos); break;
+      case Node::Kind::Output: {
+        const Value v = eval(*n.expr, scope);
+        emit(guarded(n.pos, [&] { return to_str(v); }), n.pos);
+        break;
+      }
       case Node::Kind::If: return render_if(n, scope);
       case Node::Kind::For: render_for(n, scope); break;
       case Node::Kind::Set: assign(n, eval(*n.expr, scope), scope); break;
@@ -142,6 +153,7 @@ class Renderer {
   List filter_loop(const Node& n, List items, const ScopePtr& scope) {
     List kept;
     for (Value& item : items) {
+      if (++iterations_ > kMaxIterations) fail_at(n.pos, "too many loop iterations");
       ScopePtr probe = child_of(scope);
       bind(n.targets, item, *probe, n.pos);
       if (eval(*n.condition, probe).truthy()) kept.push_back(std::move(item));
@@ -221,6 +233,7 @@ class Renderer {
 
   Value eval(const Expr& e, const ScopePtr& scope) {
     Nest nest(*this, e.pos);
+    if (++steps_ > kMaxSteps) fail_at(e.pos, "template takes too many steps");
     return guarded(e.pos, [&] { return eval_kind(e, scope); });
   }
 
@@ -322,6 +335,7 @@ class Renderer {
   std::string out_;
   int depth_ = 0;
   uint64_t iterations_ = 0;
+  uint64_t steps_ = 0;
 };
 
 }  // namespace

@@ -309,6 +309,37 @@ TEST(Jinja, RunawayLoopsFailCleanly) {
   EXPECT_NE(error_of("{% for i in range(100000) %}{% for j in range(20) %}{% endfor %}{% endfor %}")
                 .find("too many loop iterations"),
             std::string::npos);
+  // A loop's `if` filter probes every item: those probes count too.
+  EXPECT_NE(error_of("{% for i in range(1000) %}{% for j in range(1000) if j < 0 %}{% endfor %}{% endfor %}")
+                .find("too many loop iterations"),
+            std::string::npos);
+}
+
+// Templates come from model files: what would exhaust the stack, memory or time fails with
+// a tsr::Error instead.
+TEST(Jinja, HostileTemplatesFailCleanly) {
+  // A million-link chain would be destroyed one recursion per link.
+  EXPECT_NE(error_of("{{ x" + repeat(".a", 1000000) + " }}").find("expression chain longer than"), std::string::npos);
+  EXPECT_NE(error_of("{{ 1" + repeat(" + 1", 1000000) + " }}").find("expression chain longer than"), std::string::npos);
+  EXPECT_NE(error_of("{{ x" + repeat("|e", 1000) + " }}").find("expression chain longer than"), std::string::npos);
+  // Copies of a long string through list repetition and concatenation.
+  EXPECT_NE(error_of("{% set s = 'a' * 30000000 %}{% set l = [s] * 1000 %}").find("too large"), std::string::npos);
+  EXPECT_NE(error_of("{% set ns = namespace(l=[0]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}")
+                .find("too large"),
+            std::string::npos);
+  // Shared items: small in memory, exponential to print, compare or search.
+  EXPECT_NE(error_of("{% set ns = namespace(l=0) %}{% for i in range(64) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}")
+                .find("value too large to walk"),
+            std::string::npos);
+  EXPECT_NE(error_of("{% set l = [[[0] * 1000] * 1000] * 1000 %}{{ l }}").find("too large"), std::string::npos);
+  EXPECT_NE(error_of("{% set l = [[[0] * 1000] * 1000] * 1000 %}{{ l == l }}").find("value too large to walk"),
+            std::string::npos);
+  EXPECT_NE(error_of("{% set l = [[[0] * 1000] * 1000] * 1000 %}{{ l | tojson }}").find("too large"), std::string::npos);
+  // Steps without loop iterations: every evaluation counts.
+  EXPECT_NE(error_of("{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(40) }}")
+                .find("too many steps"),
+            std::string::npos);
+  EXPECT_EQ(render("{{ 1e999 }} {{ range(9223372036854775800, 9223372036854775807, 100) }}"), "inf [9223372036854775800]");
 }
 
 }  // namespace

@@ -108,8 +108,24 @@ std::string repr_string(const std::string& s) {
   return out + quote;
 }
 
-std::string str_at(const Value& v, bool as_repr, int depth) {
-  check_depth(depth);
+// A walk over a value (printing, comparing, searching). Lists and dicts share their items,
+// so a small value can stand for exponentially many nodes ([x, x] nested forty deep): a
+// walk visits at most kMaxWalk of them and prints at most kMaxWalkOutput bytes.
+constexpr uint64_t kMaxWalk = uint64_t{1} << 22;
+constexpr size_t kMaxWalkOutput = size_t{32} << 20;
+struct Walk {
+  uint64_t nodes = 0;
+  void visit(int depth) {
+    check_depth(depth);
+    if (++nodes > kMaxWalk) throw BuiltinError("value too large to walk (over " + std::to_string(kMaxWalk) + " items)");
+  }
+  static void check_size(size_t bytes) {
+    if (bytes > kMaxWalkOutput) throw BuiltinError("result too large");
+  }
+};
+
+std::string str_at(const Value& v, bool as_repr, int depth, Walk& walk) {
+  walk.visit(depth);
   switch (v.kind()) {
     case Value::Kind::Undefined: return "";
     case Value::Kind::None: return "None";
@@ -122,7 +138,8 @@ std::string str_at(const Value& v, bool as_repr, int depth) {
       std::string out = "[";
       for (const Value& item : v.as_list()) {
         if (out.size() > 1) out += ", ";
-        out += str_at(item, true, depth + 1);
+        out += str_at(item, true, depth + 1, walk);
+        walk.check_size(out.size());
       }
       return out + "]";
     }
@@ -130,7 +147,8 @@ std::string str_at(const Value& v, bool as_repr, int depth) {
       std::string out = "{";
       for (const auto& [k, item] : v.as_dict().entries) {
         if (out.size() > 1) out += ", ";
-        out += repr_string(k) + ": " + str_at(item, true, depth + 1);
+        out += repr_string(k) + ": " + str_at(item, true, depth + 1, walk);
+        walk.check_size(out.size());
       }
       return out + "}";
     }
@@ -138,8 +156,8 @@ std::string str_at(const Value& v, bool as_repr, int depth) {
   return "";
 }
 
-bool equals_at(const Value& a, const Value& b, int depth) {
-  check_depth(depth);
+bool equals_at(const Value& a, const Value& b, int depth, Walk& walk) {
+  walk.visit(depth);
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_double() == b.as_double();
     return a.as_int() == b.as_int();
@@ -151,7 +169,7 @@ bool equals_at(const Value& a, const Value& b, int depth) {
       const List &x = a.as_list(), &y = b.as_list();
       if (x.size() != y.size()) return false;
       for (size_t i = 0; i < x.size(); ++i) {
-        if (!equals_at(x[i], y[i], depth + 1)) return false;
+        if (!equals_at(x[i], y[i], depth + 1, walk)) return false;
       }
       return true;
     }
@@ -160,7 +178,7 @@ bool equals_at(const Value& a, const Value& b, int depth) {
       if (x.entries.size() != y.entries.size()) return false;
       for (const auto& [k, v] : x.entries) {
         const Value* other = y.find(k);
-        if (!other || !equals_at(v, *other, depth + 1)) return false;
+        if (!other || !equals_at(v, *other, depth + 1, walk)) return false;
       }
       return true;
     }
@@ -169,16 +187,16 @@ bool equals_at(const Value& a, const Value& b, int depth) {
   }
 }
 
-bool contains_at(const Value& outer, const void* inner, int depth) {
-  check_depth(depth);
+bool contains_at(const Value& outer, const void* inner, int depth, Walk& walk) {
+  walk.visit(depth);
   if (outer.identity() == inner) return true;
   if (outer.is_list()) {
     for (const Value& item : outer.as_list()) {
-      if (contains_at(item, inner, depth + 1)) return true;
+      if (contains_at(item, inner, depth + 1, walk)) return true;
     }
   } else if (outer.is_dict()) {
     for (const auto& entry : outer.as_dict().entries) {
-      if (contains_at(entry.second, inner, depth + 1)) return true;
+      if (contains_at(entry.second, inner, depth + 1, walk)) return true;
     }
   }
   return false;
@@ -186,10 +204,22 @@ bool contains_at(const Value& outer, const void* inner, int depth) {
 
 }  // namespace
 
-std::string to_str(const Value& v) { return str_at(v, false, 0); }
-std::string repr(const Value& v) { return str_at(v, true, 0); }
-bool equals(const Value& a, const Value& b) { return equals_at(a, b, 0); }
-bool contains_object(const Value& outer, const void* inner) { return contains_at(outer, inner, 0); }
+std::string to_str(const Value& v) {
+  Walk walk;
+  return str_at(v, false, 0, walk);
+}
+std::string repr(const Value& v) {
+  Walk walk;
+  return str_at(v, true, 0, walk);
+}
+bool equals(const Value& a, const Value& b) {
+  Walk walk;
+  return equals_at(a, b, 0, walk);
+}
+bool contains_object(const Value& outer, const void* inner) {
+  Walk walk;
+  return contains_at(outer, inner, 0, walk);
+}
 
 bool less(const Value& a, const Value& b) {
   if (a.is_number() && b.is_number()) {
