@@ -160,7 +160,11 @@ void Request::finish(tsr_finish_reason reason, Clock::time_point now, std::strin
   if (finished()) return;
   // Text held back for a possible stop string or an unfinished character is final now.
   release_text(detok_.flush());
-  if (!finished()) out_text_ += stop_.flush();
+  if (finished()) {  // the flushed text completed a stop string: that is the reason
+    finished_at_ = now;
+    return;
+  }
+  out_text_ += stop_.flush();
   state_ = RequestState::FINISHED;
   finish_reason_ = reason;
   error_ = std::move(error);
