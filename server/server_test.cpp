@@ -117,6 +117,15 @@ class ServerTest : public ::testing::Test {
     ::close(fd);
     return out;
   }
+  // A POST of `body` to /v1/completions, for tests that read the response as it arrives.
+  static httplib::Request completions_request(const json& body) {
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.body = body.dump();
+    req.set_header("Content-Type", "application/json");
+    return req;
+  }
   static json completion(json body) {
     body["model"] = "stories260K";
     const auto r = post("/v1/completions", body);
@@ -424,11 +433,7 @@ TEST_F(ServerTest, FullQueueAnswers503WithRetryAfter) {
   engine_->stop();
   std::promise<void> admitted;
   auto waiting = std::async(std::launch::async, [&] {
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v1/completions";
-    req.body = json{{"prompt", "Once"}, {"max_tokens", 4}, {"stream", true}}.dump();
-    req.set_header("Content-Type", "application/json");
+    httplib::Request req = completions_request(json{{"prompt", "Once"}, {"max_tokens", 4}, {"stream", true}});
     req.response_handler = [&](const httplib::Response&) {
       admitted.set_value();  // headers arrive once the request is queued
       return true;
@@ -452,11 +457,7 @@ TEST_F(ServerTest, FullQueueAnswers503WithRetryAfter) {
 // A client that goes away mid-stream cancels its request: the KV blocks all come back.
 TEST_F(ServerTest, DisconnectCancelsAndFreesKvBlocks) {
   const auto aborted_before = engine_->stats().requests_finished;
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/completions";
-  req.body = json{{"prompt", "Once upon a time"}, {"max_tokens", 480}, {"ignore_eos", true}, {"stream", true}}.dump();
-  req.set_header("Content-Type", "application/json");
+  httplib::Request req = completions_request(json{{"prompt", "Once upon a time"}, {"max_tokens", 480}, {"ignore_eos", true}, {"stream", true}});
   int chunks = 0;
   req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 2; };
   client().send(req);
@@ -504,11 +505,7 @@ class SlowServerTest : public ServerTest {
 // The client leaves at the first byte (the heartbeat after a second): the next heartbeat
 // fails and the choices are cancelled.
 TEST_F(SlowServerTest, DisconnectCancels) {
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/completions";
-  req.body = kSlow.dump();
-  req.set_header("Content-Type", "application/json");
+  httplib::Request req = completions_request(kSlow);
   std::string received;
   req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
     received.append(data, size);
@@ -529,17 +526,12 @@ TEST_F(SlowServerTest, DisconnectCancels) {
 
 // Stopping the server ends the streams in flight properly: their requests are cancelled
 // and each stream closes with its last chunk and [DONE], rather than cut off mid-body.
-// New requests meanwhile are refused (503).
 TEST_F(SlowServerTest, StopEndsStreamsWithDone) {
   json body = kSlow;
   body["stream"] = true;
   std::promise<void> first_event;
   auto stream = std::async(std::launch::async, [&] {
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v1/completions";
-    req.body = body.dump();
-    req.set_header("Content-Type", "application/json");
+    httplib::Request req = completions_request(body);
     std::string received;
     bool signalled = false;
     req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
