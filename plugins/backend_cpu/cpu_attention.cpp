@@ -128,8 +128,8 @@ struct LaneTile {
 
 // A thread's working set: a tile of keys and values copied contiguously (the kernels then
 // address them at constant offsets), the queries and outputs transposed (dimension-major,
-// a lane per pair) and the tile's probabilities. Keys past the end keep stale rows of
-// earlier keys: finite values whose scores are masked.
+// a lane per pair) and the tile's probabilities. Every field is written before it is read,
+// so it is allocated uninitialized.
 struct alignas(64) TileScratch {
   float k[kTileKeys][kMaxHeadDim];
   float v[kTileKeys][kMaxHeadDim];
@@ -173,11 +173,11 @@ KeyRows key_rows(const KeySource& src, int64_t t0, int64_t end) {
   return rows;
 }
 
-// Copies keys and values t0 .. min(t0 + 16, end) - 1 into the scratch.
+// Copies the rows of keys t0 .. t0 + 15 into the scratch (past `end`, the last key again).
 __attribute__((target(TSR_AVX512_TARGET)))
 void load_key_tile(const KeySource& src, int64_t t0, int64_t end, TileScratch& s) {
   const KeyRows rows = key_rows(src, t0, end);
-  for (int n = 0; n < kTileKeys && t0 + n < end; ++n) {
+  for (int n = 0; n < kTileKeys; ++n) {
     copy_row(s.k[n], rows.k[n], src.head_dim);
     copy_row(s.v[n], rows.v[n], src.head_dim);
   }
@@ -367,7 +367,7 @@ void attention_avx512(const AttentionCall& c) {
   const AttendPairFn attend_one = pick_pair_kernel(hd);
 #pragma omp parallel num_threads(c.threads) if (c.threads > 1)
   {
-    const auto scratch = std::make_unique<TileScratch>();
+    const auto scratch = std::make_unique_for_overwrite<TileScratch>();
 #pragma omp for schedule(dynamic, 1)
     for (size_t w = 0; w < work.size(); ++w) {
       const TileWork& tw = work[w];
