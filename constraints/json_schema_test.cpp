@@ -93,6 +93,23 @@ TEST(JsonSchema, RecursiveRefs) {
   EXPECT_FALSE(matches(g, R"({"v": 1, "next": {"v": 2}})"));
 }
 
+// A surrogate-pair escape is one character, as validators count code points; a lone
+// surrogate escape is refused (strict parsers refuse it), so a string never fails open.
+TEST(JsonSchema, UnicodeEscapesAreWholeCodePoints) {
+  auto two = schema(R"({"type": "string", "minLength": 2, "maxLength": 2})");
+  EXPECT_TRUE(matches(two, R"("\uD83D\uDE00x")"));
+  EXPECT_FALSE(matches(two, R"("\uD83D\uDE00")"));
+  EXPECT_TRUE(matches(two, R"("\u00e9\uFFFF")"));
+  auto any = schema(R"({"type": "string"})");
+  EXPECT_TRUE(matches(any, R"("\ud83d\ude00 \uD7FF \uE000")"));
+  EXPECT_FALSE(matches(any, R"("\uD800")"));
+  EXPECT_FALSE(matches(any, R"("\uDC00\uD800")"));
+  EXPECT_FALSE(matches(any, R"("\uD83D\u0041")"));
+  auto keys = schema(R"({"type": "object", "additionalProperties": {"type": "integer"}})");
+  EXPECT_TRUE(matches(keys, R"({"\uD83D\uDE00": 1})"));
+  EXPECT_FALSE(matches(keys, R"({"\uDE00": 1})"));
+}
+
 TEST(JsonSchema, StringsPatternFormatsAndLengths) {
   auto p = schema(R"({"type": "string", "pattern": "^[a-z]+-\\d$"})");
   EXPECT_TRUE(matches(p, R"("ab-1")"));
