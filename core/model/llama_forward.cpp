@@ -232,7 +232,7 @@ void LlamaForward::attention_block(Scratch& s, int l, int64_t n) {
   matmul(v2, s.xn, w.wv);
   for (tsr_tensor* t : {&s.q, &s.k}) {
     backend_.rope({sizeof(tsr_rope_params), t, &s.positions, hp.n_rot, hp.rope_mode,
-                   hp.rope_freq_base, hp.rope_freq_scale});
+                   hp.rope_freq_base, hp.rope_freq_scale, model_.rope_factors()});
   }
   backend_.kv_write({sizeof(tsr_kv_write_params), &cache_.k(l), &cache_.v(l), &s.k, &s.v,
                      &s.slots});

@@ -72,9 +72,6 @@ TEST(LlamaHParams, RefusesUnusableFloats) {
 TEST(LlamaHParams, RefusesRopeVariantsItDoesNotCompute) {
   expect_refused([](GgufWriter& w) { w.add_string("llama.rope.scaling.type", "yarn"); },
                  "rope.scaling.type 'yarn' is not supported (none, linear)");
-  expect_refused(
-      [](GgufWriter& w) { w.add_tensor("rope_freqs.weight", GgmlType::F32, {2}, std::vector<uint8_t>(8)); },
-      "rope_freqs.weight");
 }
 
 }  // namespace

@@ -95,10 +95,6 @@ LlamaHParams llama_hparams_from_gguf(const GgufFile& g) {
   } else if (scaling != "none") {
     throw Error(g.path() + ": rope.scaling.type '" + scaling + "' is not supported (none, linear)", TSR_STATUS_UNSUPPORTED);
   }
-  if (g.find_tensor("rope_freqs.weight") != nullptr) {
-    throw Error(g.path() + ": rope_freqs.weight (per-dimension RoPE frequency factors, Llama 3.1 style) is not supported",
-                TSR_STATUS_UNSUPPORTED);
-  }
   const GgufTensorInfo* embd = g.find_tensor("token_embd.weight");
   if (embd == nullptr || embd->ne.size() != 2 || embd->ne[1] > INT32_MAX) {
     throw Error(g.path() + ": missing or malformed tensor token_embd.weight");
@@ -120,6 +116,7 @@ class LlamaModel::Loader {
     const LlamaHParams& hp = m_.hparams_;
     m_.tok_embd_ = matrix("token_embd.weight", hp.n_vocab, hp.n_embd, TSR_OP_GET_ROWS);
     m_.output_norm_ = vector_f32("output_norm.weight", hp.n_embd);
+    load_rope_factors();
     m_.output_ = m_.gguf_->find_tensor("output.weight")
                      ? matrix("output.weight", hp.n_vocab, hp.n_embd, TSR_OP_MATMUL)
                      : matrix("token_embd.weight", hp.n_vocab, hp.n_embd, TSR_OP_MATMUL);
@@ -299,24 +296,56 @@ class LlamaModel::Loader {
   }
 
   // A norm weight: used as f32; other float types are converted once at load.
+  // A vector of n values: F32 in place, F16 or BF16 as an f32 copy.
   tsr_tensor vector_f32(const std::string& name, int64_t n) {
     const GgufTensorInfo& t = info(name);
+    if (t.type == GgmlType::F32 && t.nelements == n) return tensor_make(TSR_DTYPE_F32, in_place(t), {n});
+    return upload_f32(host_f32(name, n));
+  }
+
+  // A vector's n values on the host, from F32, F16 or BF16.
+  std::vector<float> host_f32(const std::string& name, int64_t n) const {
+    const GgufTensorInfo& t = info(name);
     if (t.nelements != n) throw Error("tensor " + name + " has the wrong size");
-    if (t.type == GgmlType::F32) return tensor_make(TSR_DTYPE_F32, in_place(t), {n});
     std::vector<float> values(static_cast<size_t>(n));
     const uint8_t* src = m_.gguf_->tensor_data(t);
-    if (t.type == GgmlType::F16) {
+    if (t.type == GgmlType::F32) {
+      std::memcpy(values.data(), src, values.size() * sizeof(float));
+    } else if (t.type == GgmlType::F16) {
       for (int64_t i = 0; i < n; ++i) values[i] = f16_to_f32(load_u16(src + 2 * i));
     } else if (t.type == GgmlType::BF16) {
       for (int64_t i = 0; i < n; ++i) values[i] = bf16_to_f32(load_u16(src + 2 * i));
     } else {
       throw Error("tensor " + name + " must be F32, F16 or BF16", TSR_STATUS_UNSUPPORTED);
     }
-    auto buffer = backend_.alloc(static_cast<uint64_t>(n) * sizeof(float));
+    return values;
+  }
+
+  tsr_tensor upload_f32(const std::vector<float>& values) {
+    auto buffer = backend_.alloc(values.size() * sizeof(float));
     backend_.write(*buffer, 0, values.data(), buffer->size());
-    tsr_tensor tensor = tensor_make(TSR_DTYPE_F32, buffer->base(), {n});
+    tsr_tensor tensor = tensor_make(TSR_DTYPE_F32, buffer->base(), {int64_t(values.size())});
     m_.buffers_.push_back(std::move(buffer));
     return tensor;
+  }
+
+  // Llama 3.1's RoPE frequency factors (rope_freqs.weight): pair i's angle is divided by
+  // factor i. Without the file's tensor, rope runs without factors.
+  void load_rope_factors() {
+    const std::string name = "rope_freqs.weight";
+    if (m_.gguf_->find_tensor(name) == nullptr) return;
+    const std::string what = m_.gguf_->path() + ": " + name;
+    if (!backend_.has_rope_freq_factors()) {
+      throw Error(what + " needs RoPE frequency factors, which backend '" + backend_.name() +
+                      "' does not read (its plugin predates ABI 1.4)",
+                  TSR_STATUS_UNSUPPORTED);
+    }
+    const std::vector<float> factors = host_f32(name, m_.hparams_.n_rot / 2);
+    for (const float f : factors) {
+      if (!std::isfinite(f) || f <= 0) throw Error(what + " must hold finite numbers > 0");
+    }
+    m_.rope_factors_ = upload_f32(factors);
+    m_.has_rope_factors_ = true;
   }
 
   static uint16_t load_u16(const uint8_t* p) {

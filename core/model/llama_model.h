@@ -58,6 +58,8 @@ class LlamaModel {
   const tsr_tensor& tok_embd() const { return tok_embd_; }
   const tsr_tensor& output_norm() const { return output_norm_; }
   const tsr_tensor& output() const { return output_; }  // tok_embd when tied
+  // RoPE frequency factors ([n_rot / 2] f32, rope_freqs.weight); NULL when the file has none.
+  const tsr_tensor* rope_factors() const { return has_rope_factors_ ? &rope_factors_ : nullptr; }
   const LlamaLayer& layer(int i) const { return layers_[i]; }
   uint64_t weight_bytes() const { return weight_bytes_; }
   // Weight bytes one decode step reads: all of them but the rows of an embedding table
@@ -76,7 +78,8 @@ class LlamaModel {
   LlamaHParams hparams_;
   std::shared_ptr<const GgufFile> gguf_;
   std::vector<std::unique_ptr<BackendBuffer>> buffers_;
-  tsr_tensor tok_embd_{}, output_norm_{}, output_{};
+  tsr_tensor tok_embd_{}, output_norm_{}, output_{}, rope_factors_{};
+  bool has_rope_factors_ = false;
   std::vector<LlamaLayer> layers_;
   uint64_t weight_bytes_ = 0;
   uint64_t n_params_ = 0;

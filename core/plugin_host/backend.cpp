@@ -130,13 +130,26 @@ void Backend::synchronize() {
 TSR_BACKEND_OP(get_rows, tsr_get_rows_params)
 TSR_BACKEND_OP(rms_norm, tsr_rms_norm_params)
 TSR_BACKEND_OP(matmul, tsr_matmul_params)
-TSR_BACKEND_OP(rope, tsr_rope_params)
 TSR_BACKEND_OP(kv_write, tsr_kv_write_params)
 TSR_BACKEND_OP(attention, tsr_attention_params)
 TSR_BACKEND_OP(silu_mul, tsr_silu_mul_params)
 TSR_BACKEND_OP(add, tsr_add_params)
 TSR_BACKEND_OP(copy_blocks, tsr_copy_blocks_params)
 #undef TSR_BACKEND_OP
+
+bool Backend::has_rope_freq_factors() const {
+  return plugin_->desc().abi_major == TSR_ABI_MAJOR && plugin_->desc().abi_minor >= 4;
+}
+
+void Backend::rope(const tsr_rope_params& p) {
+  if (p.freq_factors != nullptr && !has_rope_freq_factors()) {
+    throw Error("backend '" + name_ + "' was built for ABI " + std::to_string(plugin_->desc().abi_major) + "." +
+                    std::to_string(plugin_->desc().abi_minor) +
+                    ", which has no RoPE frequency factors (they came with 1.4)",
+                TSR_STATUS_UNSUPPORTED);
+  }
+  call_plugin("backend op rope", [&](tsr_error** e) { return iface_->rope(handle_, stream_, &p, e); });
+}
 
 // A plugin built for ABI 1.0 or 1.1 has a shorter table: no graph entries at all.
 bool Backend::has_graphs() const {

@@ -60,6 +60,9 @@ class Backend {
   const std::string& name() const { return name_; }
   int32_t threads() const { return threads_; }  // as requested at creation (0: default)
   bool supports(tsr_op op, tsr_dtype dtype) const;
+  // Whether the plugin reads tsr_rope_params.freq_factors (built for ABI 1.4 or newer): an
+  // older one would read its shorter struct and rotate without them.
+  bool has_rope_freq_factors() const;
 
   std::unique_ptr<BackendBuffer> alloc(uint64_t size);
   // Wraps host memory without copying where the backend can (touching every page once, so
@@ -76,6 +79,7 @@ class Backend {
   void get_rows(const tsr_get_rows_params& p);
   void rms_norm(const tsr_rms_norm_params& p);
   void matmul(const tsr_matmul_params& p);
+  // Throws when p.freq_factors is set and the plugin predates them (has_rope_freq_factors).
   void rope(const tsr_rope_params& p);
   void kv_write(const tsr_kv_write_params& p);
   void attention(const tsr_attention_params& p);

@@ -22,7 +22,7 @@
 #include "cpu_tensor.h"
 #include "tessera/backend.h"
 #include "tessera/sdk/cpu_isa.hpp"
-#include "tessera/sdk/plugin.hpp"
+#include "tessera/sdk/backend.hpp"  // kAbi10Size of the op params
 #include "tessera/sdk/status.hpp"
 
 using tsr::sdk::Failure;
@@ -275,8 +275,8 @@ tsr_status event_synchronize(tsr_backend*, tsr_event*, tsr_error**) { return TSR
   tsr_status name(tsr_backend* b, tsr_stream* s, const params_type* p, tsr_error** error) {  \
     const tsr_status status = guarded(error, [&] {                                           \
       require(b != nullptr, #name ": backend is NULL");                                      \
-      require(p != nullptr && p->struct_size >= sizeof(params_type),                         \
-              #name ": params NULL or smaller than " #params_type);                          \
+      require(p != nullptr && p->struct_size >= tsr::sdk::kAbi10Size<params_type>,          \
+              #name ": params NULL or smaller than ABI 1.0's " #params_type);                \
       if (s != nullptr && s->recording) {                                                    \
         s->recording->add(*p);                                                               \
       } else {                                                                               \

@@ -647,21 +647,27 @@ TEST(CpuRope, NormalAndNeoxWithPartialRotaryAndScaledFrequencies) {
   const int64_t n = static_cast<int64_t>(pos.size()), heads = 3;
   uint32_t seed = 60;
   for (const RopeCase& c : cases) {
+   for (const bool with_factors : {false, true}) {
     SCOPED_TRACE("mode " + std::to_string(c.mode) + " n_rot " + std::to_string(c.n_rot) +
-                 " head_dim " + std::to_string(c.head_dim));
+                 " head_dim " + std::to_string(c.head_dim) + (with_factors ? " with factors" : ""));
     const int64_t hd = c.head_dim;
+    const int half = c.n_rot / 2;
+    // Llama 3.1's shape: high frequencies kept, low ones divided by up to 8.
+    std::vector<float> factors(static_cast<size_t>(half), 1.0f);
+    for (int i = half / 2; i < half; ++i) factors[i] = 1.0f + 7.0f * float(i - half / 2) / float(half - half / 2);
+    const DevTensor df = upload(factors, TSR_DTYPE_F32, {half});
     const std::vector<float> x = random_floats(static_cast<size_t>(n * heads * hd), ++seed);
     const DevTensor dx = upload(x, TSR_DTYPE_F32, {n, heads, hd}, 4);
     const DevTensor dp = upload_i32(pos);
-    backend().rope({sizeof(tsr_rope_params), dx.get(), dp.get(), c.n_rot, c.mode, c.base, c.scale});
+    backend().rope({sizeof(tsr_rope_params), dx.get(), dp.get(), c.n_rot, c.mode, c.base, c.scale,
+                    with_factors ? df.get() : nullptr});
     std::vector<double> ref(x.begin(), x.end());
-    const int half = c.n_rot / 2;
     for (int64_t r = 0; r < n; ++r) {
       for (int64_t h = 0; h < heads; ++h) {
         double* v = &ref[static_cast<size_t>((r * heads + h) * hd)];
         for (int i = 0; i < half; ++i) {
-          const double theta =
-              pos[r] * double(c.scale) * std::pow(double(c.base), -2.0 * i / c.n_rot);
+          const double theta = pos[r] * double(c.scale) * std::pow(double(c.base), -2.0 * i / c.n_rot) /
+                               (with_factors ? factors[size_t(i)] : 1.0);
           const int a = c.mode == TSR_ROPE_NORMAL ? 2 * i : i;
           const int b = c.mode == TSR_ROPE_NORMAL ? 2 * i + 1 : i + half;
           const double x0 = v[a], x1 = v[b];
@@ -679,7 +685,33 @@ TEST(CpuRope, NormalAndNeoxWithPartialRotaryAndScaledFrequencies) {
       }
     }
     EXPECT_TRUE(dx.pad_untouched());
+   }
   }
+}
+
+// A caller built before ABI 1.4 passes the shorter struct: whatever follows it in memory is
+// not read as freq_factors. Factors of the wrong length, or not > 0, are refused.
+TEST(CpuRope, FreqFactorsReadOnlyWhenPresentAndChecked) {
+  const std::vector<int32_t> pos = {3, 9};
+  const std::vector<float> x = random_floats(2 * 8, 61);
+  const DevTensor dp = upload_i32(pos);
+  const DevTensor plain = upload(x, TSR_DTYPE_F32, {2, 1, 8});
+  backend().rope({sizeof(tsr_rope_params), plain.get(), dp.get(), 8, TSR_ROPE_NORMAL, 10000, 1, nullptr});
+  const DevTensor old_caller = upload(x, TSR_DTYPE_F32, {2, 1, 8});
+  const std::vector<float> halves(4, 2.0f);
+  const DevTensor df = upload(halves, TSR_DTYPE_F32, {4});
+  tsr_rope_params p{offsetof(tsr_rope_params, freq_factors), old_caller.get(), dp.get(), 8, TSR_ROPE_NORMAL,
+                    10000, 1, df.get()};
+  backend().rope(p);
+  EXPECT_EQ(old_caller.floats(), plain.floats());
+
+  const DevTensor wrong_length = upload(std::vector<float>(3, 1.0f), TSR_DTYPE_F32, {3});
+  const DevTensor zero = upload(std::vector<float>{1, 1, 0, 1}, TSR_DTYPE_F32, {4});
+  p.struct_size = sizeof(tsr_rope_params);
+  p.freq_factors = wrong_length.get();
+  expect_invalid(p, "rope: freq_factors must be [n_rot / 2]");
+  p.freq_factors = zero.get();
+  expect_invalid(p, "rope: freq_factors must be finite and > 0");
 }
 
 // ---- kv_write ----
@@ -1048,7 +1080,7 @@ TEST(CpuBadArgs, MatmulOperands) {
                  "matmul w is NULL");
   auto params = matmul_params(out, dx, dw);
   params.struct_size = sizeof(tsr_matmul_params) - 8;
-  expect_invalid(params, "smaller than tsr_matmul_params");
+  expect_invalid(params, "smaller than ABI 1.0's tsr_matmul_params");
 
   const DevTensor x16 = make_tensor(TSR_DTYPE_F16, {3, 64});
   expect_invalid(matmul_params(out, x16, dw), "must have dtype");
@@ -1098,7 +1130,7 @@ TEST(CpuBadArgs, ElementwiseAndRopeOperands) {
   const DevTensor pos3 = upload_i32({0, 1, 2});
   // The mode goes in as a plain int, as a C caller may pass any.
   const auto rope = [&](const DevTensor& p, int32_t n_rot, int32_t mode) {
-    tsr_rope_params r{sizeof(tsr_rope_params), x.get(), p.get(), n_rot, TSR_ROPE_NORMAL, 10000, 1};
+    tsr_rope_params r{sizeof(tsr_rope_params), x.get(), p.get(), n_rot, TSR_ROPE_NORMAL, 10000, 1, nullptr};
     std::memcpy(&r.mode, &mode, sizeof(mode));
     return r;
   };
@@ -1107,7 +1139,7 @@ TEST(CpuBadArgs, ElementwiseAndRopeOperands) {
   expect_invalid(rope(pos, 8, 5), "unknown mode");
   expect_invalid(rope(pos3, 8, TSR_ROPE_NORMAL), "expected 2");
   expect_invalid(
-      tsr_rope_params{sizeof(tsr_rope_params), a.get(), pos.get(), 8, TSR_ROPE_NORMAL, 10000, 1},
+      tsr_rope_params{sizeof(tsr_rope_params), a.get(), pos.get(), 8, TSR_ROPE_NORMAL, 10000, 1, nullptr},
       "[n, heads, head_dim]");
 }
 

@@ -58,7 +58,7 @@ void Recording::add(const tsr_matmul_params& p) {
 
 void Recording::add(const tsr_rope_params& p) {
   using P = tsr_rope_params;
-  ops_.push_back(record(p, op_rope, &P::x, &P::positions));
+  ops_.push_back(record(p, op_rope, &P::x, &P::positions, &P::freq_factors));
 }
 
 void Recording::add(const tsr_kv_write_params& p) {

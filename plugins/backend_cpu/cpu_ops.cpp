@@ -79,8 +79,20 @@ void op_rope(OpContext& ctx, const tsr_rope_params& p) {
   require(mode == TSR_ROPE_NORMAL || mode == TSR_ROPE_NEOX, "rope: unknown mode");
   require(p.freq_base > 0 && p.freq_scale > 0, "rope: frequency base and scale must be > 0");
   const int half = p.n_rot / 2;
+  const float* factors = nullptr;  // ABI 1.4; absent from an older caller's struct
+  if (TSR_STRUCT_HAS(&p, tsr_rope_params, freq_factors) && p.freq_factors != nullptr) {
+    const Matrix f = as_matrix(p.freq_factors, TSR_DTYPE_F32, "rope freq_factors");
+    require(f.rows == 1 && f.cols == half, "rope: freq_factors must be [n_rot / 2]");
+    factors = f.row<float>(0);
+  }
   std::vector<double> inv_freq(half);
-  for (int i = 0; i < half; ++i) inv_freq[i] = std::pow(double(p.freq_base), -2.0 * i / p.n_rot);
+  for (int i = 0; i < half; ++i) {
+    inv_freq[i] = std::pow(double(p.freq_base), -2.0 * i / p.n_rot);
+    if (factors != nullptr) {
+      require(std::isfinite(factors[i]) && factors[i] > 0, "rope: freq_factors must be finite and > 0");
+      inv_freq[i] /= factors[i];
+    }
+  }
 #pragma omp parallel for num_threads(ctx.n_threads) if (x.rows * x.cols >= kParallelMin)
   for (int64_t r = 0; r < x.rows; ++r) {
     std::vector<float> cs(half), sn(half);

@@ -571,8 +571,14 @@ class GpuBackend {
     std::memcpy(&mode, &p.mode, sizeof(mode));
     require(mode == TSR_ROPE_NORMAL || mode == TSR_ROPE_NEOX, "rope: unknown mode");
     require(p.freq_base > 0 && p.freq_scale > 0, "rope: frequency base and scale must be > 0");
+    const float* factors = nullptr;  // ABI 1.4; their values live on the device, unchecked
+    if (TSR_STRUCT_HAS(&p, tsr_rope_params, freq_factors) && p.freq_factors != nullptr) {
+      const Mat f = view(p.freq_factors, TSR_DTYPE_F32, "rope freq_factors");
+      require(f.rows == 1 && f.cols == p.n_rot / 2, "rope: freq_factors must be [n_rot / 2]");
+      factors = static_cast<const float*>(f.data);
+    }
     gpu::rope(s.handle, x, heads, head_dim, pos, p.n_rot, mode == TSR_ROPE_NEOX, p.freq_base,
-              p.freq_scale);
+              p.freq_scale, factors);
     end_op(s, "rope", x);
   }
 

@@ -25,8 +25,9 @@ cudaError_t probe_kernels();
 // cudaGetLastError; faults during execution surface at the next synchronization.
 void get_rows(cudaStream_t s, const Mat& out, const Mat& table, const int32_t* ids);
 void rms_norm(cudaStream_t s, const Mat& out, const Mat& x, const float* weight, float eps);
+// factors: n_rot / 2 divisors of the pairs' angles (can be NULL: none).
 void rope(cudaStream_t s, const Mat& x, int64_t heads, int64_t head_dim, const int32_t* pos,
-          int32_t n_rot, bool neox, float freq_base, float freq_scale);
+          int32_t n_rot, bool neox, float freq_base, float freq_scale, const float* factors);
 void kv_write(cudaStream_t s, const Mat& k_cache, const Mat& v_cache, const Mat& k, const Mat& v,
               const int32_t* slots);
 void silu_mul(cudaStream_t s, const Mat& out, const Mat& gate, const Mat& up);

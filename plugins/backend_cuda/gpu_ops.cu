@@ -69,7 +69,8 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(Mat out, Mat x, 
 // angle is recomputed per head: cheaper than a loop over heads, whose loads must wait for
 // the previous head's stores (they may alias).
 __global__ void rope_kernel(Mat x, int64_t heads, int64_t head_dim, const int32_t* pos,
-                            int32_t n_rot, bool neox, float freq_base, float freq_scale) {
+                            int32_t n_rot, bool neox, float freq_base, float freq_scale,
+                            const float* factors) {
   const int half = n_rot / 2;
   const int64_t per_token = heads * half;
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -77,7 +78,8 @@ __global__ void rope_kernel(Mat x, int64_t heads, int64_t head_dim, const int32_
   const int64_t token = t / per_token, h = t % per_token / half;
   const int i = static_cast<int>(t % half);
   const double theta = static_cast<double>(pos[token]) * freq_scale *
-                       pow(static_cast<double>(freq_base), -2.0 * i / n_rot);
+                       pow(static_cast<double>(freq_base), -2.0 * i / n_rot) /
+                       (factors != nullptr ? static_cast<double>(factors[i]) : 1.0);
   double sd, cd;
   sincos(theta, &sd, &cd);
   const float sn = static_cast<float>(sd), cs = static_cast<float>(cd);
@@ -164,9 +166,9 @@ void rms_norm(cudaStream_t s, const Mat& out, const Mat& x, const float* weight,
 }
 
 void rope(cudaStream_t s, const Mat& x, int64_t heads, int64_t head_dim, const int32_t* pos,
-          int32_t n_rot, bool neox, float freq_base, float freq_scale) {
+          int32_t n_rot, bool neox, float freq_base, float freq_scale, const float* factors) {
   rope_kernel<<<grid_for(x.rows * heads * (n_rot / 2), kThreads), kThreads, 0, s>>>(
-      x, heads, head_dim, pos, n_rot, neox, freq_base, freq_scale);
+      x, heads, head_dim, pos, n_rot, neox, freq_base, freq_scale, factors);
 }
 
 void kv_write(cudaStream_t s, const Mat& k_cache, const Mat& v_cache, const Mat& k, const Mat& v,

@@ -733,34 +733,70 @@ TEST_F(BackendTest, GraphRecordingRefusesWhatItCannotReplay) {
 }
 #endif
 
-TEST_F(BackendTest, RopeMatchesReference) {
-  for (const tsr_rope_mode mode : {TSR_ROPE_NORMAL, TSR_ROPE_NEOX, TSR_ROPE_NORMAL, TSR_ROPE_NEOX}) {
-    const int64_t hd = 8 * pick(rng, 1, 8), heads = pick(rng, 1, 4), n = pick(rng, 1, 6);
-    const auto n_rot = static_cast<int32_t>(2 * pick(rng, 1, hd / 2));  // partial rotary too
-    const float base = pick(rng, 0, 1) ? 10000.0f : 1e6f, scale = 1.0f / static_cast<float>(pick(rng, 1, 4));
-    std::vector<int32_t> pos(static_cast<size_t>(n));
-    for (int32_t& p : pos) p = static_cast<int32_t>(pick(rng, 0, 2047));
-    const std::vector<float> x = random_floats(static_cast<size_t>(n * heads * hd), rng);
+// Rotary embedding in double precision; `factors` (n_rot / 2 divisors, ABI 1.4) can be empty.
+struct RopeCase {
+  int64_t n, heads, hd;
+  int32_t n_rot;
+  tsr_rope_mode mode;
+  float base, scale;
+  std::vector<int32_t> pos;
+  std::vector<float> x, factors;
+
+  RopeCase(std::mt19937& rng, tsr_rope_mode m, bool with_factors)
+      : n(pick(rng, 1, 6)), heads(pick(rng, 1, 4)), hd(8 * pick(rng, 1, 8)), mode(m) {
+    n_rot = static_cast<int32_t>(2 * pick(rng, 1, hd / 2));  // partial rotary too
+    base = pick(rng, 0, 1) ? 10000.0f : 1e6f;
+    scale = 1.0f / static_cast<float>(pick(rng, 1, 4));
+    for (int64_t r = 0; r < n; ++r) pos.push_back(static_cast<int32_t>(pick(rng, 0, 2047)));
+    x = random_floats(static_cast<size_t>(n * heads * hd), rng);
+    for (int i = 0; with_factors && i < n_rot / 2; ++i) factors.push_back(1.0f + static_cast<float>(pick(rng, 0, 31)) / 4);
+  }
+
+  std::vector<double> reference() const {
     std::vector<double> ref(x.begin(), x.end());
     const int half = n_rot / 2;
     for (int64_t r = 0; r < n * heads; ++r) {
       double* v = &ref[static_cast<size_t>(r * hd)];
       for (int i = 0; i < half; ++i) {
-        const double theta = pos[r / heads] * double(scale) * std::pow(double(base), -2.0 * i / n_rot);
+        const double theta = pos[r / heads] * double(scale) * std::pow(double(base), -2.0 * i / n_rot) /
+                             (factors.empty() ? 1.0 : double(factors[size_t(i)]));
         const int a = mode == TSR_ROPE_NORMAL ? 2 * i : i, b = mode == TSR_ROPE_NORMAL ? 2 * i + 1 : i + half;
         const double x0 = v[a], x1 = v[b];
         v[a] = x0 * std::cos(theta) - x1 * std::sin(theta);
         v[b] = x0 * std::sin(theta) + x1 * std::cos(theta);
       }
     }
-    SCOPED_TRACE("mode " + std::to_string(mode) + " n_rot " + std::to_string(n_rot) + " head_dim " + std::to_string(hd));
-    expect_matches(ref, [&](Device& dev) {
-      const DevTensor dx = upload(dev, x, TSR_DTYPE_F32, {n, heads, hd}, 4);
-      const DevTensor dp = upload_i32(dev, pos);
-      dev.run(dev.t.rope, tsr_rope_params{sizeof(tsr_rope_params), dx.get(), dp.get(), n_rot, mode, base, scale}, "rope");
-      EXPECT_TRUE(dx.pad_untouched());
-      return dx.packed_rows();
-    });
+    return ref;
+  }
+
+  std::vector<float> run(Device& dev) const {
+    const DevTensor dx = upload(dev, x, TSR_DTYPE_F32, {n, heads, hd}, 4);
+    const DevTensor dp = upload_i32(dev, pos);
+    const DevTensor df = factors.empty() ? DevTensor{} : upload(dev, factors, TSR_DTYPE_F32, {int64_t(factors.size())});
+    const tsr_rope_params p{sizeof(tsr_rope_params), dx.get(), dp.get(), n_rot, mode, base, scale,
+                            factors.empty() ? nullptr : df.get()};
+    dev.run(dev.t.rope, p, "rope");
+    EXPECT_TRUE(dx.pad_untouched());
+    return dx.packed_rows();
+  }
+};
+
+TEST_F(BackendTest, RopeMatchesReference) {
+  for (const tsr_rope_mode mode : {TSR_ROPE_NORMAL, TSR_ROPE_NEOX, TSR_ROPE_NORMAL, TSR_ROPE_NEOX}) {
+    const RopeCase c(rng, mode, false);
+    SCOPED_TRACE("mode " + std::to_string(mode) + " n_rot " + std::to_string(c.n_rot) + " head_dim " + std::to_string(c.hd));
+    expect_matches(c.reference(), [&](Device& dev) { return c.run(dev); });
+  }
+}
+
+// Llama 3.1's per-pair divisors of the angle (rope_freqs.weight). The host passes them only
+// to plugins built for 1.4 or newer.
+TEST_F(BackendTest, RopeFreqFactorsMatchReference) {
+  if (plugin().desc->abi_minor < 4) GTEST_SKIP() << "freq_factors came with ABI 1.4; the plugin is older";
+  for (const tsr_rope_mode mode : {TSR_ROPE_NORMAL, TSR_ROPE_NEOX, TSR_ROPE_NORMAL, TSR_ROPE_NEOX}) {
+    const RopeCase c(rng, mode, true);
+    SCOPED_TRACE("mode " + std::to_string(mode) + " n_rot " + std::to_string(c.n_rot) + " head_dim " + std::to_string(c.hd));
+    EXPECT_LT(norm_err(c.run(dut()), c.reference()), kTol) << "against the double-precision reference";
   }
 }
 
@@ -1075,7 +1111,7 @@ TEST_F(BackendTest, BadOperandsAreRefused) {
   expect_op_refused(d.t.add, &ap, "add of different shapes");
   const DevTensor xr = make_tensor(d, TSR_DTYPE_F32, {2, 2, 16});
   const DevTensor pos = upload_i32(d, {0, 1});
-  const tsr_rope_params rp{sizeof(rp), xr.get(), pos.get(), 7, TSR_ROPE_NORMAL, 10000, 1};
+  const tsr_rope_params rp{sizeof(rp), xr.get(), pos.get(), 7, TSR_ROPE_NORMAL, 10000, 1, nullptr};
   expect_op_refused(d.t.rope, &rp, "rope odd n_rot");
 }
 

@@ -7,9 +7,16 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
 #include <memory>
+#include <unistd.h>
 
 #include "core/engine/engine.h"
+#include "core/error.h"
+#include "core/model/gguf.h"
+#include "core/model/gguf_writer.h"
 #include "tests/common/shared_data.h"
 
 namespace tsr {
@@ -84,6 +91,92 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"models/stories260K.gguf", "models/reference/stories260K.ref.jsonl"},
                       Case{"models/llama-2-tiny-random.gguf", "models/reference/tiny-random.ref.jsonl"}),
     [](const auto& info) { return info.index == 0 ? "stories260K" : "tiny_random"; });
+
+// stories260K with `edit` applied to its metadata and tensors, written to a temp file that
+// is removed with the object.
+struct StoriesVariant {
+  std::string path;
+  StoriesVariant(const std::string& name, const std::function<void(GgufWriter&)>& edit)
+      : path(::testing::TempDir() + "/stories260K-" + name + "." + std::to_string(getpid()) + ".gguf") {
+    const auto src = GgufFile::open(testing::shared_path("models/stories260K.gguf"));
+    GgufWriter w;
+    for (const GgufKv& kv : src->metadata()) {
+      if (kv.key != "general.alignment") w.add(kv.key, kv.value);
+    }
+    for (const GgufTensorInfo& t : src->tensors()) {
+      w.add_tensor(t.name, t.type, t.ne, std::span<const uint8_t>(src->tensor_data(t), t.nbytes));
+    }
+    edit(w);
+    w.write(path);
+  }
+  ~StoriesVariant() { std::filesystem::remove(path); }
+};
+
+std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
+  std::vector<uint8_t> out(v.size() * sizeof(float));
+  std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+// Greedy ids and every step's logits.
+std::pair<std::vector<int32_t>, std::vector<float>> greedy_with_logits(Engine& engine, int32_t n) {
+  RequestParams p;
+  p.prompt = engine.tokenizer().encode("Once upon a time, there was a little", true, false);
+  p.max_tokens = n;
+  p.sampling.temperature = 0;
+  p.ignore_eos = true;
+  std::vector<float> logits;
+  p.on_logits = [&](std::span<const float> row) { logits.insert(logits.end(), row.begin(), row.end()); };
+  GenerateResult r = engine.generate(std::move(p));
+  return {std::move(r.tokens), std::move(logits)};
+}
+
+// Llama 3.1's rope_freqs.weight divides pair i's angle by factor i (llama.cpp's
+// ggml_rope_ext). Factors of 2 everywhere are linear scaling by 2, to the bit (both are
+// exact halvings of the angle); uneven factors change the output; bad ones are refused.
+TEST(RopeFreqFactors, FactorsOfTwoEqualLinearScalingByTwo) {
+  TSR_REQUIRE_SHARED("models/stories260K.gguf");
+  const int32_t pairs = 4;  // n_rot / 2: head size 8
+  const StoriesVariant factors("factors", [&](GgufWriter& w) {
+    w.add_tensor("rope_freqs.weight", GgmlType::F32, {pairs}, f32_bytes(std::vector<float>(pairs, 2.0f)));
+  });
+  const StoriesVariant linear("linear", [](GgufWriter& w) {
+    w.add_string("llama.rope.scaling.type", "linear");
+    w.add_f32("llama.rope.scaling.factor", 2.0f);
+  });
+  const auto by_factors = greedy_with_logits(*make_engine(factors.path), 24);
+  const auto by_scaling = greedy_with_logits(*make_engine(linear.path), 24);
+  EXPECT_EQ(by_factors.first, by_scaling.first);
+  EXPECT_EQ(by_factors.second, by_scaling.second);
+  const auto plain = greedy_with_logits(*make_engine(testing::shared_path("models/stories260K.gguf")), 24);
+  EXPECT_NE(plain.second, by_factors.second);
+
+  const StoriesVariant uneven("uneven", [&](GgufWriter& w) {
+    w.add_tensor("rope_freqs.weight", GgmlType::F32, {pairs}, f32_bytes({1, 1, 4, 8}));
+  });
+  const auto by_uneven = greedy_with_logits(*make_engine(uneven.path), 24);
+  EXPECT_NE(by_uneven.second, plain.second);
+  EXPECT_NE(by_uneven.second, by_factors.second);
+}
+
+TEST(RopeFreqFactors, BadFactorsAreRefused) {
+  TSR_REQUIRE_SHARED("models/stories260K.gguf");
+  const StoriesVariant zero("zero", [](GgufWriter& w) {
+    w.add_tensor("rope_freqs.weight", GgmlType::F32, {4}, f32_bytes({1, 1, 0, 8}));
+  });
+  const StoriesVariant short_one("short", [](GgufWriter& w) {
+    w.add_tensor("rope_freqs.weight", GgmlType::F32, {3}, f32_bytes({1, 1, 8}));
+  });
+  for (const auto& [file, expected] : {std::pair{&zero, "rope_freqs.weight must hold finite numbers > 0"},
+                                       std::pair{&short_one, "tensor rope_freqs.weight has the wrong size"}}) {
+    try {
+      make_engine(file->path);
+      ADD_FAILURE() << "loaded " << file->path;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  }
+}
 
 std::string shell_quote(const std::string& s) {
   std::string q = "'";

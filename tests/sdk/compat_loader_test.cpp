@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/plugin_host/backend.h"
 #include "core/plugin_host/plugin_loader.h"
+#include "core/plugin_host/tensor.h"
 
 namespace tsr {
 namespace {
@@ -25,6 +26,27 @@ TEST(Compat, BackendBuiltAgainst1_0LoadsAndRuns) {
   backend->write(*buffer, 0, data, sizeof(data));
   backend->read(*buffer, 0, back, sizeof(back));
   EXPECT_STREQ(back, data);
+}
+
+// A 1.3 backend reads the shorter tsr_rope_params: the host never hands it frequency
+// factors it would skip, and says which ABI it lacks.
+TEST(Compat, BackendBuiltAgainst1_3IsNotGivenRopeFactors) {
+  auto plugin = Plugin::load(COMPAT_1_3_DIR "/libtessera_backend_example.so", TSR_PLUGIN_BACKEND, "example");
+  EXPECT_EQ(plugin->desc().abi_minor, 3u);
+  auto backend = Backend::create(plugin, 0, 1);
+  EXPECT_FALSE(backend->has_rope_freq_factors());
+  auto buffer = backend->alloc(64);
+  tsr_tensor x = tensor_make(TSR_DTYPE_F32, buffer->base(), {1, 1, 4});
+  tsr_tensor pos = tensor_make(TSR_DTYPE_I32, buffer->base() + 16, {1});
+  tsr_tensor factors = tensor_make(TSR_DTYPE_F32, buffer->base() + 32, {2});
+  backend->rope({sizeof(tsr_rope_params), &x, &pos, 4, TSR_ROPE_NORMAL, 10000, 1, nullptr});
+  try {
+    backend->rope({sizeof(tsr_rope_params), &x, &pos, 4, TSR_ROPE_NORMAL, 10000, 1, &factors});
+    ADD_FAILURE() << "a 1.3 backend was given rope factors";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("built for ABI 1.3, which has no RoPE frequency factors"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Compat, DraftBuiltAgainst1_0Loads) {

@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 #define TSR_ABI_MAJOR 1
-#define TSR_ABI_MINOR 3
+#define TSR_ABI_MINOR 4
 
 #if defined(_WIN32)
 #define TSR_EXPORT __declspec(dllexport)

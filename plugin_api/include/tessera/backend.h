@@ -113,7 +113,8 @@ typedef struct tsr_matmul_params {
 TSR_ABI_PIN_SIZE(tsr_matmul_params, 32);
 
 /* Rotary embedding in place. x: [n, heads, head_dim] f32; positions: [n] i32. The first
- * n_rot dims of each head rotate by pos * freq_scale * freq_base^(-2i/n_rot). */
+ * n_rot dims of each head rotate, pair i by pos * freq_scale * freq_base^(-2i/n_rot)
+ * / freq_factors[i]. */
 typedef struct tsr_rope_params {
   size_t struct_size;
   const tsr_tensor* x;
@@ -122,8 +123,13 @@ typedef struct tsr_rope_params {
   tsr_rope_mode mode;
   float freq_base;
   float freq_scale;
+  /* ABI 1.4. Can be NULL (all factors 1): [n_rot / 2] f32, each finite and > 0 (Llama
+   * 3.1's rope_freqs.weight, llama.cpp's ggml_rope_ext freq_factors). The host passes
+   * it only to backends built for 1.4 or newer; a model that needs it does not load on
+   * an older one. */
+  const tsr_tensor* freq_factors;
 } tsr_rope_params;
-TSR_ABI_PIN_SIZE(tsr_rope_params, 40);
+TSR_ABI_PIN_SIZE(tsr_rope_params, 48);
 
 /* k_cache[slot_mapping[i]] = k[i]; likewise v. k, v: [n, kv_heads, head_dim];
  * caches: [num_slots, kv_heads, head_dim]; slot_mapping: [n] i32, -1 skips the row. */

@@ -173,12 +173,21 @@ class ExampleBackend {
             "rope: n_rot must be even and in (0, head_dim]");
     require(p.mode == TSR_ROPE_NORMAL || p.mode == TSR_ROPE_NEOX, "rope: unknown mode");
     const int half = p.n_rot / 2;
+    const float* factors = nullptr;  // a divisor per pair (ABI 1.4), or none
+#if TSR_ABI_MINOR >= 4
+    if (TSR_STRUCT_HAS(&p, tsr_rope_params, freq_factors) && p.freq_factors != nullptr) {
+      const Rows f = rows(p.freq_factors, 1, TSR_DTYPE_F32, "rope freq_factors");
+      require(f.width == half, "rope: freq_factors must be [n_rot / 2]");
+      factors = f.f32(0);
+    }
+#endif
     for (int64_t r = 0; r < x.count; ++r) {
       for (int64_t h = 0; h < heads; ++h) {
         float* v = x.f32(r) + h * head_dim;
         for (int i = 0; i < half; ++i) {
           const double theta = pos.i32(0)[r] * double(p.freq_scale) *
-                               std::pow(double(p.freq_base), -2.0 * i / p.n_rot);
+                               std::pow(double(p.freq_base), -2.0 * i / p.n_rot) /
+                               (factors != nullptr ? double(factors[i]) : 1.0);
           const int a = p.mode == TSR_ROPE_NORMAL ? 2 * i : i;
           const int b = p.mode == TSR_ROPE_NORMAL ? 2 * i + 1 : i + half;
           const double x0 = v[a], x1 = v[b];

@@ -37,6 +37,12 @@
 
 namespace tsr::sdk {
 
+#if TSR_ABI_MINOR >= 4
+// ABI 1.4 appended freq_factors to tsr_rope_params.
+template <>
+inline constexpr size_t kAbi10Size<tsr_rope_params> = offsetof(tsr_rope_params, freq_factors);
+#endif
+
 // Entry names for error messages, chosen by the params type.
 constexpr const char* op_name(const tsr_get_rows_params*) { return "get_rows"; }
 constexpr const char* op_name(const tsr_rms_norm_params*) { return "rms_norm"; }

@@ -28,8 +28,8 @@ tsr_status boundary(tsr_error** error, Body&& body) noexcept {
 
 // The size ABI 1.0 gave a struct. Params written by an older host than the plugin may be
 // this short; later minors only append, so a plugin must accept any struct_size >= this
-// and read appended fields only after TSR_STRUCT_HAS. Today every struct is as 1.0 pinned
-// it; a minor that grows one adds a specialization here holding the 1.0 size.
+// and read appended fields only after TSR_STRUCT_HAS. A minor that grows a struct adds a
+// specialization holding the 1.0 size beside the struct's kind (backend.hpp: rope, 1.4).
 template <class T>
 inline constexpr size_t kAbi10Size = sizeof(T);
 
