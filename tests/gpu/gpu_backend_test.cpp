@@ -290,17 +290,23 @@ TEST_P(GpuOpTest, ElementwiseOpsMatchCpu) {
   }
 }
 
+// With and without Llama 3.1's frequency factors (ABI 1.4).
 TEST_P(GpuOpTest, RopeMatchesCpuInBothLayouts) {
   for (const tsr_rope_mode mode : {TSR_ROPE_NORMAL, TSR_ROPE_NEOX}) {
-    const int64_t n = pick(1, 40), heads = pick(1, 32), hd = 64 * pick(1, 2);
-    std::vector<int32_t> pos(static_cast<size_t>(n));
-    for (int32_t& p : pos) p = static_cast<int32_t>(pick(0, 8191));
-    const int32_t n_rot = mode == TSR_ROPE_NORMAL ? static_cast<int32_t>(hd) : static_cast<int32_t>(hd / 2);
-    const Twin x = upload(TSR_DTYPE_F32, {n, heads, hd}, randoms(size_t(n * heads * hd)), 16);
-    const Twin dp = upload(TSR_DTYPE_I32, {n}, pos);
-    cpu_->rope({sizeof(tsr_rope_params), &x.cpu, &dp.cpu, n_rot, mode, 500000.0f, 1.0f});
-    gpu_->rope({sizeof(tsr_rope_params), &x.gpu, &dp.gpu, n_rot, mode, 500000.0f, 1.0f});
-    EXPECT_LT(error(x), 1e-5) << "mode " << mode;
+    for (const bool with_factors : {false, true}) {
+      const int64_t n = pick(1, 40), heads = pick(1, 32), hd = 64 * pick(1, 2);
+      std::vector<int32_t> pos(static_cast<size_t>(n));
+      for (int32_t& p : pos) p = static_cast<int32_t>(pick(0, 8191));
+      const int32_t n_rot = mode == TSR_ROPE_NORMAL ? static_cast<int32_t>(hd) : static_cast<int32_t>(hd / 2);
+      std::vector<float> factors(static_cast<size_t>(n_rot / 2));
+      for (float& f : factors) f = 1.0f + static_cast<float>(pick(0, 28)) / 4;
+      const Twin x = upload(TSR_DTYPE_F32, {n, heads, hd}, randoms(size_t(n * heads * hd)), 16);
+      const Twin dp = upload(TSR_DTYPE_I32, {n}, pos);
+      const Twin df = upload(TSR_DTYPE_F32, {n_rot / 2}, factors);
+      cpu_->rope({sizeof(tsr_rope_params), &x.cpu, &dp.cpu, n_rot, mode, 500000.0f, 1.0f, with_factors ? &df.cpu : nullptr});
+      gpu_->rope({sizeof(tsr_rope_params), &x.gpu, &dp.gpu, n_rot, mode, 500000.0f, 1.0f, with_factors ? &df.gpu : nullptr});
+      EXPECT_LT(error(x), 1e-5) << "mode " << mode << (with_factors ? " with factors" : "");
+    }
   }
 }
 
