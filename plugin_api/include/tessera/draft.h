@@ -108,8 +108,12 @@ typedef struct tsr_draft_iface {
                         size_t n_history, tsr_draft_proposal* proposal, tsr_error** error);
 
   /* After verification: n_accepted of the last proposal's tokens were accepted and
-   * `next_token` follows them (the target's correction or bonus token). A draft with state
-   * of its own (a KV cache) rolls back what was rejected. */
+   * `next_token` follows them (the target's correction or bonus token). Called only for
+   * a proposal that reached verification with at least one token: a step whose drafts the
+   * scheduler cut to none (the end of max_tokens or of the context, a preemption) is not
+   * reported, so propose's `history` is the authority. A draft with state of its own (a
+   * KV cache) reconciles it with `history` at each propose (plugins/draft_model rolls
+   * back to the longest common prefix); on_verified is an early hint. */
   tsr_status (*on_verified)(tsr_draft* draft, tsr_draft_seq* seq, int32_t n_accepted,
                             int32_t next_token, tsr_error** error);
 } tsr_draft_iface;
