@@ -39,6 +39,7 @@ GenerationJob::GenerationJob(Engine& engine, std::vector<RequestParams> choices,
       }
       on_refused(n - i);
       cancel();
+      if (e.status() == TSR_STATUS_DEVICE_ERROR) throw ApiError(500, e.what(), "server_error", "", "engine_failed");
       throw ApiError(400, e.what(), "invalid_request_error");
     }
   }

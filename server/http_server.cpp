@@ -137,7 +137,15 @@ void HttpServer::Impl::configure() {
 }
 
 void HttpServer::Impl::routes() {
-  http.Get("/health", [](const Request&, Response& res) { res.set_content(R"({"status":"ok"})", "application/json"); });
+  // 500 once the engine has failed (its device is lost), as vLLM's: orchestrators restart it.
+  http.Get("/health", [this](const Request&, Response& res) {
+    if (const std::optional<std::string> failure = engine.failure()) {
+      res.status = 500;
+      res.set_content(nlohmann::json{{"status", "error"}, {"error", *failure}}.dump(), "application/json");
+      return;
+    }
+    res.set_content(R"({"status":"ok"})", "application/json");
+  });
   http.Get("/metrics", [this](const Request&, Response& res) {
     res.set_content(metrics->render(engine.stats()), "text/plain; version=0.0.4");
   });

@@ -117,6 +117,7 @@ struct Engine::Impl {
   std::atomic<RequestId> next_id{1};
   std::thread worker;
   bool stopping = false;       // guarded by inbox_mutex
+  std::string failure;         // guarded by inbox_mutex: why the engine serves no more, if it does not
   std::atomic<bool> background{false};
   mutable std::mutex stats_mutex;
   EngineStats stats;
@@ -129,7 +130,8 @@ struct Engine::Impl {
   void start_compile(Live& l);
   void attach_constraints(std::vector<Compiled>& done, std::vector<Request*>& touched,
                           Clock::time_point now);
-  void finish(Live& l, tsr_finish_reason reason, Clock::time_point now);
+  void finish(Live& l, tsr_finish_reason reason, Clock::time_point now, std::string error = {});
+  void check_device(const std::exception& step_error);
   void drop_draft(Live& l, const std::exception& e);
   void execute(const SchedulerOutput& out);
   void propose_drafts();
@@ -196,6 +198,11 @@ void Engine::Impl::load() {
 
 void Engine::Impl::admit(std::vector<Submission>& subs, std::vector<RequestId>& cancel_ids,
                          Clock::time_point now) {
+  // Copied, not held: a cached constraint's callback (start_compile) takes inbox_mutex.
+  const std::string failed = [&] {
+    std::lock_guard lock(inbox_mutex);
+    return failure;
+  }();
   for (Submission& s : subs) {
     auto r = std::make_unique<Request>(s.id, std::move(s.params), *tokenizer, s.arrival);
     Live l{std::move(r), std::move(s.on_output), nullptr, {}};
@@ -207,7 +214,9 @@ void Engine::Impl::admit(std::vector<Submission>& subs, std::vector<RequestId>& 
       }
     }
     Live& placed = live.emplace(s.id, std::move(l)).first->second;
-    if (placed.request->params().constraint) {
+    if (!failed.empty()) {  // submitted before the failure
+      placed.request->finish(TSR_FINISH_ERROR, now, failed);
+    } else if (placed.request->params().constraint) {
       start_compile(placed);
     } else {
       scheduler->add(placed.request.get());
@@ -258,13 +267,37 @@ void Engine::Impl::attach_constraints(std::vector<Compiled>& done, std::vector<R
 
 // Also for a request still waiting for its constraint (cancelled, or past its deadline):
 // the step loop counts those.
-void Engine::Impl::finish(Live& l, tsr_finish_reason reason, Clock::time_point now) {
+void Engine::Impl::finish(Live& l, tsr_finish_reason reason, Clock::time_point now, std::string error) {
   if (l.compiling) {
     l.compiling = false;
     --n_compiling;
   }
-  l.request->finish(reason, now);
+  l.request->finish(reason, now, std::move(error));
   scheduler->remove(l.request.get());
+}
+
+// A device error that outlives its step (the stream cannot even synchronize afterwards: a
+// lost GPU, a CUDA sticky error) ends the engine. Every request fails now and submit()
+// refuses new ones, naming the error, rather than each being admitted only to fail in
+// its first step while the server reports itself healthy.
+void Engine::Impl::check_device(const std::exception& step_error) {
+  const auto* e = dynamic_cast<const Error*>(&step_error);
+  if (e == nullptr || e->status() != TSR_STATUS_DEVICE_ERROR) return;
+  try {
+    backend->synchronize();
+    return;  // the device works: the step alone failed
+  } catch (const std::exception&) {
+  }
+  const std::string why = std::string("the device failed: ") + step_error.what();
+  spdlog::critical("engine: {}; it serves no more requests", why);
+  {
+    std::lock_guard lock(inbox_mutex);
+    failure = why;
+  }
+  const Clock::time_point now = Clock::now();
+  for (auto& [id, l] : live) {
+    if (!l.request->finished()) finish(l, TSR_FINISH_ERROR, now, why);
+  }
 }
 
 // A draft that fails turns speculation off for its request alone; the request goes on.
@@ -397,6 +430,7 @@ bool Engine::Impl::step() {
         c.request->finish(TSR_FINISH_ERROR, Clock::now(), e.what());
         scheduler->remove(c.request);
       }
+      check_device(e);
     }
     ++steps;
   }
@@ -513,6 +547,7 @@ RequestId Engine::submit(RequestParams params, OutputCallback on_output) {
   const RequestId id = m.next_id++;
   {
     std::lock_guard lock(m.inbox_mutex);
+    if (!m.failure.empty()) throw Error("the engine serves no more requests: " + m.failure, TSR_STATUS_DEVICE_ERROR);
     m.inbox.push_back({id, std::move(params), std::move(on_output), Clock::now()});
   }
   m.inbox_cv.notify_one();
@@ -520,6 +555,12 @@ RequestId Engine::submit(RequestParams params, OutputCallback on_output) {
 }
 
 void Engine::compile_constraint(const ConstraintSpec& spec) { impl_->grammars->get(spec); }
+
+std::optional<std::string> Engine::failure() const {
+  std::lock_guard lock(impl_->inbox_mutex);
+  if (impl_->failure.empty()) return std::nullopt;
+  return impl_->failure;
+}
 
 void Engine::cancel(RequestId id) {
   {

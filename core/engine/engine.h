@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -70,7 +71,8 @@ class Engine {
   const tsr_device_props& device() const;  // the backend's device
 
   // Queues a request; `on_output` (may be empty) receives each increment. Throws
-  // tsr::Error for an empty prompt or one that leaves no room in the context.
+  // tsr::Error for an empty prompt or one that leaves no room in the context, and (status
+  // TSR_STATUS_DEVICE_ERROR) once the engine has failed.
   RequestId submit(RequestParams params, OutputCallback on_output);
   // Finishes the request as "abort" at the next step; unknown or finished ids are ignored.
   void cancel(RequestId id);
@@ -82,6 +84,10 @@ class Engine {
   void stop();
 
   EngineStats stats() const;
+  // Why the engine serves no more requests: its device failed in a step and could not
+  // synchronize afterwards (a lost GPU, a CUDA sticky error); every request then failed.
+  // nullopt while it serves. Thread-safe.
+  std::optional<std::string> failure() const;
 
   // A request with the config's [sampling] defaults (temperature, top_k, ..., max_tokens).
   RequestParams request_defaults() const;
