@@ -295,8 +295,7 @@ class LlamaModel::Loader {
     return out;
   }
 
-  // A norm weight: used as f32; other float types are converted once at load.
-  // A vector of n values: F32 in place, F16 or BF16 as an f32 copy.
+  // A norm weight of n values, used as f32: F32 in place, F16 or BF16 converted once here.
   tsr_tensor vector_f32(const std::string& name, int64_t n) {
     const GgufTensorInfo& t = info(name);
     if (t.type == GgmlType::F32 && t.nelements == n) return tensor_make(TSR_DTYPE_F32, in_place(t), {n});
