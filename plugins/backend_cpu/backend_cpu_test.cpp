@@ -646,8 +646,10 @@ TEST(CpuRope, NormalAndNeoxWithPartialRotaryAndScaledFrequencies) {
   const std::vector<int32_t> pos = {0, 1, 7, 100, 2047};
   const int64_t n = static_cast<int64_t>(pos.size()), heads = 3;
   uint32_t seed = 60;
-  for (const RopeCase& c : cases) {
-   for (const bool with_factors : {false, true}) {
+  // Each case without and with Llama 3.1-style frequency factors.
+  for (size_t k = 0; k < 2 * std::size(cases); ++k) {
+    const RopeCase& c = cases[k / 2];
+    const bool with_factors = k % 2 == 1;
     SCOPED_TRACE("mode " + std::to_string(c.mode) + " n_rot " + std::to_string(c.n_rot) +
                  " head_dim " + std::to_string(c.head_dim) + (with_factors ? " with factors" : ""));
     const int64_t hd = c.head_dim;
@@ -685,7 +687,6 @@ TEST(CpuRope, NormalAndNeoxWithPartialRotaryAndScaledFrequencies) {
       }
     }
     EXPECT_TRUE(dx.pad_untouched());
-   }
   }
 }
 
