@@ -29,15 +29,10 @@ using Json = nlohmann::ordered_json;
 // 20 columns of indent) fits; a model cannot pad the output with runs of blank lines.
 // Exponents stop at 308, the double range (Python's repr never writes more), so that
 // parsers of the output do not overflow on "1e44021685".
-// A "\u" escape is one character: a code point outside the surrogates, or a high and a
-// low surrogate together. A lone surrogate is valid JSON grammar but no Unicode text, and
-// strict parsers (nlohmann, serde) refuse it; a pair escape is one character for
-// minLength / maxLength, as the validators count code points.
+// json-char: see json_chars.h.
 const char* const kBaseRules = R"(
 ws ::= ( " " | "\n" [ \t]{0,20} )?
-json-char ::= ( [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" unicode-escape ) )
-unicode-escape ::= ( [0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}
-                   | [dD] [89abAB] [0-9a-fA-F]{2} "\\u" [dD] [c-fC-F] [0-9a-fA-F]{2} )
+json-char ::= )" TSR_JSON_CHAR_GBNF R"(
 string-tail ::= json-char* "\""
 string ::= "\"" string-tail
 integer ::= "-"? ( "0" | [1-9] [0-9]* )

@@ -108,6 +108,11 @@ TEST(JsonSchema, UnicodeEscapesAreWholeCodePoints) {
   auto keys = schema(R"({"type": "object", "additionalProperties": {"type": "integer"}})");
   EXPECT_TRUE(matches(keys, R"({"\uD83D\uDE00": 1})"));
   EXPECT_FALSE(matches(keys, R"({"\uDE00": 1})"));
+  // The free text around a pattern's match, too.
+  auto pattern = schema(R"({"type": "string", "pattern": "a"})");
+  EXPECT_TRUE(matches(pattern, R"("\uD83D\uDE00a\u00e9")"));
+  EXPECT_FALSE(matches(pattern, R"("\uD800a")"));
+  EXPECT_FALSE(matches(pattern, R"("a\uDC00")"));
 }
 
 TEST(JsonSchema, StringsPatternFormatsAndLengths) {
