@@ -131,7 +131,7 @@ struct Engine::Impl {
   void attach_constraints(std::vector<Compiled>& done, std::vector<Request*>& touched,
                           Clock::time_point now);
   void finish(Live& l, tsr_finish_reason reason, Clock::time_point now, std::string error = {});
-  void check_device(const std::exception& step_error);
+  void check_device(const std::exception& step_error, std::vector<Request*>& touched);
   void drop_draft(Live& l, const std::exception& e);
   void execute(const SchedulerOutput& out);
   void propose_drafts();
@@ -280,7 +280,7 @@ void Engine::Impl::finish(Live& l, tsr_finish_reason reason, Clock::time_point n
 // lost GPU, a CUDA sticky error) ends the engine. Every request fails now and submit()
 // refuses new ones, naming the error, rather than each being admitted only to fail in
 // its first step while the server reports itself healthy.
-void Engine::Impl::check_device(const std::exception& step_error) {
+void Engine::Impl::check_device(const std::exception& step_error, std::vector<Request*>& touched) {
   const auto* e = dynamic_cast<const Error*>(&step_error);
   if (e == nullptr || e->status() != TSR_STATUS_DEVICE_ERROR) return;
   try {
@@ -296,7 +296,9 @@ void Engine::Impl::check_device(const std::exception& step_error) {
   }
   const Clock::time_point now = Clock::now();
   for (auto& [id, l] : live) {
-    if (!l.request->finished()) finish(l, TSR_FINISH_ERROR, now, why);
+    if (l.request->finished()) continue;
+    finish(l, TSR_FINISH_ERROR, now, why);
+    touched.push_back(l.request.get());
   }
 }
 
@@ -430,7 +432,7 @@ bool Engine::Impl::step() {
         c.request->finish(TSR_FINISH_ERROR, Clock::now(), e.what());
         scheduler->remove(c.request);
       }
-      check_device(e);
+      check_device(e, touched);
     }
     ++steps;
   }
@@ -530,6 +532,9 @@ std::vector<int32_t> Engine::tokenize(std::string_view text) const {
 
 RequestId Engine::submit(RequestParams params, OutputCallback on_output) {
   Impl& m = *impl_;
+  if (std::optional<std::string> why = failure()) {
+    throw Error("the engine serves no more requests: " + *why, TSR_STATUS_DEVICE_ERROR);
+  }
   if (params.prompt.empty()) throw Error("the prompt is empty");
   if (static_cast<int32_t>(params.prompt.size()) >= m.n_ctx) {
     throw Error("the prompt has " + std::to_string(params.prompt.size()) +
@@ -547,7 +552,6 @@ RequestId Engine::submit(RequestParams params, OutputCallback on_output) {
   const RequestId id = m.next_id++;
   {
     std::lock_guard lock(m.inbox_mutex);
-    if (!m.failure.empty()) throw Error("the engine serves no more requests: " + m.failure, TSR_STATUS_DEVICE_ERROR);
     m.inbox.push_back({id, std::move(params), std::move(on_output), Clock::now()});
   }
   m.inbox_cv.notify_one();

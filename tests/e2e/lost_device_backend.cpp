@@ -1,10 +1,12 @@
-// A test backend whose device is lost part-way through serving: memory works as host
-// memory and ops compute nothing (outputs keep what they held: zeros), until the op budget
-// runs out; from then on every op and every synchronize fails with
-// TSR_STATUS_DEVICE_ERROR, as a GPU behaves after an Xid or a CUDA sticky error. The
+// A test backend whose device fails part-way through serving: memory works as host memory
+// and ops compute nothing (outputs keep what they held: zeros) until the op budget runs
+// out. Then the op fails with TSR_STATUS_DEVICE_ERROR and, as a GPU after an Xid or a
+// CUDA sticky error, so does every later op and synchronize; with
+// TESSERA_TEST_LOST_DEVICE_TRANSIENT=1 only that op fails and the device works on. The
 // budget is TESSERA_TEST_LOST_DEVICE_OPS op calls (default 300), counted per backend.
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -46,7 +48,9 @@ class LostDevice {
 
   explicit LostDevice(const tsr_backend_params&) {
     const char* ops = std::getenv("TESSERA_TEST_LOST_DEVICE_OPS");
+    const char* transient = std::getenv("TESSERA_TEST_LOST_DEVICE_TRANSIENT");
     budget_ = ops != nullptr ? std::atol(ops) : 300;
+    transient_ = transient != nullptr && std::string(transient) == "1";
   }
 
   bool supports(tsr_op, std::span<const tsr_dtype>) const { return true; }
@@ -77,14 +81,22 @@ class LostDevice {
 
  private:
   void op() {
-    if (budget_ > 0) --budget_;
+    alive();
+    if (--budget_ > 0) return;
+    if (transient_) {
+      budget_ = std::numeric_limits<long>::max();
+      throw Failure(TSR_STATUS_DEVICE_ERROR, "device fault (test backend): this op only");
+    }
+    lost_ = true;
     alive();
   }
   void alive() const {
-    if (budget_ == 0) throw Failure(TSR_STATUS_DEVICE_ERROR, "device lost (test backend): every call fails from now on");
+    if (lost_) throw Failure(TSR_STATUS_DEVICE_ERROR, "device lost (test backend): every call fails from now on");
   }
 
   long budget_;
+  bool transient_;
+  bool lost_ = false;
 };
 
 }  // namespace

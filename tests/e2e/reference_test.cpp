@@ -31,11 +31,12 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.model; }
 
 class ReferenceTest : public ::testing::TestWithParam<Case> {};
 
-std::unique_ptr<Engine> make_engine(const std::string& model_path) {
+std::unique_ptr<Engine> make_engine(const std::string& model_path, const std::string& graphs = "auto") {
   Config c;
   c.model.path = model_path;
   c.plugin_dir = TESSERA_PLUGIN_DIR;
   c.backend.threads = 2;
+  c.backend.graphs = graphs;
   c.scheduler.max_seqs = 1;
   return Engine::create(c);
 }
@@ -157,6 +158,10 @@ TEST(RopeFreqFactors, FactorsOfTwoEqualLinearScalingByTwo) {
   const auto by_uneven = greedy_with_logits(*make_engine(uneven.path), 24);
   EXPECT_NE(by_uneven.second, plain.second);
   EXPECT_NE(by_uneven.second, by_factors.second);
+  // Decode steps replayed from recorded graphs (off by default on the CPU) keep the factors.
+  auto replaying = make_engine(uneven.path, "on");
+  EXPECT_EQ(greedy_with_logits(*replaying, 24), by_uneven);
+  EXPECT_GT(replaying->stats().graph_replays, 0);
 }
 
 TEST(RopeFreqFactors, BadFactorsAreRefused) {
