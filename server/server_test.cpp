@@ -171,6 +171,14 @@ TEST_F(ServerTest, GreedyCompletionMatchesTheEngine) {
   EXPECT_EQ(ids["choices"][0]["text"], ref.text);
 }
 
+// Without max_tokens a request runs to EOS or the end of the context, as on vLLM's server
+// and llama.cpp's, not to a fixed default length.
+TEST_F(ServerTest, OmittedMaxTokensRunsToTheEndOfTheContext) {
+  const json j = completion({{"prompt", "Once upon a time"}, {"temperature", 0}, {"ignore_eos", true}});
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["total_tokens"], engine_->context_length());
+}
+
 TEST_F(ServerTest, StreamedCompletionEqualsWholeOne) {
   const json body{{"prompt", "Once upon a time"}, {"max_tokens", 32}, {"temperature", 0}};
   const json whole = completion(body);

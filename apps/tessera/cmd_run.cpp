@@ -212,7 +212,7 @@ std::function<int()> register_run(CLI::App& app) {
   app.add_option("-m,--model", f->model, "GGUF model file");
   auto* p = app.add_option("-p,--prompt", f->prompt, "prompt text");
   app.add_option("-f,--file", f->prompt_file, "file with one prompt per line")->excludes(p);
-  app.add_option("-n,--n-predict", f->n_predict, "tokens to generate (-1: until the context is full; default 128)");
+  app.add_option("-n,--n-predict", f->n_predict, "tokens to generate (-1: until the context is full, the default)");
   app.add_option("--temp", f->temperature, "temperature, 0 = greedy (default 0.8)");
   app.add_option("--top-k", f->top_k, "top-k, 0 = off (default 40)");
   app.add_option("--top-p", f->top_p, "top-p, 1 = off (default 0.95)");

@@ -52,7 +52,7 @@ struct SamplingConfig {                   // request defaults
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   std::optional<uint64_t> seed;           // absent: random per request
-  int32_t max_tokens = 128;
+  int32_t max_tokens = INT32_MAX;  // unbounded: the rest of the context, as vLLM and llama.cpp
 };
 
 struct SpeculativeConfig {

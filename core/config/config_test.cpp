@@ -176,7 +176,7 @@ TEST(Config, Defaults) {
   EXPECT_FLOAT_EQ(c.sampling.presence_penalty, 0.0f);
   EXPECT_FLOAT_EQ(c.sampling.frequency_penalty, 0.0f);
   EXPECT_FALSE(c.sampling.seed.has_value());
-  EXPECT_EQ(c.sampling.max_tokens, 128);
+  EXPECT_EQ(c.sampling.max_tokens, INT32_MAX);
   EXPECT_EQ(c.speculative.method, "none");
   EXPECT_EQ(c.speculative.num_draft_tokens, 4);
   EXPECT_TRUE(c.speculative.adaptive);
