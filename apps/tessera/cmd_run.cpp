@@ -17,6 +17,9 @@ namespace tsr::app {
 
 namespace {
 
+// tessera run's -n when neither the flag nor [sampling] max_tokens gives one (clarified).
+constexpr int32_t kDefaultNPredict = 128;
+
 struct RunFlags {
   std::string model, prompt, prompt_file, config;
   // Sampling flags left unset take the config's [sampling] defaults.
@@ -92,7 +95,10 @@ std::optional<ConstraintSpec> constraint_from(const RunFlags& f) {
 RequestParams request_from(const Engine& engine, const RunFlags& f, std::vector<int32_t> prompt) {
   RequestParams p = engine.request_defaults();
   p.prompt = std::move(prompt);
-  if (f.n_predict) p.max_tokens = *f.n_predict < 0 ? INT32_MAX : *f.n_predict;
+  // -n, else [sampling] max_tokens, else 128 (llama.cpp's old default; the server's is the
+  // rest of the context, as an API request without max_tokens).
+  const int32_t n = f.n_predict.value_or(engine.config().sampling.max_tokens.value_or(kDefaultNPredict));
+  p.max_tokens = n < 0 ? INT32_MAX : n;
   if (f.seed >= 0) p.seed = static_cast<uint64_t>(f.seed);
   p.ignore_eos = f.ignore_eos;
   SamplingParams& s = p.sampling;
@@ -212,7 +218,7 @@ std::function<int()> register_run(CLI::App& app) {
   app.add_option("-m,--model", f->model, "GGUF model file");
   auto* p = app.add_option("-p,--prompt", f->prompt, "prompt text");
   app.add_option("-f,--file", f->prompt_file, "file with one prompt per line")->excludes(p);
-  app.add_option("-n,--n-predict", f->n_predict, "tokens to generate (-1: until the context is full, the default)");
+  app.add_option("-n,--n-predict", f->n_predict, "tokens to generate (-1: until the context is full; default [sampling] max_tokens, else 128)");
   app.add_option("--temp", f->temperature, "temperature, 0 = greedy (default 0.8)");
   app.add_option("--top-k", f->top_k, "top-k, 0 = off (default 40)");
   app.add_option("--top-p", f->top_p, "top-p, 1 = off (default 0.95)");

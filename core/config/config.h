@@ -52,7 +52,8 @@ struct SamplingConfig {                   // request defaults
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   std::optional<uint64_t> seed;           // absent: random per request
-  int32_t max_tokens = INT32_MAX;  // unbounded: the rest of the context, as vLLM and llama.cpp
+  // Absent: each front end's default (server: the rest of the context; tessera run: 128).
+  std::optional<int32_t> max_tokens;
 };
 
 struct SpeculativeConfig {

@@ -176,7 +176,7 @@ TEST(Config, Defaults) {
   EXPECT_FLOAT_EQ(c.sampling.presence_penalty, 0.0f);
   EXPECT_FLOAT_EQ(c.sampling.frequency_penalty, 0.0f);
   EXPECT_FALSE(c.sampling.seed.has_value());
-  EXPECT_EQ(c.sampling.max_tokens, INT32_MAX);
+  EXPECT_FALSE(c.sampling.max_tokens.has_value());
   EXPECT_EQ(c.speculative.method, "none");
   EXPECT_EQ(c.speculative.num_draft_tokens, 4);
   EXPECT_TRUE(c.speculative.adaptive);
@@ -216,7 +216,7 @@ TEST(Config, EveryKeyParsed) {
   EXPECT_FLOAT_EQ(c.sampling.presence_penalty, -0.5f);
   EXPECT_FLOAT_EQ(c.sampling.frequency_penalty, 1.5f);
   EXPECT_EQ(c.sampling.seed, 1234u);
-  EXPECT_EQ(c.sampling.max_tokens, 16);
+  EXPECT_EQ(c.sampling.max_tokens, std::optional<int32_t>(16));
   EXPECT_EQ(c.speculative.method, "ngram");
   EXPECT_EQ(c.speculative.num_draft_tokens, 32);
   EXPECT_FALSE(c.speculative.adaptive);

@@ -511,7 +511,7 @@ uint64_t Engine::step_read_bytes() const { return impl_->model->step_read_bytes(
 RequestParams Engine::request_defaults() const {
   const SamplingConfig& c = impl_->config.sampling;
   RequestParams p;
-  p.max_tokens = c.max_tokens;
+  p.max_tokens = c.max_tokens.value_or(INT32_MAX);
   p.seed = c.seed;
   SamplingParams& s = p.sampling;
   s.temperature = c.temperature;

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <unistd.h>
@@ -189,6 +190,33 @@ std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
+std::string command_output(const std::string& cmd) {
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
+  if (!pipe) return "";
+  std::string out;
+  std::array<char, 4096> buf;
+  for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), pipe.get())) > 0;) out.append(buf.data(), n);
+  return out;
+}
+
+// Without -n, tessera run generates 128 tokens (the clarified default), or the config's
+// [sampling] max_tokens where it sets one.
+TEST(ReferenceCli, RunDefaultLengthIs128OrTheConfigs) {
+  TSR_REQUIRE_SHARED("models/stories260K.gguf");
+  const auto dir = std::filesystem::temp_directory_path() / ("tsr_run_len_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "prompts.txt") << "Once upon a time\n";
+  std::ofstream(dir / "c.toml") << "[model]\npath = \"" << testing::shared_path("models/stories260K.gguf")
+                                << "\"\n[sampling]\nmax_tokens = 7\n";
+  const std::string base = std::string(TESSERA_BIN_DIR) + "/tessera run -f " + (dir / "prompts.txt").string() +
+                           " --json --temp 0 --ignore-eos -t 1 ";
+  const auto n_ids = [](const std::string& out) { return nlohmann::json::parse(out)["ids"].size(); };
+  EXPECT_EQ(n_ids(command_output(base + "-m " + testing::shared_path("models/stories260K.gguf") + " 2>/dev/null")), 128u);
+  EXPECT_EQ(n_ids(command_output(base + "-c " + (dir / "c.toml").string() + " 2>/dev/null")), 7u);
+  EXPECT_EQ(n_ids(command_output(base + "-c " + (dir / "c.toml").string() + " -n 9 2>/dev/null")), 9u);
+  std::filesystem::remove_all(dir);
+}
+
 // The command line prints exactly the reference text (plus one newline) on stdout.
 TEST(ReferenceCli, RunPrintsGreedyText) {
   TSR_REQUIRE_SHARED("models/stories260K.gguf");
@@ -198,12 +226,7 @@ TEST(ReferenceCli, RunPrintsGreedyText) {
     const std::string cmd = std::string(TESSERA_BIN_DIR) + "/tessera run -m " +
                             testing::shared_path("models/stories260K.gguf") + " -p " +
                             shell_quote(ref["prompt"]) + " -n 200 --temp 0 --ignore-eos -t 1 2>/dev/null";
-    std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
-    ASSERT_TRUE(pipe);
-    std::string out;
-    std::array<char, 4096> buf;
-    for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), pipe.get())) > 0;) out.append(buf.data(), n);
-    EXPECT_EQ(out, ref["greedy_text"].get<std::string>() + "\n") << ref["prompt"];
+    EXPECT_EQ(command_output(cmd), ref["greedy_text"].get<std::string>() + "\n") << ref["prompt"];
   }
 }
 
