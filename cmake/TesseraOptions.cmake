@@ -3,7 +3,15 @@ add_library(tessera_warnings INTERFACE)
 target_compile_options(tessera_warnings INTERFACE
   $<$<COMPILE_LANGUAGE:C,CXX>:-Wall -Wextra -Wpedantic -Wno-unused-parameter>)
 
-if(TESSERA_SANITIZE)
+if(TESSERA_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "TESSERA_FUZZ needs clang (libFuzzer): CXX=clang++ CC=clang")
+  endif()
+  # Coverage for libFuzzer everywhere; the fuzz targets alone link its driver.
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
+                      -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+elseif(TESSERA_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   add_link_options(-fsanitize=address,undefined)
 elseif(TESSERA_TSAN)

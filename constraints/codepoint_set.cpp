@@ -81,7 +81,19 @@ uint32_t decode_utf8(const std::string& s, size_t& pos) {
     return b0;
   }
   uint32_t cp = b0 & (0x7F >> len);
-  for (int k = 1; k < len; ++k) cp = (cp << 6) | (byte(pos + k) & 0x3F);
+  for (int k = 1; k < len; ++k) {
+    if ((byte(pos + k) & 0xC0) != 0x80) {  // not a continuation byte
+      ++pos;
+      return b0;
+    }
+    cp = (cp << 6) | (byte(pos + k) & 0x3F);
+  }
+  // Overlong forms, surrogates and values past U+10FFFF are invalid too.
+  static constexpr uint32_t kMinOfLength[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMinOfLength[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+    ++pos;
+    return b0;
+  }
   pos += len;
   return cp;
 }

@@ -41,7 +41,9 @@ std::vector<ByteRangeSeq> utf8_sequences(uint32_t lo, uint32_t hi);
 
 void append_utf8(std::string& out, uint32_t cp);
 
-// Decodes one code point at `pos` (advancing it); invalid UTF-8 yields the byte itself.
+// Decodes one code point at `pos` (advancing it); invalid UTF-8 (a bad lead or
+// continuation byte, an overlong form, a surrogate, a value past U+10FFFF) yields its
+// first byte as the code point of that value (U+0080..U+00FF), advancing by one.
 uint32_t decode_utf8(const std::string& s, size_t& pos);
 
 }  // namespace tsr::constraints

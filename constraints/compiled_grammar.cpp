@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "constraints/errors.h"
 #include "constraints/gbnf.h"
 #include "constraints/json_schema.h"
 #include "constraints/regex.h"
@@ -13,7 +14,10 @@ CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const Vocabula
     : grammar_(std::move(grammar)),
       vocab_(std::move(vocab)),
       trie_(std::move(trie)),
-      recognizer_(grammar_, *vocab_, *trie_) {}
+      recognizer_(grammar_, *vocab_, *trie_) {
+  // A matcher starts in the initial state; with no state to start in, it could not run.
+  if (recognizer_.initial() == Recognizer::kDead) throw CompileError("the grammar matches no text at all");
+}
 
 int32_t CompiledGrammar::step_bytes(int32_t state, std::string_view bytes) {
   std::lock_guard lock(mutex_);

@@ -39,7 +39,7 @@ class CompiledGrammar {
 
 // Compiles a GBNF grammar, a regex (whole-output match), a JSON Schema (JSON text) or,
 // for json_object, any JSON object (`text` ignored). Throws CompileError naming the
-// unsupported feature.
+// unsupported feature, or for a grammar whose language is empty.
 std::shared_ptr<CompiledGrammar> compile(ConstraintKind kind, std::string_view text,
                                          std::shared_ptr<const Vocabulary> vocab,
                                          std::shared_ptr<const TokenTrie> trie);

@@ -15,6 +15,22 @@ std::shared_ptr<CompiledGrammar> re(const std::string& pattern) {
   return compile_test(ConstraintKind::regex, pattern);
 }
 
+// A pattern's invalid UTF-8 bytes stand for U+0080..U+00FF each; a lead byte followed by
+// non-continuation bytes does not swallow them (fuzzer find: "\xf6\r\xe6\x01" decoded
+// to one value past U+10FFFF, an empty language, and a matcher without a start state).
+TEST(Regex, InvalidUtf8BytesAreLatin1CodePoints) {
+  auto g = re("\xf6\r\xe6\x01");
+  EXPECT_TRUE(matches(g, "\u00f6\r\u00e6\x01"));
+  EXPECT_FALSE(matches(g, "\xf6\r\xe6\x01"));
+  EXPECT_TRUE(matches(re("\xc0\x80"), "\u00c0\u0080"));    // overlong NUL
+  EXPECT_TRUE(matches(re("\xed\xa0\x80"), "\u00ed\u00a0\u0080"));  // a surrogate
+}
+
+TEST(Regex, EmptyLanguageIsACompileError) {
+  EXPECT_NE(compile_error(ConstraintKind::gbnf, "root ::= [^\\x00-\\U0010FFFF]").find("matches no text"),
+            std::string::npos);
+}
+
 TEST(Regex, LiteralsClassesAndQuantifiers) {
   auto g = re(R"(\d{3}-\d{2,}[a-c]?x*)");
   EXPECT_TRUE(matches(g, "123-45"));

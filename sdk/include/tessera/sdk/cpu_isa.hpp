@@ -15,6 +15,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 namespace tsr::sdk {
 
@@ -48,9 +51,17 @@ inline const Cap& cap() {
   return c;
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+// CPUID leaf 1, ECX bit 29: clang's __builtin_cpu_supports has no "f16c".
+inline bool has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0;
+}
+#endif
+
 inline CpuIsa cpu_level() {
 #if defined(__x86_64__) || defined(__i386__)
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
                       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
   if (avx512 && __builtin_cpu_supports("avx512vnni")) return CpuIsa::avx512_vnni;
