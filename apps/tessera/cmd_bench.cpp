@@ -12,7 +12,6 @@
 #include <condition_variable>
 #include <mutex>
 #include <random>
-#include <thread>
 
 #include "apps/tessera/commands.h"
 #include "apps/tessera/engine_bench.h"
@@ -20,6 +19,7 @@
 #include "core/config/config.h"
 #include "core/engine/engine.h"
 #include "core/error.h"
+#include "tessera/sdk/cpu_topology.hpp"
 
 namespace tsr::app {
 
@@ -155,7 +155,7 @@ int bench_engine(const ServingFlags& f, const EngineBenchOptions& o) {
   Config config = f.config.empty() ? Config{} : config_parse_file(f.config);
   if (!f.model.empty()) config.model.path = f.model;
   if (f.threads > 0) config.backend.threads = f.threads;
-  if (config.backend.threads == 0) config.backend.threads = static_cast<int32_t>(std::thread::hardware_concurrency());
+  if (config.backend.threads == 0) config.backend.threads = tsr::sdk::cpu_physical_cores();
   const nlohmann::json j = run_engine_bench(config, o);
   std::printf("%-16s %12s\n", "test", "value");
   std::vector<std::string> keys = {"pp" + std::to_string(o.pp_tokens) + "_tok_s",

@@ -10,7 +10,6 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include "apps/tessera/commands.h"
 #include "core/config/config.h"
@@ -21,6 +20,7 @@
 #include "core/plugin_host/plugin_loader.h"
 #include "core/quant/quant_scheme.h"
 #include "core/tokenizer/tokenizer.h"
+#include "tessera/sdk/cpu_topology.hpp"
 
 namespace tsr::app {
 
@@ -138,7 +138,7 @@ int run_perplexity(const PerplexityFlags& f) {
   Config c = f.config.empty() ? Config{} : config_parse_file(f.config);
   if (!f.model.empty()) c.model.path = f.model;
   if (c.model.path.empty()) throw Error("no model: pass -m MODEL");
-  c.backend.threads = f.threads > 0 ? f.threads : static_cast<int32_t>(std::thread::hardware_concurrency());
+  c.backend.threads = f.threads > 0 ? f.threads : tsr::sdk::cpu_physical_cores();
   const std::string quant = f.quant.empty() ? c.quant.scheme : f.quant;
   LogitsRunner model(c, c.model.path, quant);
   const int32_t ctx = f.ctx > 0 ? f.ctx : std::min(512, model.n_ctx_train());

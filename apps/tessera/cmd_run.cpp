@@ -6,12 +6,13 @@
 #include <fstream>
 #include <chrono>
 #include <optional>
-#include <thread>
+#include <random>
 
 #include "apps/tessera/commands.h"
 #include "core/config/config.h"
 #include "core/engine/engine.h"
 #include "core/error.h"
+#include "tessera/sdk/cpu_topology.hpp"
 
 namespace tsr::app {
 
@@ -68,7 +69,7 @@ Config load_config(const RunFlags& f) {
   if (!f.model.empty()) c.model.path = f.model;
   if (f.threads > 0) c.backend.threads = f.threads;
   if (f.threads == 0 && c.backend.threads == 0) {
-    c.backend.threads = static_cast<int32_t>(std::thread::hardware_concurrency());
+    c.backend.threads = tsr::sdk::cpu_physical_cores();
   }
   if (f.verbose) c.log.level = "debug";
   return c;
@@ -143,7 +144,23 @@ void log_engine_stats(const Engine& engine) {
   }
 }
 
+nlohmann::json completion_json(const std::string& prompt, const GenerateResult& r) {
+  nlohmann::json j{{"prompt", prompt}, {"text", r.text}, {"ids", r.tokens},
+                   {"prompt_tokens", r.stats.prompt_tokens},
+                   {"cached_tokens", r.stats.cached_tokens},
+                   {"completion_tokens", r.stats.completion_tokens},
+                   {"finish_reason", finish_reason_name(r.finish_reason)}};
+  if (r.finish_reason == TSR_FINISH_ERROR) j["error"] = r.error;
+  return j;
+}
+
 int run_single(Engine& engine, const RunFlags& f) {
+  if (f.json) {
+    const GenerateResult r = engine.generate(request_from(engine, f, engine.tokenize(f.prompt)));
+    std::puts(completion_json(f.prompt, r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    log_engine_stats(engine);
+    return r.finish_reason == TSR_FINISH_ERROR ? 1 : 0;
+  }
   if (f.echo) std::fwrite(f.prompt.data(), 1, f.prompt.size(), stdout);
   const GenerateResult r =
       engine.generate(request_from(engine, f, engine.tokenize(f.prompt)), [](const RequestOutput& out) {
@@ -155,16 +172,6 @@ int run_single(Engine& engine, const RunFlags& f) {
   log_stats(r.stats, r.finish_reason);
   log_engine_stats(engine);
   return 0;
-}
-
-nlohmann::json completion_json(const std::string& prompt, const GenerateResult& r) {
-  nlohmann::json j{{"prompt", prompt}, {"text", r.text}, {"ids", r.tokens},
-                   {"prompt_tokens", r.stats.prompt_tokens},
-                   {"cached_tokens", r.stats.cached_tokens},
-                   {"completion_tokens", r.stats.completion_tokens},
-                   {"finish_reason", finish_reason_name(r.finish_reason)}};
-  if (r.finish_reason == TSR_FINISH_ERROR) j["error"] = r.error;
-  return j;
 }
 
 // All prompts go to the scheduler at once; results print in input order.
@@ -202,6 +209,7 @@ int run_file(Engine& engine, const RunFlags& f) {
       std::puts(completion_json(prompts[i], r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else if (r.finish_reason == TSR_FINISH_ERROR) {
       spdlog::error("prompt {}: {}", i + 1, r.error);
+      std::putchar('\n');  // line i of the output stays prompt i's
     } else {
       std::printf("%s%s\n", f.echo ? prompts[i].c_str() : "", r.text.c_str());
     }
@@ -239,15 +247,20 @@ std::function<int()> register_run(CLI::App& app) {
   app.add_option("-c,--config", f->config, "TOML configuration file");
   app.add_flag("--ignore-eos", f->ignore_eos, "do not stop at end-of-generation tokens");
   app.add_flag("--echo", f->echo, "print the prompt before the continuation");
-  app.add_flag("--json", f->json, "with -f: one JSON object per completion");
+  app.add_flag("--json", f->json, "one JSON object per completion (text, ids, usage, finish_reason)");
   app.add_flag("-v,--verbose", f->verbose, "debug logging");
   return [f]() -> int {
     try {
       const Config config = load_config(*f);
       spdlog::set_level(spdlog::level::from_str(config.log.level));
       if (f->prompt_file.empty() && f->prompt.empty()) throw Error("give a prompt with -p or -f");
+      RunFlags flags = *f;
+      if (flags.seed < 0 && !config.sampling.seed) {  // llama.cpp's -s -1: a random seed, logged
+        flags.seed = static_cast<int64_t>(std::random_device{}() & 0x7fffffffu);
+        spdlog::info("seed: {} (random; -s {} repeats this run)", flags.seed, flags.seed);
+      }
       auto engine = Engine::create(config);
-      return f->prompt_file.empty() ? run_single(*engine, *f) : run_file(*engine, *f);
+      return flags.prompt_file.empty() ? run_single(*engine, flags) : run_file(*engine, flags);
     } catch (const Error& e) {
       spdlog::error("{}", e.what());
       return 1;

@@ -2,13 +2,13 @@
 #include <spdlog/spdlog.h>
 
 #include <csignal>
-#include <thread>
 
 #include "apps/tessera/commands.h"
 #include "core/config/config.h"
 #include "core/engine/engine.h"
 #include "core/error.h"
 #include "server/http_server.h"
+#include "tessera/sdk/cpu_topology.hpp"
 
 namespace tsr::app {
 
@@ -27,7 +27,7 @@ Config load_config(const ServeFlags& f) {
   Config c = f.config.empty() ? Config{} : config_parse_file(f.config);
   if (!f.model.empty()) c.model.path = f.model;
   if (f.threads > 0) c.backend.threads = f.threads;
-  if (c.backend.threads == 0) c.backend.threads = static_cast<int32_t>(std::thread::hardware_concurrency());
+  if (c.backend.threads == 0) c.backend.threads = tsr::sdk::cpu_physical_cores();
   if (!f.host.empty()) c.server.host = f.host;
   if (f.port) c.server.port = *f.port;
   if (f.max_queue) c.server.max_queue = *f.max_queue;

@@ -298,7 +298,7 @@ constexpr KeySpec kKeys[] = {
     {"sampling", "repeat_penalty",
      [](const Field& f, Config& c) { c.sampling.repeat_penalty = f.real_in({0, kInf, true}); }},
     {"sampling", "repeat_last_n",
-     [](const Field& f, Config& c) { c.sampling.repeat_last_n = f.int_in<int32_t>(0); }},
+     [](const Field& f, Config& c) { c.sampling.repeat_last_n = f.int_in<int32_t>(-1); }},
     {"sampling", "presence_penalty",
      [](const Field& f, Config& c) { c.sampling.presence_penalty = f.real_in({-2, 2}); }},
     {"sampling", "frequency_penalty",
@@ -356,6 +356,16 @@ std::vector<std::string_view> names_in(std::string_view table) {
   }
   return out;
 }
+
+}  // namespace
+
+std::vector<std::string> config_keys() {
+  std::vector<std::string> out;
+  for (const KeySpec& k : kKeys) out.push_back(dotted(k.table, k.name));
+  return out;
+}
+
+namespace {
 
 bool is_table_name(std::string_view name) {
   return !name.empty() && std::any_of(std::begin(kKeys), std::end(kKeys),

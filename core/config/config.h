@@ -99,6 +99,9 @@ struct Config {
 Config config_parse_string(std::string_view toml_text, const std::string& source = "<string>");
 Config config_parse_file(const std::string& path);
 
+// Every accepted key, dotted ("backend.threads"; top-level keys bare), in table order.
+std::vector<std::string> config_keys();
+
 // "4GiB", "512MiB", "1.5GB", "1048576" -> bytes. Throws tsr::Error on bad input.
 uint64_t config_parse_size(std::string_view text);
 

@@ -14,7 +14,6 @@
 #include <memory>
 #include <new>
 #include <string>
-#include <thread>
 
 #include "cpu_graph.h"
 #include "cpu_ops.h"
@@ -24,6 +23,7 @@
 #include "tessera/sdk/cpu_isa.hpp"
 #include "tessera/sdk/backend.hpp"  // kAbi10Size of the op params
 #include "tessera/sdk/status.hpp"
+#include "tessera/sdk/cpu_topology.hpp"
 
 using tsr::sdk::Failure;
 using tsr::sdk::require;
@@ -102,7 +102,7 @@ tsr_status device_props(int32_t device, tsr_device_props* props, tsr_error** err
     std::snprintf(props->name, sizeof(props->name), "%s [%s]", cpu_model_name().c_str(),
                   tsr::sdk::cpu_isa_name(tsr::sdk::cpu_isa()));
     props->type = TSR_DEVICE_CPU;
-    props->compute_units = static_cast<int32_t>(std::thread::hardware_concurrency());
+    props->compute_units = tsr::sdk::cpu_physical_cores();
     props->memory_total = physical_memory();
     props->host_visible = 1;
   });
@@ -141,7 +141,7 @@ tsr_status backend_create(const tsr_backend_params* params, tsr_backend** out,
     auto* backend = new tsr_backend();
     const int threads = params->n_threads > 0
                             ? params->n_threads
-                            : static_cast<int>(std::thread::hardware_concurrency());
+                            : tsr::sdk::cpu_physical_cores();
     backend->ops.n_threads = threads > 0 ? threads : 1;
     // oneDNN runs on the same OpenMP pool; bound it to our thread count.
     omp_set_num_threads(backend->ops.n_threads);

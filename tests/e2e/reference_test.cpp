@@ -214,6 +214,11 @@ TEST(ReferenceCli, RunDefaultLengthIs128OrTheConfigs) {
   EXPECT_EQ(n_ids(command_output(base + "-m " + testing::shared_path("models/stories260K.gguf") + " 2>/dev/null")), 128u);
   EXPECT_EQ(n_ids(command_output(base + "-c " + (dir / "c.toml").string() + " 2>/dev/null")), 7u);
   EXPECT_EQ(n_ids(command_output(base + "-c " + (dir / "c.toml").string() + " -n 9 2>/dev/null")), 9u);
+  // --json with -p too; a random seed is logged so that -s repeats the run.
+  const std::string single = std::string(TESSERA_BIN_DIR) + "/tessera run -p 'Once' --json -n 5 --ignore-eos -t 1 -m " +
+                             testing::shared_path("models/stories260K.gguf");
+  EXPECT_EQ(n_ids(command_output(single + " 2>/dev/null")), 5u);
+  EXPECT_NE(command_output(single + " 2>&1 >/dev/null").find("seed: "), std::string::npos);
   std::filesystem::remove_all(dir);
 }
 
