@@ -13,13 +13,13 @@
 #include <mutex>
 #include <random>
 
+#include "apps/tessera/app_config.h"
 #include "apps/tessera/commands.h"
 #include "apps/tessera/engine_bench.h"
 #include "apps/tessera/http_bench.h"
 #include "core/config/config.h"
 #include "core/engine/engine.h"
 #include "core/error.h"
-#include "tessera/sdk/cpu_topology.hpp"
 
 namespace tsr::app {
 
@@ -131,9 +131,7 @@ void print_table(const nlohmann::json& on, const nlohmann::json& off) {
 }
 
 int bench_serving(const ServingFlags& f) {
-  Config config = f.config.empty() ? Config{} : config_parse_file(f.config);
-  if (!f.model.empty()) config.model.path = f.model;
-  if (f.threads > 0) config.backend.threads = f.threads;
+  Config config = load_app_config(f.config, f.model, f.threads);
   spdlog::info("serving benchmark: {} requests, concurrency {}, shared prefix {} + {} tokens, {} out",
                f.requests, f.concurrency.front(), f.prefix_len, f.suffix_len, f.max_tokens);
   std::vector<nlohmann::json> runs;
@@ -152,10 +150,7 @@ int bench_serving(const ServingFlags& f) {
 }
 
 int bench_engine(const ServingFlags& f, const EngineBenchOptions& o) {
-  Config config = f.config.empty() ? Config{} : config_parse_file(f.config);
-  if (!f.model.empty()) config.model.path = f.model;
-  if (f.threads > 0) config.backend.threads = f.threads;
-  if (config.backend.threads == 0) config.backend.threads = tsr::sdk::cpu_physical_cores();
+  Config config = load_app_config(f.config, f.model, f.threads);
   const nlohmann::json j = run_engine_bench(config, o);
   std::printf("%-16s %12s\n", "test", "value");
   std::vector<std::string> keys = {"pp" + std::to_string(o.pp_tokens) + "_tok_s",

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "apps/tessera/app_config.h"
 #include "apps/tessera/commands.h"
 #include "core/config/config.h"
 #include "core/error.h"
@@ -20,7 +21,6 @@
 #include "core/plugin_host/plugin_loader.h"
 #include "core/quant/quant_scheme.h"
 #include "core/tokenizer/tokenizer.h"
-#include "tessera/sdk/cpu_topology.hpp"
 
 namespace tsr::app {
 
@@ -135,10 +135,8 @@ std::string read_text(const std::string& path) {
 }
 
 int run_perplexity(const PerplexityFlags& f) {
-  Config c = f.config.empty() ? Config{} : config_parse_file(f.config);
-  if (!f.model.empty()) c.model.path = f.model;
+  Config c = load_app_config(f.config, f.model, f.threads);
   if (c.model.path.empty()) throw Error("no model: pass -m MODEL");
-  c.backend.threads = f.threads > 0 ? f.threads : tsr::sdk::cpu_physical_cores();
   const std::string quant = f.quant.empty() ? c.quant.scheme : f.quant;
   LogitsRunner model(c, c.model.path, quant);
   const int32_t ctx = f.ctx > 0 ? f.ctx : std::min(512, model.n_ctx_train());

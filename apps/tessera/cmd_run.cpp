@@ -8,11 +8,11 @@
 #include <optional>
 #include <random>
 
+#include "apps/tessera/app_config.h"
 #include "apps/tessera/commands.h"
 #include "core/config/config.h"
 #include "core/engine/engine.h"
 #include "core/error.h"
-#include "tessera/sdk/cpu_topology.hpp"
 
 namespace tsr::app {
 
@@ -62,17 +62,6 @@ std::vector<std::string> read_prompts(const std::string& path) {
     if (!line.empty()) prompts.push_back(unescape(line));
   }
   return prompts;
-}
-
-Config load_config(const RunFlags& f) {
-  Config c = f.config.empty() ? Config{} : config_parse_file(f.config);
-  if (!f.model.empty()) c.model.path = f.model;
-  if (f.threads > 0) c.backend.threads = f.threads;
-  if (f.threads == 0 && c.backend.threads == 0) {
-    c.backend.threads = tsr::sdk::cpu_physical_cores();
-  }
-  if (f.verbose) c.log.level = "debug";
-  return c;
 }
 
 std::string read_file(const std::string& path) {
@@ -251,8 +240,7 @@ std::function<int()> register_run(CLI::App& app) {
   app.add_flag("-v,--verbose", f->verbose, "debug logging");
   return [f]() -> int {
     try {
-      const Config config = load_config(*f);
-      spdlog::set_level(spdlog::level::from_str(config.log.level));
+      const Config config = load_app_config(f->config, f->model, f->threads, f->verbose);
       if (f->prompt_file.empty() && f->prompt.empty()) throw Error("give a prompt with -p or -f");
       RunFlags flags = *f;
       if (flags.seed < 0 && !config.sampling.seed) {  // llama.cpp's -s -1: a random seed, logged

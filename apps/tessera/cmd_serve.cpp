@@ -3,12 +3,12 @@
 
 #include <csignal>
 
+#include "apps/tessera/app_config.h"
 #include "apps/tessera/commands.h"
 #include "core/config/config.h"
 #include "core/engine/engine.h"
 #include "core/error.h"
 #include "server/http_server.h"
-#include "tessera/sdk/cpu_topology.hpp"
 
 namespace tsr::app {
 
@@ -24,15 +24,11 @@ struct ServeFlags {
 
 // Flags override the config file; the config's [server] section supplies the rest.
 Config load_config(const ServeFlags& f) {
-  Config c = f.config.empty() ? Config{} : config_parse_file(f.config);
-  if (!f.model.empty()) c.model.path = f.model;
-  if (f.threads > 0) c.backend.threads = f.threads;
-  if (c.backend.threads == 0) c.backend.threads = tsr::sdk::cpu_physical_cores();
+  Config c = load_app_config(f.config, f.model, f.threads, f.verbose);
   if (!f.host.empty()) c.server.host = f.host;
   if (f.port) c.server.port = *f.port;
   if (f.max_queue) c.server.max_queue = *f.max_queue;
   if (!f.api_key.empty()) c.server.api_key = f.api_key;
-  if (f.verbose) c.log.level = "debug";
   return c;
 }
 
@@ -62,7 +58,6 @@ sigset_t block_stop_signals() {
 int serve(const ServeFlags& f) {
   const sigset_t signals = block_stop_signals();
   const Config config = load_config(f);
-  spdlog::set_level(spdlog::level::from_str(config.log.level));
   auto engine = Engine::create(config);
   server::HttpServer http(*engine, server_options(config, f));
   const int port = http.start();

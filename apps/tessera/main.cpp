@@ -43,13 +43,19 @@ int main(int argc, char** argv) {
   inspect->add_flag("--full", full_arrays, "print arrays in full");
 
   CLI11_PARSE(app, argc, argv);
-  if (run->parsed()) return run_action();
-  if (bench->parsed()) return bench_action();
-  if (serve->parsed()) return serve_action();
-  if (synth->parsed()) return synth_action();
-  if (quantize->parsed()) return quantize_action();
-  if (maskbench->parsed()) return maskbench_action();
-  if (perplexity->parsed()) return perplexity_action();
-  if (inspect->parsed()) return tsr::app::cmd_inspect(inspect_path, full_arrays);
+  // Whatever a subcommand did not report itself (a missing file, malformed JSON) ends the
+  // command with its message and status 1, never with std::terminate.
+  try {
+    if (run->parsed()) return run_action();
+    if (bench->parsed()) return bench_action();
+    if (serve->parsed()) return serve_action();
+    if (synth->parsed()) return synth_action();
+    if (quantize->parsed()) return quantize_action();
+    if (maskbench->parsed()) return maskbench_action();
+    if (perplexity->parsed()) return perplexity_action();
+    if (inspect->parsed()) return tsr::app::cmd_inspect(inspect_path, full_arrays);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+  }
   return 1;
 }

@@ -82,7 +82,7 @@ struct LogConfig {
 };
 
 struct Config {
-  std::string plugin_dir;                 // empty: TESSERA_PLUGIN_PATH, then beside the binary
+  std::string plugin_dir;                 // searched first; then TESSERA_PLUGIN_PATH, then beside the binary
   ModelConfig model;
   BackendConfig backend;
   QuantConfig quant;

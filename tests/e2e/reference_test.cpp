@@ -7,11 +7,13 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/engine/engine.h"
@@ -220,6 +222,18 @@ TEST(ReferenceCli, RunDefaultLengthIs128OrTheConfigs) {
   EXPECT_EQ(n_ids(command_output(single + " 2>/dev/null")), 5u);
   EXPECT_NE(command_output(single + " 2>&1 >/dev/null").find("seed: "), std::string::npos);
   std::filesystem::remove_all(dir);
+}
+
+// Bad input to any subcommand ends it with a message and status 1, never an abort.
+TEST(ReferenceCli, BadInputEndsWithStatusOne) {
+  const std::string bin = std::string(TESSERA_BIN_DIR) + "/tessera ";
+  for (const std::string args : {"maskbench /nonexistent --tokenizer /nonexistent/tokenizer.json",
+                                 "run -m /nonexistent.gguf -p x", "perplexity -m /nonexistent.gguf -f /nonexistent",
+                                 "bench -m /nonexistent.gguf", "quantize /nonexistent.gguf /tmp/x.gguf q8_0"}) {
+    const int status = std::system((bin + args + " >/dev/null 2>&1").c_str());
+    ASSERT_TRUE(WIFEXITED(status)) << args;
+    EXPECT_EQ(WEXITSTATUS(status), 1) << args;
+  }
 }
 
 // The command line prints exactly the reference text (plus one newline) on stdout.
