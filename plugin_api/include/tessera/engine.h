@@ -140,6 +140,10 @@ typedef struct tsr_request_params {
 } tsr_request_params;
 TSR_ABI_PIN_SIZE(tsr_request_params, 208);
 
+/* The built-in defaults (max_tokens 128, temperature 0.8, top_k 40, top_p 0.95, min_p 0.05,
+ * repeat_last_n 64; the rest off). A request through this API carries every value
+ * explicitly: the config's [sampling] table supplies the defaults of `tessera run` and of
+ * the HTTP server, not of tsr_request_params. */
 tsr_request_params tsr_request_default_params(void);
 
 /* Queues a request. Thread-safe. */
