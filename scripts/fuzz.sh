@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzzes the parsers of untrusted input with libFuzzer (clang, ASan+UBSan):
-#   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET ...]   (default 60 s; gguf tokenizer config request grammar)
+#   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET ...]   (default 60 s; all targets)
 # Each target starts from fuzz/corpus/<target> and grows its own corpus in
 # build-fuzz/corpus/<target>; a crash leaves its input in build-fuzz/artifacts/<target>/
 # and ends the script with status 1. Add such an input to fuzz/corpus/<target>/ with the
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(gguf tokenizer config request grammar)
+[ ${#targets[@]} -gt 0 ] || targets=(gguf tokenizer config request grammar chat_template)
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTESSERA_FUZZ=ON -DTESSERA_BUILD_TESTS=OFF -DTESSERA_CUDA=OFF -DTESSERA_HIP=OFF > /dev/null
@@ -21,7 +21,9 @@ status=0
 for t in "${targets[@]}"; do
   mkdir -p "build-fuzz/corpus/$t" "build-fuzz/artifacts/$t"
   echo "== $t: ${seconds} s"
-  if ! "build-fuzz/fuzz/${t}_fuzz" "build-fuzz/corpus/$t" "fuzz/corpus/$t" -max_total_time="$seconds" \
+  seeds=("fuzz/corpus/$t")
+  [ "$t" != chat_template ] || seeds+=(core/chat/testdata)  # real models' templates
+  if ! "build-fuzz/fuzz/${t}_fuzz" "build-fuzz/corpus/$t" "${seeds[@]}" -max_total_time="$seconds" \
       -rss_limit_mb=4096 -timeout=20 -artifact_prefix="build-fuzz/artifacts/$t/" -print_final_stats=1 \
       2> "build-fuzz/$t.log"; then
     echo "   crash: see build-fuzz/$t.log and build-fuzz/artifacts/$t/"
