@@ -2,20 +2,40 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <limits>
 
 #include "quant_formats/float_convert.h"
 
 namespace tsr::quant {
 
+namespace {
+
+// A block holding a NaN or an infinity is stored with a NaN scale and zero quants (the
+// zero point for Q4_0): it dequantizes to NaN, where a float-to-int conversion of its
+// values would be undefined. ggml leaves such blocks undefined; finite blocks are as
+// ggml's, but for a scale so small that 1/d overflows (subnormal; ggml: undefined),
+// whose block is stored as zeros.
+bool all_finite(const float* x, int64_t n) {
+  return std::all_of(x, x + n, [](float v) { return std::isfinite(v); });
+}
+
+}  // namespace
+
 void quantize_row_q8_0_ref(const float* x, BlockQ8_0* y, int64_t k) {
   for (int64_t i = 0; i < k / kBlockQ8_0; ++i, x += kBlockQ8_0) {
+    if (!all_finite(x, kBlockQ8_0)) {
+      y[i].d = f32_to_f16(std::numeric_limits<float>::quiet_NaN());
+      std::fill(std::begin(y[i].qs), std::end(y[i].qs), int8_t{0});
+      continue;
+    }
     float amax = 0.0f;
     for (int64_t j = 0; j < kBlockQ8_0; ++j) {
       const float a = std::fabs(x[j]);
       amax = amax > a ? amax : a;  // ggml's MAX(), whose NaN behaviour std::max does not share
     }
     const float d = amax / ((1 << 7) - 1);
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float id = std::fabs(d) >= std::numeric_limits<float>::min() ? 1.0f / d : 0.0f;
     y[i].d = f32_to_f16(d);
     for (int64_t j = 0; j < kBlockQ8_0; ++j) y[i].qs[j] = static_cast<int8_t>(std::roundf(x[j] * id));
   }
@@ -24,6 +44,11 @@ void quantize_row_q8_0_ref(const float* x, BlockQ8_0* y, int64_t k) {
 void quantize_row_q4_0_ref(const float* x, BlockQ4_0* y, int64_t k) {
   constexpr int64_t half = kBlockQ4_0 / 2;
   for (int64_t i = 0; i < k / kBlockQ4_0; ++i, x += kBlockQ4_0) {
+    if (!all_finite(x, kBlockQ4_0)) {
+      y[i].d = f32_to_f16(std::numeric_limits<float>::quiet_NaN());
+      std::fill(std::begin(y[i].qs), std::end(y[i].qs), uint8_t{0x88});
+      continue;
+    }
     float amax = 0.0f, max = 0.0f;  // the signed value of largest magnitude, first one wins
     for (int64_t j = 0; j < kBlockQ4_0; ++j) {
       if (amax < std::fabs(x[j])) {
@@ -32,7 +57,7 @@ void quantize_row_q4_0_ref(const float* x, BlockQ4_0* y, int64_t k) {
       }
     }
     const float d = max / -8;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float id = std::fabs(d) >= std::numeric_limits<float>::min() ? 1.0f / d : 0.0f;
     y[i].d = f32_to_f16(d);
     for (int64_t j = 0; j < half; ++j) {
       // ggml truncates through int8_t; x * id lies in [-8, 8], so the cast is in range.

@@ -9,7 +9,8 @@ namespace tsr::quant {
 
 namespace {
 
-uint8_t clamp_nibble(float v) { return static_cast<uint8_t>(std::clamp(std::nearbyint(v), 0.0f, 15.0f)); }
+// NaN (a group with non-finite weights) goes to 0: a float-to-int conversion of it would be undefined.
+uint8_t clamp_nibble(float v) { return v > 0.0f ? static_cast<uint8_t>(std::min(std::nearbyint(v), 15.0f)) : 0; }
 
 }  // namespace
 

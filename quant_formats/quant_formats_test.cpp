@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
 #include "quant_formats/fp8_e4m3.h"
+#include "quant_formats/ggml_blocks.h"
 #include "quant_formats/float_convert.h"
 #include "quant_formats/int4_g128.h"
 
@@ -84,6 +86,42 @@ TEST(Int4G128, ConstantAndZeroGroups) {
   quantize_row_int4_g128(x.data(), &q, 128);
   dequantize_row_int4_g128(&q, y.data(), 128);
   for (float v : y) EXPECT_NEAR(v, 3.0f, 3.0f / 15 * 0.51f);
+}
+
+// Weights of a corrupt file: a block with a NaN or an infinity dequantizes to NaN, one whose
+// scale would be subnormal to zeros; no value is converted to an integer out of range
+// (UBSan). Finite blocks beside them keep ggml's values.
+TEST(NonFiniteWeights, BlocksDequantizeToNaNOrZero) {
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN(), kInf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = gaussian(4 * 32, 7);
+  x[5] = kNaN;                                        // block 0
+  x[32 + 9] = -kInf;                                  // block 1
+  std::fill(x.begin() + 64, x.begin() + 96, 1e-39f);  // block 2: subnormal scale
+  std::vector<BlockQ8_0> q8(4);
+  std::vector<BlockQ4_0> q4(4);
+  quantize_row_q8_0_ref(x.data(), q8.data(), 128);
+  quantize_row_q4_0_ref(x.data(), q4.data(), 128);
+  std::vector<float> y8(128), y4(128);
+  dequantize_row_q8_0(q8.data(), y8.data(), 128);
+  dequantize_row_q4_0(q4.data(), y4.data(), 128);
+  for (int j = 0; j < 64; ++j) {
+    EXPECT_TRUE(std::isnan(y8[j]) && std::isnan(y4[j])) << j;
+  }
+  for (int j = 64; j < 96; ++j) {
+    EXPECT_EQ(y8[j], 0.0f) << j;
+    EXPECT_EQ(y4[j], 0.0f) << j;
+  }
+  for (int j = 96; j < 128; ++j) {
+    EXPECT_NEAR(y8[j], x[j], 0.02f) << j;
+    EXPECT_NEAR(y4[j], x[j], 0.35f) << j;
+  }
+  std::vector<float> g = gaussian(128, 8);
+  g[3] = kNaN;
+  g[4] = kInf;
+  GroupInt4 q;
+  quantize_row_int4_g128(g.data(), &q, 128);  // defined, whatever it stores
+  std::vector<uint8_t> row(4 + 128);
+  quantize_row_fp8_e4m3(g.data(), row.data(), 128);
 }
 
 }  // namespace

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(gguf tokenizer config request grammar chat_template)
+[ ${#targets[@]} -gt 0 ] || targets=(gguf model tokenizer config request grammar chat_template)
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTESSERA_FUZZ=ON -DTESSERA_BUILD_TESTS=OFF -DTESSERA_CUDA=OFF -DTESSERA_HIP=OFF > /dev/null
@@ -23,6 +23,7 @@ for t in "${targets[@]}"; do
   echo "== $t: ${seconds} s"
   seeds=("fuzz/corpus/$t")
   [ "$t" != chat_template ] || seeds+=(core/chat/testdata)  # real models' templates
+  [ "$t" != model ] || seeds+=(fuzz/corpus/gguf)
   if ! "build-fuzz/fuzz/${t}_fuzz" "build-fuzz/corpus/$t" "${seeds[@]}" -max_total_time="$seconds" \
       -rss_limit_mb=4096 -timeout=20 -artifact_prefix="build-fuzz/artifacts/$t/" -print_final_stats=1 \
       2> "build-fuzz/$t.log"; then

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <limits>
 #include <cstddef>
 #include <cstring>
 #include <map>
@@ -418,6 +419,43 @@ TEST(CpuPackedWeights, MatmulEqualsTheStoredWeightsAtEveryBatchSize) {
         const std::vector<float> xr = dtype == TSR_DTYPE_F16 ? x : quantize_activations(x, k);
         EXPECT_LT(norm_err(out.floats(), ref_matmul(xr, w.value, n, k, m)), kTol);
       }
+    }
+  }
+}
+
+// Activations of a corrupt model reach the int8 kernels too: a row holding a NaN or an
+// infinity gives NaN outputs (as an f32 product would), a row of subnormal-scale values
+// gives zeros, and the other rows are untouched; nothing is undefined (UBSan; a fuzzer
+// found the overflow of the block sums with NaN input).
+TEST(CpuMatmul, NonFiniteAndTinyActivationsInInt8Kernels) {
+  constexpr int64_t m = 16, k = 64, n = 4;
+  for (const tsr_dtype dtype : {TSR_DTYPE_Q8_0, TSR_DTYPE_Q4_0}) {
+    const Weights w = encode(dtype, random_floats(static_cast<size_t>(m * k), 901));
+    std::vector<float> x = random_floats(static_cast<size_t>(n * k), 902);
+    x[3] = std::numeric_limits<float>::quiet_NaN();              // row 0
+    x[k + 40] = -std::numeric_limits<float>::infinity();         // row 1
+    std::fill(x.begin() + 2 * k, x.begin() + 3 * k, 1e-39f);     // row 2: subnormal scale
+    const DevTensor dw = upload(w.bytes, dtype, {m, k});
+    tsr_tensor packed{};
+    const std::unique_ptr<BackendBuffer> buffer = backend().pack_weight(*dw.get(), &packed);
+    for (const tsr_tensor* weight : {dw.get(), buffer ? static_cast<const tsr_tensor*>(&packed) : nullptr}) {
+      if (weight == nullptr) continue;
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + (weight == dw.get() ? " stored" : " packed"));
+      const DevTensor dx = upload(x, TSR_DTYPE_F32, {n, k});
+      const DevTensor out = make_tensor(TSR_DTYPE_F32, {n, m});
+      tsr_matmul_params p = matmul_params(out, dx, dw);
+      p.w = weight;
+      backend().matmul(p);
+      const std::vector<float> o = out.floats();
+      for (int64_t j = 0; j < m; ++j) {
+        EXPECT_TRUE(std::isnan(o[size_t(j)])) << j;
+        EXPECT_TRUE(std::isnan(o[size_t(m + j)])) << j;
+        EXPECT_EQ(o[size_t(2 * m + j)], 0.0f) << j;
+        EXPECT_TRUE(std::isfinite(o[size_t(3 * m + j)])) << j;
+      }
+      const std::vector<float> row3(x.begin() + 3 * k, x.end());
+      const std::vector<double> ref = ref_matmul(quantize_activations(row3, k), w.value, 1, k, m);
+      EXPECT_LT(norm_err(std::vector<float>(o.begin() + 3 * m, o.end()), ref), kTol);
     }
   }
 }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <utility>
 
@@ -54,11 +55,25 @@ inline __mmask16 first_lanes(int64_t n) {
 
 // Quantizes 32 floats to int8 as llama.cpp's Q8_0 does (scale max|v|/127, round to
 // nearest even) without SIMD: q gets the values, the result is the scale. The AVX-512
-// form below gives the same values.
+// form below gives the same values. A block with a NaN or an infinity (activations of a
+// corrupt model) gets zeros and a NaN scale: the dot products turn NaN, as in f32,
+// where a float-to-int conversion would be undefined. A block whose scale would be
+// subnormal (max|v| < 127 FLT_MIN, where 1/d overflows) gets zeros, as an all-zero one.
 inline float quantize_block_portable(const float* v, int8_t* q) {
   float amax = 0;
-  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(v[i]));
-  const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+  for (int i = 0; i < 32; ++i) {
+    if (!std::isfinite(v[i])) {
+      std::fill_n(q, 32, int8_t{0});
+      return std::numeric_limits<float>::quiet_NaN();
+    }
+    amax = std::max(amax, std::fabs(v[i]));
+  }
+  const float d = amax / 127.0f;
+  if (d < std::numeric_limits<float>::min()) {
+    std::fill_n(q, 32, int8_t{0});
+    return d;
+  }
+  const float id = 1.0f / d;
   for (int i = 0; i < 32; ++i) q[i] = static_cast<int8_t>(std::nearbyint(v[i] * id));
   return d;
 }
@@ -68,9 +83,19 @@ inline float quantize_block_portable(const float* v, int8_t* q) {
 __attribute__((target(TSR_AVX512_TARGET), always_inline))
 inline float quantize_block_avx512(const float* v, __m512i* lo, __m512i* hi) {
   const __m512 a = _mm512_loadu_ps(v), b = _mm512_loadu_ps(v + 16);
+  const __m512 inf = _mm512_set1_ps(std::numeric_limits<float>::infinity());
+  // |x| not below infinity, or unordered: an infinity or a NaN (see the portable form).
+  if ((_mm512_cmp_ps_mask(_mm512_abs_ps(a), inf, _CMP_NLT_UQ) | _mm512_cmp_ps_mask(_mm512_abs_ps(b), inf, _CMP_NLT_UQ)) != 0) {
+    *lo = *hi = _mm512_setzero_si512();
+    return std::numeric_limits<float>::quiet_NaN();
+  }
   const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
   const float d = amax / 127.0f;
-  const __m512 id = _mm512_set1_ps(d != 0 ? 1.0f / d : 0.0f);
+  if (d < std::numeric_limits<float>::min()) {
+    *lo = *hi = _mm512_setzero_si512();
+    return d;
+  }
+  const __m512 id = _mm512_set1_ps(1.0f / d);
   *lo = _mm512_cvtps_epi32(_mm512_mul_ps(a, id));
   *hi = _mm512_cvtps_epi32(_mm512_mul_ps(b, id));
   return d;
