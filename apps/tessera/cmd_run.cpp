@@ -82,7 +82,10 @@ std::optional<ConstraintSpec> constraint_from(const RunFlags& f) {
   return std::nullopt;
 }
 
-RequestParams request_from(const Engine& engine, const RunFlags& f, std::vector<int32_t> prompt) {
+// Prompt `index` of the run (0 for -p). Its seed is the run's plus the index, as the
+// server gives choice i of a request seed + i: repeated prompts in -f give different
+// samples, and the same seed repeats the whole run.
+RequestParams request_from(const Engine& engine, const RunFlags& f, std::vector<int32_t> prompt, size_t index = 0) {
   RequestParams p = engine.request_defaults();
   p.prompt = std::move(prompt);
   // -n, else [sampling] max_tokens, else 128 (llama.cpp's old default; the server's is the
@@ -90,6 +93,7 @@ RequestParams request_from(const Engine& engine, const RunFlags& f, std::vector<
   const int32_t n = f.n_predict.value_or(engine.config().sampling.max_tokens.value_or(kDefaultNPredict));
   p.max_tokens = n < 0 ? INT32_MAX : n;
   if (f.seed >= 0) p.seed = static_cast<uint64_t>(f.seed);
+  if (p.seed) *p.seed += index;
   p.ignore_eos = f.ignore_eos;
   SamplingParams& s = p.sampling;
   s.temperature = f.temperature.value_or(s.temperature);
@@ -144,8 +148,14 @@ nlohmann::json completion_json(const std::string& prompt, const GenerateResult& 
 }
 
 int run_single(Engine& engine, const RunFlags& f) {
-  if (f.json) {
-    const GenerateResult r = engine.generate(request_from(engine, f, engine.tokenize(f.prompt)));
+  if (f.json) {  // one object, with finish_reason "error" when the request is refused too
+    GenerateResult r;
+    try {
+      r = engine.generate(request_from(engine, f, engine.tokenize(f.prompt)));
+    } catch (const Error& e) {
+      r.finish_reason = TSR_FINISH_ERROR;
+      r.error = e.what();
+    }
     std::puts(completion_json(f.prompt, r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     log_engine_stats(engine);
     return r.finish_reason == TSR_FINISH_ERROR ? 1 : 0;
@@ -169,7 +179,7 @@ int run_file(Engine& engine, const RunFlags& f) {
   std::vector<GenerateResult> results(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     try {
-      engine.submit(request_from(engine, f, engine.tokenize(prompts[i])), [&results, i](const RequestOutput& out) {
+      engine.submit(request_from(engine, f, engine.tokenize(prompts[i]), i), [&results, i](const RequestOutput& out) {
         GenerateResult& r = results[i];
         r.tokens.insert(r.tokens.end(), out.tokens.begin(), out.tokens.end());
         r.text += out.text;
@@ -245,7 +255,7 @@ std::function<int()> register_run(CLI::App& app) {
       RunFlags flags = *f;
       if (flags.seed < 0 && !config.sampling.seed) {  // llama.cpp's -s -1: a random seed, logged
         flags.seed = static_cast<int64_t>(std::random_device{}() & 0x7fffffffu);
-        spdlog::info("seed: {} (random; -s {} repeats this run)", flags.seed, flags.seed);
+        spdlog::info("seed: {} (random; -s {} repeats this run; prompt i of -f takes seed + i)", flags.seed, flags.seed);
       }
       auto engine = Engine::create(config);
       return flags.prompt_file.empty() ? run_single(*engine, flags) : run_file(*engine, flags);

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <sstream>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -216,11 +217,36 @@ TEST(ReferenceCli, RunDefaultLengthIs128OrTheConfigs) {
   EXPECT_EQ(n_ids(command_output(base + "-m " + testing::shared_path("models/stories260K.gguf") + " 2>/dev/null")), 128u);
   EXPECT_EQ(n_ids(command_output(base + "-c " + (dir / "c.toml").string() + " 2>/dev/null")), 7u);
   EXPECT_EQ(n_ids(command_output(base + "-c " + (dir / "c.toml").string() + " -n 9 2>/dev/null")), 9u);
-  // --json with -p too; a random seed is logged so that -s repeats the run.
-  const std::string single = std::string(TESSERA_BIN_DIR) + "/tessera run -p 'Once' --json -n 5 --ignore-eos -t 1 -m " +
-                             testing::shared_path("models/stories260K.gguf");
-  EXPECT_EQ(n_ids(command_output(single + " 2>/dev/null")), 5u);
-  EXPECT_NE(command_output(single + " 2>&1 >/dev/null").find("seed: "), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+// Sampled runs are reproducible: the random seed is logged and -s repeats the run; prompt
+// i of -f takes seed + i. --json works with -p, and reports a refused request as an error.
+TEST(ReferenceCli, RunSeedsAndJson) {
+  TSR_REQUIRE_SHARED("models/stories260K.gguf");
+  const auto dir = std::filesystem::temp_directory_path() / ("tsr_run_seed_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string run = std::string(TESSERA_BIN_DIR) + "/tessera run --json --temp 1.5 --ignore-eos -t 1 -m " +
+                          testing::shared_path("models/stories260K.gguf");
+  const auto ids = [](const std::string& line) { return nlohmann::json::parse(line)["ids"]; };
+  const std::string first = command_output(run + " -n 12 -p 'Once' 2>" + (dir / "err.txt").string());
+  const std::string log = command_output("cat " + (dir / "err.txt").string());
+  const size_t at = log.find("seed: ");
+  ASSERT_NE(at, std::string::npos) << log;
+  const long long seed = std::stoll(log.substr(at + 6));
+  EXPECT_EQ(ids(command_output(run + " -n 12 -p 'Once' -s " + std::to_string(seed) + " 2>/dev/null")), ids(first));
+
+  std::ofstream(dir / "twice.txt") << "Once\nOnce\n";
+  std::istringstream lines(command_output(run + " -n 12 -f " + (dir / "twice.txt").string() + " -s 5 2>/dev/null"));
+  std::string a, b;
+  std::getline(lines, a);
+  std::getline(lines, b);
+  EXPECT_EQ(ids(a), ids(command_output(run + " -n 12 -p 'Once' -s 5 2>/dev/null")));
+  EXPECT_EQ(ids(b), ids(command_output(run + " -n 12 -p 'Once' -s 6 2>/dev/null")));
+
+  const auto refused = nlohmann::json::parse(command_output(run + " -p 'Once' -n 0 2>/dev/null"));
+  EXPECT_EQ(refused["finish_reason"], "error");
+  EXPECT_NE(refused["error"].get<std::string>().find("max_tokens"), std::string::npos);
   std::filesystem::remove_all(dir);
 }
 
