@@ -8,8 +8,7 @@ if(TESSERA_FUZZ)
     message(FATAL_ERROR "TESSERA_FUZZ needs clang (libFuzzer): CXX=clang++ CC=clang")
   endif()
   # Coverage for libFuzzer everywhere; the fuzz targets alone link its driver.
-  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
-                      -fno-sanitize-recover=undefined)
+  add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=fuzzer-no-link,address,undefined;-fno-omit-frame-pointer;-fno-sanitize-recover=undefined>")
   add_link_options(-fsanitize=address,undefined)
 elseif(TESSERA_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)

@@ -58,4 +58,6 @@ inline std::vector<int32_t> tokenize(const std::string& text) {
   return ids;
 }
 
+inline bool mask_has(const std::vector<uint32_t>& mask, int32_t id) { return (mask[id >> 5] >> (id & 31)) & 1; }
+
 }  // namespace tsr::constraints::testing

@@ -15,8 +15,6 @@
 
 namespace tsr::constraints::testing {
 
-inline bool mask_has(const std::vector<uint32_t>& mask, int32_t id) { return (mask[id >> 5] >> (id & 31)) & 1; }
-
 // Every token is in the mask iff a fork accepts it.
 inline void expect_mask_consistent(const Matcher& m) {
   const Vocabulary& v = *synthetic_vocab();

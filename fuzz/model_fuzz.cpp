@@ -1,12 +1,14 @@
 // Whole model files through the engine: a GGUF that parses is loaded on the CPU backend
-// (tensor names, shapes and types against the hyperparameters, weight packing) and, when
-// it loads, generates a few greedy tokens. Any file must load and run or fail with
+// (tensor names, shapes and types against the hyperparameters, weight packing, and one of
+// the quant schemes at load, chosen by the input's size) and, when it loads, generates a
+// few greedy tokens. Any file must load and run or fail with
 // tsr::Error; a corrupt weight value may change the text but never crash.
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <string>
 
 #include "core/config/config.h"
@@ -36,6 +38,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   config.plugin_dir = TESSERA_PLUGIN_DIR;
   config.backend.threads = 1;
   config.cache.memory_bytes = 8ull << 20;
+  static const char* const kSchemes[] = {"auto", "q8_0", "q4_0", "int4_g128", "fp8_e4m3"};
+  config.quant.scheme = kSchemes[size % std::size(kSchemes)];
   spdlog::set_level(spdlog::level::off);  // the engine logs each load
   try {
     auto engine = tsr::Engine::create(config);

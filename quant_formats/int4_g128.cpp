@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "quant_formats/float_convert.h"
 
@@ -17,6 +18,12 @@ uint8_t clamp_nibble(float v) { return v > 0.0f ? static_cast<uint8_t>(std::min(
 void quantize_row_int4_g128(const float* x, GroupInt4* y, int64_t k) {
   constexpr int64_t half = kGroupInt4 / 2;
   for (int64_t g = 0; g < k / kGroupInt4; ++g, x += kGroupInt4) {
+    // A group with a NaN or an infinity dequantizes to NaN (as Q8_0/Q4_0 blocks do).
+    if (!std::all_of(x, x + kGroupInt4, [](float v) { return std::isfinite(v); })) {
+      y[g] = GroupInt4{};
+      y[g].d = f32_to_f16(std::numeric_limits<float>::quiet_NaN());
+      continue;
+    }
     float lo = 0.0f, hi = 0.0f;
     for (int64_t j = 0; j < kGroupInt4; ++j) {
       lo = std::min(lo, x[j]);

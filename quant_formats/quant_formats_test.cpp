@@ -119,9 +119,12 @@ TEST(NonFiniteWeights, BlocksDequantizeToNaNOrZero) {
   g[3] = kNaN;
   g[4] = kInf;
   GroupInt4 q;
-  quantize_row_int4_g128(g.data(), &q, 128);  // defined, whatever it stores
+  quantize_row_int4_g128(g.data(), &q, 128);
+  std::vector<float> y(128);
+  dequantize_row_int4_g128(&q, y.data(), 128);
+  for (float v : y) EXPECT_TRUE(std::isnan(v));
   std::vector<uint8_t> row(4 + 128);
-  quantize_row_fp8_e4m3(g.data(), row.data(), 128);
+  quantize_row_fp8_e4m3(g.data(), row.data(), 128);  // NaN -> 0x7f, infinity -> ±448: defined
 }
 
 }  // namespace

@@ -13,6 +13,7 @@ shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(gguf model tokenizer config request grammar chat_template)
 
+command -v clang++ > /dev/null || { echo "fuzz.sh needs clang (apt-get install clang)" >&2; exit 1; }
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTESSERA_FUZZ=ON -DTESSERA_BUILD_TESTS=OFF -DTESSERA_CUDA=OFF -DTESSERA_HIP=OFF > /dev/null
 cmake --build build-fuzz -j "${JOBS:-$(nproc)}" --target "${targets[@]/%/_fuzz}"
@@ -24,12 +25,13 @@ for t in "${targets[@]}"; do
   seeds=("fuzz/corpus/$t")
   [ "$t" != chat_template ] || seeds+=(core/chat/testdata)  # real models' templates
   [ "$t" != model ] || seeds+=(fuzz/corpus/gguf)
+  [ "$t" != config ] || seeds+=(configs)
   if ! "build-fuzz/fuzz/${t}_fuzz" "build-fuzz/corpus/$t" "${seeds[@]}" -max_total_time="$seconds" \
       -rss_limit_mb=4096 -timeout=20 -artifact_prefix="build-fuzz/artifacts/$t/" -print_final_stats=1 \
       2> "build-fuzz/$t.log"; then
     echo "   crash: see build-fuzz/$t.log and build-fuzz/artifacts/$t/"
     status=1
   fi
-  grep -E '^stat::(number_of_executed_units|new_units_added)' "build-fuzz/$t.log" | sed 's/^/   /'
+  grep -E '^stat::(number_of_executed_units|new_units_added)' "build-fuzz/$t.log" | sed 's/^/   /' || true
 done
 exit $status

@@ -14,13 +14,20 @@ constexpr int kWarps = 4;     // weight rows per thread block
 constexpr int kPairBytes = 2 * kQ8Bytes;
 constexpr int kPairWords = kPairBytes / 4;  // 17
 
-// Quantizes x (nc rows) to int8 blocks of 32 with an f32 scale per block: amax / 127.
+// Quantizes x (nc rows) to int8 blocks of 32 with an f32 scale per block: amax / 127. A
+// block with a NaN or an infinity gets zeros and a NaN scale (its products turn NaN, as
+// on the CPU backend), where fmaxf would drop a NaN and the conversion give 0.
 __global__ void quantize_x_kernel(Mat x, int8_t* xq, float* xd, int64_t blocks_per_row) {
   const int64_t block = int64_t(blockIdx.x) * kWarps + threadIdx.x / kWarp;
   if (block >= x.rows * blocks_per_row) return;
   const int lane = threadIdx.x % kWarp;
   const int64_t r = block / blocks_per_row, b = block % blocks_per_row;
   const float v = reinterpret_cast<const float*>(static_cast<const uint8_t*>(x.data) + r * x.stride)[b * kQK + lane];
+  if (warp_any(!isfinite(v))) {
+    xq[block * kQK + lane] = 0;
+    if (lane == 0) xd[block] = __int_as_float(0x7fc00000);  // quiet NaN
+    return;
+  }
   const float amax = warp_max(fabsf(v));
   const float d = amax / 127.0f;
   xq[block * kQK + lane] = static_cast<int8_t>(d > 0 ? __float2int_rn(v / d) : 0);

@@ -99,6 +99,15 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// Whether `pred` holds in any lane of the (full) warp.
+__device__ __forceinline__ bool warp_any(bool pred) {
+#if defined(TSR_GPU_HIP)
+  return __any(pred);
+#else
+  return __any_sync(0xffffffffu, pred);
+#endif
+}
+
 __device__ __forceinline__ float f16_bits_to_f32(unsigned short h) {
   return __half2float(__ushort_as_half(h));
 }
