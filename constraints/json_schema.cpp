@@ -66,6 +66,76 @@ std::string pointer_escape(const std::string& key) {
   return out;
 }
 
+// What each keyword's value must be (JSON Schema 2020-12, with draft 4's boolean
+// exclusiveMinimum/Maximum and array `items`). A keyword of another type is a malformed
+// schema: ignoring it would let through values the author meant to exclude.
+enum class KeywordType { schema_array, array, object, string, string_or_array, number, number_or_bool, count, schema, schema_or_array };
+
+const std::map<std::string, KeywordType, std::less<>>& keyword_types() {
+  using K = KeywordType;
+  static const std::map<std::string, KeywordType, std::less<>> types = {
+      {"allOf", K::schema_array}, {"anyOf", K::schema_array}, {"oneOf", K::schema_array},
+      {"enum", K::array}, {"required", K::array}, {"prefixItems", K::array},
+      {"properties", K::object}, {"patternProperties", K::object}, {"$defs", K::object}, {"definitions", K::object},
+      {"dependentRequired", K::object}, {"dependentSchemas", K::object},
+      {"$ref", K::string}, {"pattern", K::string}, {"format", K::string}, {"type", K::string_or_array},
+      {"minimum", K::number}, {"maximum", K::number}, {"multipleOf", K::number},
+      {"exclusiveMinimum", K::number_or_bool}, {"exclusiveMaximum", K::number_or_bool},
+      {"minLength", K::count}, {"maxLength", K::count}, {"minItems", K::count}, {"maxItems", K::count},
+      {"minProperties", K::count}, {"maxProperties", K::count}, {"minContains", K::count}, {"maxContains", K::count},
+      {"not", K::schema}, {"additionalProperties", K::schema}, {"additionalItems", K::schema},
+      {"unevaluatedProperties", K::schema}, {"unevaluatedItems", K::schema}, {"contains", K::schema},
+      {"propertyNames", K::schema}, {"if", K::schema}, {"then", K::schema}, {"else", K::schema},
+      {"items", K::schema_or_array},
+  };
+  return types;
+}
+
+bool has_type(const Json& v, KeywordType t) {
+  using K = KeywordType;
+  const bool schema = v.is_object() || v.is_boolean();
+  switch (t) {
+    case K::schema_array: return v.is_array() && !v.empty();
+    case K::array: return v.is_array();
+    case K::object: return v.is_object();
+    case K::string: return v.is_string();
+    case K::string_or_array: return v.is_string() || v.is_array();
+    case K::number: return v.is_number();
+    case K::number_or_bool: return v.is_number() || v.is_boolean();
+    case K::count: return v.is_number() && v.get<double>() >= 0 && v.get<double>() == std::floor(v.get<double>());
+    case K::schema: return schema;
+    case K::schema_or_array: return schema || v.is_array();
+  }
+  return false;
+}
+
+const char* type_wanted(KeywordType t) {
+  using K = KeywordType;
+  switch (t) {
+    case K::schema_array: return "a non-empty array of schemas";
+    case K::array: return "an array";
+    case K::object: return "an object";
+    case K::string: return "a string";
+    case K::string_or_array: return "a string or an array";
+    case K::number: return "a number";
+    case K::number_or_bool: return "a number";
+    case K::count: return "a non-negative integer";
+    case K::schema: return "a schema (an object or a boolean)";
+    case K::schema_or_array: return "a schema or an array of schemas";
+  }
+  return "";
+}
+
+void check_keyword_types(const Json& s, const std::string& path) {
+  for (const auto& [key, v] : s.items()) {
+    const auto it = keyword_types().find(key);
+    if (it != keyword_types().end() && !has_type(v, it->second)) {
+      throw CompileError("invalid JSON Schema: '" + key + "' must be " + type_wanted(it->second) + " at " +
+                         (path.empty() ? "/" : path));
+    }
+  }
+}
+
 class SchemaCompiler {
  public:
   explicit SchemaCompiler(const Json& root) : root_(root), validator_(root) {}
@@ -109,6 +179,7 @@ class SchemaCompiler {
       unsupported("schema 'false'", path);
     }
     if (!s.is_object()) unsupported("schema that is not an object", path);
+    check_keyword_types(s, path);
     if (std::optional<Json> values = candidate_values(s, path)) return visit_values(s, *values, path);
     for (const auto& [key, v] : s.items()) {
       if (kUnsupported.count(key)) unsupported("keyword '" + key + "'", path);
@@ -616,7 +687,13 @@ std::string json_schema_to_gbnf(std::string_view schema_json) {
   } catch (const std::exception& e) {
     throw CompileError(std::string("invalid JSON Schema document: ") + e.what());
   }
-  return SchemaCompiler(schema).compile();
+  try {
+    return SchemaCompiler(schema).compile();
+  } catch (const nlohmann::json::exception& e) {
+    // A keyword whose value has the wrong JSON type where the compiler reads it as
+    // another (the schema is malformed, not unsupported).
+    throw CompileError(std::string("invalid JSON Schema: a keyword has a value of the wrong type (") + e.what() + ")");
+  }
 }
 
 }  // namespace tsr::constraints

@@ -15,6 +15,24 @@ std::shared_ptr<CompiledGrammar> schema(const std::string& s) {
   return compile_test(ConstraintKind::json_schema, s);
 }
 
+// Keywords holding the wrong JSON type are malformed schemas: a CompileError naming the
+// keyword, never another exception (fuzzer find: {"allOf": "string"} escaped as a nlohmann
+// type_error) and never ignored (a non-array enum allowed every value). Draft 4's
+// boolean exclusiveMinimum and array items stay valid.
+TEST(JsonSchema, KeywordsOfTheWrongTypeAreInvalid) {
+  for (const auto& [s, keyword] : std::vector<std::pair<const char*, const char*>>{
+           {R"({"allOf": "string"})", "allOf"}, {R"({"anyOf": {}})", "anyOf"}, {R"({"oneOf": []})", "oneOf"},
+           {R"({"type": "object", "properties": []})", "properties"}, {R"({"type": "object", "required": "a"})", "required"},
+           {R"({"type": "array", "items": 3})", "items"}, {R"({"enum": {"a": 1}})", "enum"},
+           {R"({"type": "string", "pattern": 5})", "pattern"}, {R"({"type": "integer", "minimum": "0"})", "minimum"},
+           {R"({"type": "string", "maxLength": -1})", "maxLength"}, {R"({"type": "object", "properties": {"a": {"not": 1}}})", "not"}}) {
+    EXPECT_EQ(compile_error(ConstraintKind::json_schema, s).rfind(std::string("invalid JSON Schema: '") + keyword + "'", 0), 0u)
+        << s << ": " << compile_error(ConstraintKind::json_schema, s);
+  }
+  EXPECT_TRUE(matches(schema(R"({"type": "number", "minimum": 1, "exclusiveMinimum": true})"), "2"));
+  EXPECT_TRUE(matches(schema(R"({"type": "array", "items": [{"type": "integer"}]})"), "[1]"));
+}
+
 TEST(JsonSchema, ScalarTypesAndNullable) {
   auto g = schema(R"({"type": ["integer", "null"]})");
   EXPECT_TRUE(matches(g, "-12"));
