@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -253,6 +254,27 @@ TEST_P(GpuOpTest, MatmulMatchesCpuOnEveryWeightDtype) {
       cpu_->matmul({sizeof(tsr_matmul_params), &out.cpu, &x.cpu, &w.cpu});
       gpu_->matmul({sizeof(tsr_matmul_params), &out.gpu, &x.gpu, &w.gpu});
       EXPECT_LT(error(out), matmul_tolerance(dtype));
+    }
+  }
+}
+
+// Activations of a corrupt model: a row holding a NaN gives NaN outputs on both backends
+// (the GPU's int8 GEMV quantizer once dropped it through fmaxf), the other rows agree.
+TEST_P(GpuOpTest, NaNActivationsGiveNaNOnBothBackends) {
+  for (const tsr_dtype dtype : {TSR_DTYPE_Q8_0, TSR_DTYPE_Q4_0}) {
+    constexpr int64_t n = 2, k = 64, m = 48;
+    std::vector<float> xs = randoms(size_t(n * k));
+    xs[5] = std::numeric_limits<float>::quiet_NaN();
+    const Twin x = upload(TSR_DTYPE_F32, {n, k}, xs);
+    const Twin w = make(dtype, {m, k}, random_weights(dtype, m, k, rng_));
+    const Twin out = make(TSR_DTYPE_F32, {n, m});
+    cpu_->matmul({sizeof(tsr_matmul_params), &out.cpu, &x.cpu, &w.cpu});
+    gpu_->matmul({sizeof(tsr_matmul_params), &out.gpu, &x.gpu, &w.gpu});
+    const auto [c, g] = results(out);
+    for (int64_t j = 0; j < m; ++j) {
+      EXPECT_TRUE(std::isnan(c[size_t(j)]) && std::isnan(g[size_t(j)])) << dtype_name(dtype) << " " << j;
+      EXPECT_NEAR(g[size_t(m + j)], c[size_t(m + j)], matmul_tolerance(dtype) * std::max(1.0f, std::abs(c[size_t(m + j)])))
+          << dtype_name(dtype) << " " << j;
     }
   }
 }
