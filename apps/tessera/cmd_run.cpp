@@ -147,11 +147,23 @@ nlohmann::json completion_json(const std::string& prompt, const GenerateResult& 
   return j;
 }
 
+// -n 0, as llama.cpp's: nothing is generated; the prompt is only tokenized. No request is submitted
+// (the engine refuses max_tokens 0); the result says "length" with the prompt's size.
+bool generates_nothing(const RunFlags& f) { return f.n_predict == 0; }
+
+GenerateResult nothing_generated(const Engine& engine, const std::string& prompt) {
+  GenerateResult r;
+  r.finish_reason = TSR_FINISH_LENGTH;
+  r.stats.prompt_tokens = static_cast<decltype(r.stats.prompt_tokens)>(engine.tokenize(prompt).size());
+  return r;
+}
+
 int run_single(Engine& engine, const RunFlags& f) {
   if (f.json) {  // one object, with finish_reason "error" when the request is refused too
     GenerateResult r;
     try {
-      r = engine.generate(request_from(engine, f, engine.tokenize(f.prompt)));
+      r = generates_nothing(f) ? nothing_generated(engine, f.prompt)
+                               : engine.generate(request_from(engine, f, engine.tokenize(f.prompt)));
     } catch (const Error& e) {
       r.finish_reason = TSR_FINISH_ERROR;
       r.error = e.what();
@@ -161,6 +173,10 @@ int run_single(Engine& engine, const RunFlags& f) {
     return r.finish_reason == TSR_FINISH_ERROR ? 1 : 0;
   }
   if (f.echo) std::fwrite(f.prompt.data(), 1, f.prompt.size(), stdout);
+  if (generates_nothing(f)) {
+    std::fputc('\n', stdout);
+    return 0;
+  }
   const GenerateResult r =
       engine.generate(request_from(engine, f, engine.tokenize(f.prompt)), [](const RequestOutput& out) {
         std::fwrite(out.text.data(), 1, out.text.size(), stdout);
@@ -178,6 +194,10 @@ int run_file(Engine& engine, const RunFlags& f) {
   const std::vector<std::string> prompts = read_prompts(f.prompt_file);
   std::vector<GenerateResult> results(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
+    if (generates_nothing(f)) {
+      results[i] = nothing_generated(engine, prompts[i]);
+      continue;
+    }
     try {
       engine.submit(request_from(engine, f, engine.tokenize(prompts[i]), i), [&results, i](const RequestOutput& out) {
         GenerateResult& r = results[i];
@@ -225,7 +245,7 @@ std::function<int()> register_run(CLI::App& app) {
   app.add_option("-m,--model", f->model, "GGUF model file");
   auto* p = app.add_option("-p,--prompt", f->prompt, "prompt text");
   app.add_option("-f,--file", f->prompt_file, "file with one prompt per line")->excludes(p);
-  app.add_option("-n,--n-predict", f->n_predict, "tokens to generate (-1: until the context is full; default [sampling] max_tokens, else 128)");
+  app.add_option("-n,--n-predict", f->n_predict, "tokens to generate (-1: until the context is full; 0: none; default [sampling] max_tokens, else 128)");
   app.add_option("--temp", f->temperature, "temperature, 0 = greedy (default 0.8)");
   app.add_option("--top-k", f->top_k, "top-k, 0 = off (default 40)");
   app.add_option("--top-p", f->top_p, "top-p, 1 = off (default 0.95)");

@@ -244,9 +244,15 @@ TEST(ReferenceCli, RunSeedsAndJson) {
   EXPECT_EQ(ids(a), ids(command_output(run + " -n 12 -p 'Once' -s 5 2>/dev/null")));
   EXPECT_EQ(ids(b), ids(command_output(run + " -n 12 -p 'Once' -s 6 2>/dev/null")));
 
-  const auto refused = nlohmann::json::parse(command_output(run + " -p 'Once' -n 0 2>/dev/null"));
+  const auto refused = nlohmann::json::parse(command_output(run + " -p 'Once' --top-p 2 2>/dev/null"));
   EXPECT_EQ(refused["finish_reason"], "error");
-  EXPECT_NE(refused["error"].get<std::string>().find("max_tokens"), std::string::npos);
+  EXPECT_NE(refused["error"].get<std::string>().find("top_p"), std::string::npos) << refused["error"];
+
+  // -n 0, as llama.cpp's: nothing is generated, the prompt's size is reported.
+  const auto none = nlohmann::json::parse(command_output(run + " -p 'Once upon' -n 0 2>/dev/null"));
+  EXPECT_EQ(none["finish_reason"], "length");
+  EXPECT_TRUE(none["ids"].empty());
+  EXPECT_GT(none["prompt_tokens"].get<int>(), 1);
   std::filesystem::remove_all(dir);
 }
 
