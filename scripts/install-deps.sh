@@ -6,7 +6,7 @@ PACKAGES=(
   cmake ninja-build g++ pkg-config ccache
   libtomlplusplus-dev libspdlog-dev libfmt-dev
   libboost-dev libboost-filesystem-dev
-  libdnnl-dev
+  libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
   nlohmann-json3-dev libcli11-dev libxxhash-dev
   libicu-dev
   libcpp-httplib-dev
