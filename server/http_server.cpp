@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <thread>
@@ -13,8 +15,10 @@
 
 #include "core/engine/engine.h"
 #include "core/error.h"
+#include "server/access_log.h"
 #include "server/admission.h"
 #include "server/api_error.h"
+#include "server/cors.h"
 #include "server/metrics.h"
 #include "server/openai_api.h"
 
@@ -88,6 +92,7 @@ struct HttpServer::Impl {
   std::shared_ptr<Metrics> metrics = std::make_shared<Metrics>();
   std::shared_ptr<Admission> admission;
   ApiContext ctx;
+  Cors cors;
   httplib::Server http;
   std::thread thread;
   int listen_fd = -1;  // the listening socket, seen by the socket-options hook
@@ -97,7 +102,8 @@ struct HttpServer::Impl {
         options(std::move(o)),
         admission(std::make_shared<Admission>(options.max_queue)),
         ctx{e, options.model_id, options.model_path, metrics, admission, stopping,
-            std::make_shared<std::atomic<int32_t>>(0)} {}
+            std::make_shared<std::atomic<int32_t>>(0)},
+        cors(options.cors_origins) {}
 
   void configure();
   void routes();
@@ -110,13 +116,22 @@ void HttpServer::Impl::configure() {
   const size_t threads = std::min<size_t>(size_t(engine.config().scheduler.max_seqs) + size_t(options.max_queue) + 8, 2048);
   http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http.set_payload_max_length(options.max_body_bytes);
+  // SO_REUSEADDR alone: a restarted server binds past TIME_WAIT, but a second server on a
+  // busy port fails with EADDRINUSE. httplib's default also sets SO_REUSEPORT, under which
+  // the second one binds too and the kernel splits the connections between the two.
   http.set_socket_options([this](socket_t fd) {
-    httplib::default_socket_options(fd);
+    const int yes = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
     listen_fd = fd;
   });
   http.set_exception_handler(on_exception);
   http.set_error_handler(httplib::Server::HandlerWithResponse(on_error_status));
   http.set_pre_routing_handler([this](const Request& req, Response& res) {
+    access_record_begin();
+    if (req.method == "OPTIONS") {  // preflights carry no credentials
+      cors.preflight(req, res);
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (req.path.starts_with("/v1/") && !authorized(req, options.api_key)) {
       send_error(res, 401, ApiError(401, "invalid or missing API key (Authorization: Bearer ...)",
                                     "invalid_request_error", "", "invalid_api_key").to_json());
@@ -129,9 +144,10 @@ void HttpServer::Impl::configure() {
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
+  http.set_post_routing_handler([this](const Request& req, Response& res) { cors.decorate(req, res); });
   http.set_logger([this](const Request& req, const Response& res) {
     metrics->on_response(res.status);
-    spdlog::debug("{} {} -> {}", req.method, req.path, res.status);
+    access_log_write(req.remote_addr, req.method, req.path, res.status);
   });
   routes();
 }
@@ -164,10 +180,15 @@ HttpServer::~HttpServer() { stop(); }
 
 int HttpServer::start() {
   Impl& m = *impl_;
+  errno = 0;
   const int port = m.options.port == 0 ? m.http.bind_to_any_port(m.options.host)
                                        : (m.http.bind_to_port(m.options.host, m.options.port) ? m.options.port : -1);
   if (port < 0) {
-    throw Error("cannot listen on " + m.options.host + ":" + std::to_string(m.options.port), TSR_STATUS_IO_ERROR);
+    // httplib closes the socket after the failed bind(), which leaves errno as bind set it.
+    const int err = errno;
+    throw Error("cannot listen on " + m.options.host + ":" + std::to_string(m.options.port) + ": " +
+                    (err ? std::strerror(err) : "the address does not resolve or cannot be bound"),
+                TSR_STATUS_IO_ERROR);
   }
   // Debian's compiled cpp-httplib listens with a backlog of 5: a burst of clients would
   // then see dropped SYNs and reconnect a second later. Listening again resizes it.

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace tsr {
 class Engine;
@@ -21,6 +22,7 @@ struct ServerOptions {
   size_t max_body_bytes = 16u << 20;
   std::string model_id;            // the name /v1/models lists and "model" must match
   std::string model_path;          // accepted as "model" too
+  std::vector<std::string> cors_origins;  // browser origins allowed ("*": any); empty: none
 };
 
 class HttpServer {

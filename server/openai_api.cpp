@@ -7,6 +7,7 @@
 
 #include "core/engine/engine.h"
 #include "core/error.h"
+#include "server/access_log.h"
 #include "server/admission.h"
 #include "server/api_error.h"
 #include "server/event_stream.h"
@@ -63,11 +64,17 @@ std::shared_ptr<GenerationJob> start_job(const ApiContext& ctx, std::vector<Requ
   }
   auto metrics = ctx.metrics;
   auto admission = ctx.admission;
+  auto access = access_record_current();
   return std::make_shared<GenerationJob>(
       ctx.engine, std::move(choices), logprobs,
-      [metrics, admission](const RequestOutput& out) {
+      [metrics, admission, access](const RequestOutput& out) {
         metrics->on_finished(out);
         admission->release(1);
+        if (access) {
+          access->prompt_tokens += out.stats.prompt_tokens;
+          access->cached_tokens += out.stats.cached_tokens;
+          access->generated_tokens += out.stats.completion_tokens;
+        }
       },
       [admission](int32_t refused) { admission->release(refused); });
 }

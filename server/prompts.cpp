@@ -1,6 +1,5 @@
 #include "server/prompts.h"
 
-#include "core/chat/chat_template.h"
 #include "core/engine/engine.h"
 #include "core/error.h"
 #include "server/api_error.h"
@@ -12,11 +11,11 @@ namespace {
 
 using nlohmann::json;
 
-// 413 rather than 400: the request is well-formed, only too large for this model.
+// 400 with OpenAI's code, as OpenAI and vLLM answer; 413 is for bodies over --max-body.
 void check_fits(const std::vector<int32_t>& prompt, const Engine& engine, const std::string& param) {
   const int32_t n_ctx = engine.context_length();
   if (static_cast<int32_t>(prompt.size()) >= n_ctx) {
-    throw ApiError(413, "the prompt has " + std::to_string(prompt.size()) + " tokens; this model's context holds " +
+    throw ApiError(400, "the prompt has " + std::to_string(prompt.size()) + " tokens; this model's context holds " +
                             std::to_string(n_ctx) + " (prompt and output)",
                    "invalid_request_error", param, "context_length_exceeded");
   }
@@ -54,22 +53,36 @@ std::string message_content(const json& m) {
   return text;
 }
 
+// The roles a chat template renders. OpenAI's "developer" is its newer name for "system".
+// Tool results cannot be rendered faithfully before tool calling exists, so they are refused
+// rather than dropped or passed on as text the model was never trained to read.
+std::string checked_role(const std::string& role, const std::string& at) {
+  if (role == "system" || role == "user" || role == "assistant") return role;
+  if (role == "developer") return "system";
+  if (role == "tool" || role == "function") {
+    throw bad_param("messages", at + " has role '" + role + "'; tool calling is not supported yet");
+  }
+  throw bad_param("messages", at + " has unknown role '" + role.substr(0, 64) +
+                                  "' (expected system, developer, user or assistant)");
+}
+
 std::vector<ChatMessage> parse_messages(const json& body) {
   const json* v = field(body, "messages");
   if (!v) throw bad_param("messages", "'messages' is required");
   if (!v->is_array() || v->empty()) throw bad_param("messages", "'messages' must be a non-empty array");
   std::vector<ChatMessage> out;
-  for (const json& m : *v) {
-    if (!m.is_object()) throw bad_param("messages", "each message must be an object");
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& m = (*v)[i];
+    const std::string at = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) throw bad_param("messages", at + " must be an object");
     const json* role = field(m, "role");
-    if (!role || !role->is_string()) throw bad_param("messages", "each message needs a string 'role'");
-    out.push_back({role->get<std::string>(), message_content(m)});
+    if (!role || !role->is_string()) throw bad_param("messages", at + " needs a string 'role'");
+    out.push_back({checked_role(role->get<std::string>(), at), message_content(m)});
+    if (field(m, "tool_calls") || field(m, "function_call")) {
+      throw bad_param("messages", at + " has tool calls; tool calling is not supported yet");
+    }
   }
   return out;
-}
-
-std::string token_text(const Vocab& vocab, int32_t id) {
-  return id >= 0 && id < static_cast<int32_t>(vocab.tokens.size()) ? vocab.tokens[size_t(id)] : std::string();
 }
 
 }  // namespace
@@ -91,17 +104,13 @@ std::vector<std::vector<int32_t>> completion_prompts(const json& body, const Eng
 }
 
 std::vector<int32_t> chat_prompt(const json& body, const Engine& engine) {
-  const Vocab& vocab = engine.tokenizer().vocab();
-  const std::string bos = token_text(vocab, vocab.bos_id), eos = token_text(vocab, vocab.eos_id);
-  std::string text;
+  std::vector<int32_t> ids;
   try {
-    text = apply_chat_template(chat_template_for(vocab), parse_messages(body), true, bos, eos);
+    ids = engine.chat_prompt(parse_messages(body));
   } catch (const Error& e) {
     // raise_exception() in a template is how it rejects a conversation (roles, order).
     throw bad_param("messages", std::string("the chat template rejected the messages: ") + e.what());
   }
-  const bool has_bos = !bos.empty() && text.starts_with(bos);
-  std::vector<int32_t> ids = engine.tokenizer().encode(text, !has_bos, true);
   if (ids.empty()) throw bad_param("messages", "the rendered chat prompt is empty");
   check_fits(ids, engine, "messages");
   return ids;

@@ -5,6 +5,8 @@
 
 #include <regex>
 #include <httplib.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <nlohmann/json.hpp>
 
@@ -18,6 +20,7 @@
 #include <unistd.h>
 
 #include "core/engine/engine.h"
+#include "core/error.h"
 #include "server/http_server.h"
 #include "tests/common/shared_data.h"
 
@@ -346,8 +349,31 @@ TEST_F(ServerTest, ConstrainedOutputs) {
 TEST_F(ServerTest, NotFoundAndTooLarge) {
   expect_error(client().Get("/v1/nothing"), 404);
   expect_error(post("/v1/completions", {{"model", "gpt-4"}, {"prompt", "x"}}), 404, "model");
-  expect_error(post("/v1/completions", {{"prompt", std::vector<int>(600, 5)}}), 413, "prompt");
+  // A prompt past the context is a 400 with OpenAI's code; 413 is for the body's size.
+  const json long_prompt = expect_error(post("/v1/completions", {{"prompt", std::vector<int>(600, 5)}}), 400, "prompt");
+  EXPECT_EQ(long_prompt["error"]["code"], "context_length_exceeded");
+  const json long_chat = expect_error(
+      post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", std::string(3000, 'a')}}}}}), 400, "messages");
+  EXPECT_EQ(long_chat["error"]["code"], "context_length_exceeded");
   expect_error(post("/v1/completions", {{"prompt", std::string(2u << 20, 'a')}}), 413);
+}
+
+// Roles a template cannot render faithfully are refused by name, never dropped.
+TEST_F(ServerTest, ChatRolesAndToolMessagesAreChecked) {
+  const auto chat = [](const json& messages) { return post("/v1/chat/completions", {{"messages", messages}, {"max_tokens", 2}}); };
+  const json unknown = expect_error(chat({{{"role", "narrator"}, {"content", "x"}}}), 400, "messages");
+  EXPECT_NE(unknown["error"]["message"].get<std::string>().find("'narrator'"), std::string::npos) << unknown;
+  const json tool = expect_error(chat({{{"role", "user"}, {"content", "x"}}, {{"role", "tool"}, {"content", "42"}, {"tool_call_id", "a"}}}),
+                                 400, "messages");
+  EXPECT_NE(tool["error"]["message"].get<std::string>().find("messages[1] has role 'tool'"), std::string::npos) << tool;
+  const json calls = expect_error(
+      chat({{{"role", "user"}, {"content", "x"}},
+            {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({{{"id", "a"}, {"type", "function"}}})}}}),
+      400, "messages");
+  EXPECT_NE(calls["error"]["message"].get<std::string>().find("tool calls"), std::string::npos) << calls;
+  const httplib::Result developer = chat({{{"role", "developer"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Hi"}}});
+  ASSERT_TRUE(developer);
+  EXPECT_EQ(developer->status, 200) << developer->body;
 }
 
 TEST_F(ServerTest, Metrics) {
@@ -571,6 +597,102 @@ TEST_F(SlowServerTest, SlowAnswerIsValidJson) {
   ASSERT_EQ(j["choices"].size(), 16u);
   for (const json& c : j["choices"]) EXPECT_EQ(c["finish_reason"], "length");
   EXPECT_EQ(aborted(), 0);
+}
+
+}  // namespace
+}  // namespace tsr::server
+
+namespace tsr::server {
+namespace {
+
+// A second server on a busy port fails at start (no SO_REUSEPORT: it would take half the
+// first one's connections).
+TEST_F(ServerTest, BusyPortFailsAtStart) {
+  ServerOptions o = test_options();
+  o.port = port_;
+  HttpServer second(*engine_, o);
+  try {
+    second.start();
+    FAIL() << "a second server bound port " << port_;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Address already in use"), std::string::npos) << e.what();
+  }
+  const httplib::Result health = client().Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
+TEST_F(ServerTest, CorsForAllowedOriginsOnly) {
+  ServerOptions o = test_options();
+  o.cors_origins = {"https://app.example"};
+  o.api_key = "k";
+  HttpServer cors(*engine_, o);
+  const int port = cors.start();
+  httplib::Client c = client(port);
+  // Preflight: answered before authentication, with the asked-for headers.
+  const httplib::Result pre = c.Options("/v1/chat/completions", {{"Origin", "https://app.example"},
+                                                                 {"Access-Control-Request-Method", "POST"},
+                                                                 {"Access-Control-Request-Headers", "authorization, content-type"}});
+  ASSERT_TRUE(pre);
+  EXPECT_EQ(pre->status, 204);
+  EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Origin"), "https://app.example");
+  EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Headers"), "authorization, content-type");
+  EXPECT_NE(pre->get_header_value("Access-Control-Allow-Methods").find("POST"), std::string::npos);
+  const httplib::Result stranger = c.Options("/v1/models", {{"Origin", "https://evil.example"}, {"Access-Control-Request-Method", "GET"}});
+  ASSERT_TRUE(stranger);
+  EXPECT_EQ(stranger->status, 403);
+  EXPECT_FALSE(stranger->has_header("Access-Control-Allow-Origin"));
+  // Actual requests: the header for the allowed origin, errors included, none for others.
+  const httplib::Result ok = c.Get("/v1/models", {{"Origin", "https://app.example"}, {"Authorization", "Bearer k"}});
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_EQ(ok->get_header_value("Access-Control-Allow-Origin"), "https://app.example");
+  EXPECT_EQ(ok->get_header_value("Vary"), "Origin");
+  const httplib::Result denied = c.Get("/v1/models", {{"Origin", "https://app.example"}});
+  ASSERT_TRUE(denied);
+  EXPECT_EQ(denied->status, 401);
+  EXPECT_EQ(denied->get_header_value("Access-Control-Allow-Origin"), "https://app.example");
+  const httplib::Result other = c.Get("/v1/models", {{"Origin", "https://evil.example"}, {"Authorization", "Bearer k"}});
+  ASSERT_TRUE(other);
+  EXPECT_FALSE(other->has_header("Access-Control-Allow-Origin"));
+  // The fixture's server has no origins: no CORS headers at all.
+  const httplib::Result plain = client().Get("/health", {{"Origin", "https://app.example"}});
+  ASSERT_TRUE(plain);
+  EXPECT_FALSE(plain->has_header("Access-Control-Allow-Origin"));
+}
+
+// One info line per request: method, path, status, prompt/cached/generated tokens, ms.
+TEST_F(ServerTest, AccessLogLinePerRequest) {
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
+  sink->set_pattern("%l %v");
+  const auto logged = [&] {
+    std::string all;
+    for (const std::string& line : sink->last_formatted()) all += line;
+    return all;
+  };
+  auto logger = spdlog::default_logger();
+  const auto level = logger->level();
+  logger->set_level(spdlog::level::info);
+  logger->sinks().push_back(sink);
+  const json body{{"prompt", "Once upon a time"}, {"max_tokens", 5}, {"temperature", 0}, {"ignore_eos", true}};
+  const httplib::Result r = post("/v1/completions", body);
+  const httplib::Result streamed = post("/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 3},
+                                                            {"temperature", 0}, {"ignore_eos", true}, {"stream", true}});
+  client().Get("/v1/nothing");
+  // A line is written once its response is; the client may have read the whole of the last
+  // response a moment before that.
+  for (int i = 0; i < 200 && logged().find("/v1/nothing") == std::string::npos; ++i) std::this_thread::sleep_for(10ms);
+  logger->sinks().pop_back();
+  logger->set_level(level);
+  ASSERT_TRUE(r && streamed);
+  const std::string log = logged();
+  const int prompt = static_cast<int>(engine_->tokenize("Once upon a time").size());
+  EXPECT_TRUE(std::regex_search(log, std::regex("info 127\\.0\\.0\\.1 \"POST /v1/completions\" 200 prompt=" +
+                                                std::to_string(prompt) + " cached=\\d+ generated=5 [0-9.]+ ms")))
+      << log;
+  EXPECT_TRUE(std::regex_search(log, std::regex("\"POST /v1/completions\" 200 prompt=\\d+ cached=\\d+ generated=3 ")))
+      << log;
+  EXPECT_TRUE(std::regex_search(log, std::regex("\"GET /v1/nothing\" 404 prompt=0 cached=0 generated=0 "))) << log;
 }
 
 }  // namespace

@@ -1,6 +1,12 @@
 #include "core/chat/chat_template.h"
 
+#include <array>
+#include <fstream>
+#include <iterator>
+#include <string_view>
+
 #include "core/chat/jinja_template.h"
+#include "core/error.h"
 #include "core/tokenizer/vocab.h"
 
 namespace tsr {
@@ -41,6 +47,81 @@ std::string apply_chat_template(const std::string& template_text, const std::vec
 
 std::string chat_template_for(const Vocab& vocab) {
   return vocab.chat_template.empty() ? kDefaultChatTemplate : vocab.chat_template;
+}
+
+namespace {
+
+struct NamedTemplate {
+  std::string_view name;
+  const char* text;
+};
+
+// The formats of the common model families, for files whose GGUF carries no template (or a
+// wrong one), as llama.cpp's --chat-template NAME.
+constexpr std::array<NamedTemplate, 5> kNamedTemplates{{
+    {"chatml", kDefaultChatTemplate},
+    // Llama 2: the system prompt inside the first [INST], each exchange one <s>...</s>,
+    // contents trimmed, as Meta's template.
+    {"llama2",
+     "{% set sys = namespace(text='') %}"
+     "{% for message in messages %}"
+     "{% if message['role'] == 'system' %}{% set sys.text = '<<SYS>>\\n' + message['content'] | trim + '\\n<</SYS>>\\n\\n' %}"
+     "{% elif message['role'] == 'user' %}{{ bos_token + '[INST] ' + sys.text + message['content'] | trim + ' [/INST]' }}"
+     "{% set sys.text = '' %}"
+     "{% else %}{{ ' ' + message['content'] | trim + ' ' + eos_token }}{% endif %}"
+     "{% endfor %}"},
+    {"llama3",
+     "{{ bos_token }}"
+     "{% for message in messages %}"
+     "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}"
+     "{% endfor %}"
+     "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}"},
+    // Gemma has no system role: the system prompt opens the first user turn.
+    {"gemma",
+     "{{ bos_token }}{% set sys = namespace(text='') %}"
+     "{% for message in messages %}"
+     "{% if message['role'] == 'system' %}{% set sys.text = message['content'] + '\\n\\n' %}"
+     "{% else %}{{ '<start_of_turn>' + ('model' if message['role'] == 'assistant' else message['role']) + '\\n' + "
+     "sys.text + message['content'] + '<end_of_turn>\\n' }}{% set sys.text = '' %}{% endif %}"
+     "{% endfor %}"
+     "{% if add_generation_prompt %}{{ '<start_of_turn>model\\n' }}{% endif %}"},
+    {"phi3",
+     "{% for message in messages %}"
+     "{{ '<|' + message['role'] + '|>\\n' + message['content'] + '<|end|>\\n' }}"
+     "{% endfor %}"
+     "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}"},
+}};
+
+std::string read_template_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::string names;
+    for (const NamedTemplate& t : kNamedTemplates) names += (names.empty() ? "" : ", ") + std::string(t.name);
+    throw Error("chat template '" + path + "' is neither a built-in (" + names + ") nor a readable file",
+                TSR_STATUS_INVALID_ARGUMENT);
+  }
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  if (text.empty()) throw Error("chat template file " + path + " is empty", TSR_STATUS_INVALID_ARGUMENT);
+  return text;
+}
+
+}  // namespace
+
+std::vector<std::string> chat_template_names() {
+  std::vector<std::string> names;
+  for (const NamedTemplate& t : kNamedTemplates) names.emplace_back(t.name);
+  return names;
+}
+
+std::string chat_template_resolve(const std::string& name_or_file, const Vocab& vocab) {
+  if (name_or_file.empty()) return chat_template_for(vocab);
+  for (const NamedTemplate& t : kNamedTemplates) {
+    if (t.name == name_or_file) return t.text;
+  }
+  std::string text = read_template_file(name_or_file);
+  jinja::Template check(text);  // a syntax error is reported at start, not per request
+  (void)check;
+  return text;
 }
 
 }  // namespace tsr

@@ -41,4 +41,12 @@ std::string apply_chat_template(const std::string& template_text, const std::vec
 // The model's template, or kDefaultChatTemplate when its vocabulary has none.
 std::string chat_template_for(const Vocab& vocab);
 
+// Built-in templates by name: chatml, llama2, llama3, gemma, phi3.
+std::vector<std::string> chat_template_names();
+
+// `name_or_file` empty: chat_template_for(vocab); a built-in's name: its text; else the
+// Jinja file of that path. Throws tsr::Error for an unreadable file (listing the built-in
+// names) and for a template that does not parse.
+std::string chat_template_resolve(const std::string& name_or_file, const Vocab& vocab);
+
 }  // namespace tsr

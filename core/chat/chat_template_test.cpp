@@ -193,3 +193,41 @@ TEST(ChatTemplate, MangledTemplatesNeverCrash) {
 
 }  // namespace
 }  // namespace tsr
+
+namespace tsr {
+namespace {
+
+// The built-in llama2 and llama3 render kConversation as Meta's own templates do.
+TEST(ChatTemplateResolve, BuiltinsMatchTheRealTemplates) {
+  const Vocab vocab;
+  EXPECT_EQ(chat_template_resolve("chatml", vocab), kDefaultChatTemplate);
+  EXPECT_EQ(apply_chat_template(chat_template_resolve("llama2", vocab), kConversation, true, "<s>", "</s>"),
+            apply_chat_template(read_template("llama2_chat.jinja"), kConversation, true, "<s>", "</s>"));
+  EXPECT_EQ(apply_chat_template(chat_template_resolve("llama3", vocab), kConversation, true, "<|begin_of_text|>", "<|eot_id|>"),
+            apply_chat_template(read_template("llama3_1.jinja"), kConversation, true, "<|begin_of_text|>", "<|eot_id|>"));
+  EXPECT_EQ(apply_chat_template(chat_template_resolve("gemma", vocab), kConversation, true, "<bos>", "<eos>"),
+            "<bos><start_of_turn>user\nYou are a helpful assistant.\n\nHello!<end_of_turn>\n"
+            "<start_of_turn>model\nHi there. How can I help?<end_of_turn>\n"
+            "<start_of_turn>user\n  What is 2+2?\n<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(apply_chat_template(chat_template_resolve("phi3", vocab), {{"user", "Hi"}}, true, "", ""),
+            "<|user|>\nHi<|end|>\n<|assistant|>\n");
+  EXPECT_EQ(chat_template_names(), (std::vector<std::string>{"chatml", "llama2", "llama3", "gemma", "phi3"}));
+}
+
+TEST(ChatTemplateResolve, EmptyIsTheModelsAndOtherwiseAFile) {
+  Vocab vocab;
+  vocab.chat_template = "{{ 'own' }}";
+  EXPECT_EQ(chat_template_resolve("", vocab), "{{ 'own' }}");
+  const std::string file = std::string(TESSERA_CHAT_TESTDATA) + "/chatml.jinja";
+  EXPECT_EQ(chat_template_resolve(file, vocab), read_template("chatml.jinja"));
+  try {
+    chat_template_resolve("/nonexistent/t.jinja", vocab);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("neither a built-in (chatml, llama2, llama3, gemma, phi3)"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tsr

@@ -22,6 +22,7 @@
 #include <system_error>
 #include <toml++/toml.h>
 
+#include "core/config/did_you_mean.h"
 #include "core/error.h"
 
 namespace tsr {
@@ -35,49 +36,10 @@ constexpr std::string_view kPolicies[] = {"fcfs", "priority"};
 constexpr std::string_view kSpecMethods[] = {"none", "ngram", "draft_model", "eagle"};
 constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
 
-// ---------------------------------------------------------------------------------------
-// "Did you mean" support.
-
 std::string lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
-}
-
-// Optimal string alignment distance (Damerau-Levenshtein without repeated edits of one
-// substring): a transposition ("hots" -> "host") costs 1, the commonest typo after a
-// missing or extra letter.
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  }
-  return d[a.size()][b.size()];
-}
-
-// The closest candidate, or "" when none is close enough to be a plausible typo: at most
-// one edit per three letters (at least one), or one name a prefix of the other ("warning"
-// for "warn", "q8" for "q8_0"). Case is ignored so "FCFS" suggests "fcfs".
-std::string_view closest(std::string_view word, Choices candidates) {
-  const std::string w = lower(word);
-  const size_t limit = std::max<size_t>(1, w.size() / 3);
-  std::string_view best;
-  size_t best_distance = std::numeric_limits<size_t>::max();
-  for (std::string_view c : candidates) {
-    const std::string lc = lower(c);
-    const size_t dist = edit_distance(w, lc);
-    const bool prefix = !w.empty() && (lc.starts_with(w) || w.starts_with(lc));
-    if (dist > limit && !prefix) continue;
-    if (dist < best_distance) best = c, best_distance = dist;
-  }
-  return best;
 }
 
 std::string join(Choices items) {
@@ -146,6 +108,31 @@ class Field {
     const fs::path p = str();
     if (p.empty() || p.is_absolute() || ctx_.base_dir.empty()) return p.string();
     return (ctx_.base_dir / p).lexically_normal().string();
+  }
+
+  // A built-in chat template's name (letters, digits, '-', '_') as it is; anything else is
+  // a file, relative to the config file's folder.
+  std::string template_ref() const {
+    const std::string v = nonempty_str();
+    const bool name = v.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-_") == std::string::npos;
+    return name ? v : path();
+  }
+
+  // Browser origins ("https://app.example:8443") or "*" for any, each at most once.
+  std::vector<std::string> origins() const {
+    const toml::array* arr = node_.as_array();
+    if (!arr) type_error("array of strings");
+    std::vector<std::string> out;
+    for (size_t i = 0; i < arr->size(); ++i) {
+      const Field item((*arr)[i], fmt::format("{}[{}]", key_, i), ctx_);
+      std::string v = item.nonempty_str();
+      const bool origin = v == "*" || ((v.starts_with("http://") || v.starts_with("https://")) && v.back() != '/' &&
+                                       v.find_first_of(" \t\r\n,") == std::string::npos);
+      if (!origin) item.fail("'" + v + "' is not an origin (scheme://host[:port], no path) or \"*\"");
+      if (std::find(out.begin(), out.end(), v) != out.end()) item.fail("'" + v + "' is listed twice");
+      out.push_back(std::move(v));
+    }
+    return out;
   }
 
   template <typename T>
@@ -236,7 +223,7 @@ class Field {
   std::string checked_choice(std::string v, Choices choices) const {
     if (std::find(choices.begin(), choices.end(), v) != choices.end()) return v;
     std::string msg = fmt::format("unknown value '{}' (expected one of: {})", v, join(choices));
-    if (std::string_view guess = closest(v, choices); !guess.empty())
+    if (std::string_view guess = closest_name(v, choices); !guess.empty())
       msg += fmt::format("; did you mean '{}'?", guess);
     fail(msg);
   }
@@ -259,6 +246,8 @@ constexpr KeySpec kKeys[] = {
     {"", "plugin_dir", [](const Field& f, Config& c) { c.plugin_dir = f.path(); }},
 
     {"model", "path", [](const Field& f, Config& c) { c.model.path = f.path(); }},
+    {"model", "context", [](const Field& f, Config& c) { c.model.context = f.int_in<int32_t>(0); }},
+    {"model", "chat_template", [](const Field& f, Config& c) { c.model.chat_template = f.template_ref(); }},
 
     {"backend", "plugin", [](const Field& f, Config& c) { c.backend.plugin = f.nonempty_str(); }},
     {"backend", "threads",
@@ -330,6 +319,8 @@ constexpr KeySpec kKeys[] = {
     {"server", "max_queue",
      [](const Field& f, Config& c) { c.server.max_queue = f.int_in<int32_t>(1); }},
     {"server", "api_key", [](const Field& f, Config& c) { c.server.api_key = f.str(); }},
+    {"server", "alias", [](const Field& f, Config& c) { c.server.alias = f.nonempty_str(); }},
+    {"server", "cors_origins", [](const Field& f, Config& c) { c.server.cors_origins = f.origins(); }},
 
     {"log", "level", [](const Field& f, Config& c) { c.log.level = f.one_of(kLogLevels); }},
 };
@@ -394,7 +385,7 @@ std::vector<Entry> in_file_order(const toml::table& table) {
 std::string suggestion(std::string_view name, std::string_view table) {
   for (const KeySpec& k : kKeys)
     if (k.name == name && k.table != table) return dotted(k.table, k.name);
-  return std::string(closest(name, names_in(table)));
+  return std::string(closest_name(name, names_in(table)));
 }
 
 [[noreturn]] void unknown(const Context& ctx, const toml::key& key, std::string_view table,

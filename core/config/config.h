@@ -14,6 +14,8 @@ namespace tsr {
 
 struct ModelConfig {
   std::string path;                       // required (may come from the command line instead)
+  int32_t context = 0;                    // tokens per sequence; 0: the trained context, as [cache] memory allows
+  std::string chat_template;              // empty: the model's; a built-in name or a file
 };
 
 struct BackendConfig {
@@ -75,6 +77,8 @@ struct ServerConfig {
   int32_t port = 8080;
   int32_t max_queue = 256;
   std::string api_key;                    // empty: no authentication
+  std::string alias;                      // the served model id; empty: the file name
+  std::vector<std::string> cors_origins;  // origins answered with CORS headers; "*": any
 };
 
 struct LogConfig {

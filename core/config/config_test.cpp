@@ -27,6 +27,8 @@ constexpr const char* kAllKeys = R"(
 plugin_dir = "/opt/tessera/plugins"
 [model]
 path = "/models/m.gguf"
+context = 4096
+chat_template = "llama3"
 [backend]
 plugin = "cuda"
 threads = 3
@@ -70,6 +72,8 @@ host = "::1"
 port = 65535
 max_queue = 1
 api_key = "k"
+alias = "served"
+cors_origins = ["*", "https://a.example:8443"]
 [log]
 level = "off"
 )";
@@ -234,7 +238,28 @@ TEST(Config, EveryKeyParsed) {
   EXPECT_EQ(c.server.port, 65535);
   EXPECT_EQ(c.server.max_queue, 1);
   EXPECT_EQ(c.server.api_key, "k");
+  EXPECT_EQ(c.server.alias, "served");
+  EXPECT_EQ(c.server.cors_origins, (std::vector<std::string>{"*", "https://a.example:8443"}));
+  EXPECT_EQ(c.model.context, 4096);
+  EXPECT_EQ(c.model.chat_template, "llama3");
   EXPECT_EQ(c.log.level, "off");
+}
+
+// A built-in template's name stays a name; anything else is a file beside the config.
+TEST(Config, ChatTemplateNameOrFile) {
+  EXPECT_EQ(config_parse_string("[model]\nchat_template = \"my-template_2\"\n").model.chat_template, "my-template_2");
+  const Config file = config_parse_string("[model]\nchat_template = \"t/x.jinja\"\n");
+  EXPECT_EQ(file.model.chat_template, "t/x.jinja");
+}
+
+TEST(Config, CorsOriginsAreChecked) {
+  expect_errors({
+      {"[server]\ncors_origins = \"*\"\n", "expected array of strings"},
+      {"[server]\ncors_origins = [\"app.example\"]\n", "is not an origin"},
+      {"[server]\ncors_origins = [\"https://a.example/\"]\n", "is not an origin"},
+      {"[server]\ncors_origins = [\"*\", \"*\"]\n", "listed twice"},
+      {"[model]\ncontext = -1\n", "out of range"},
+  });
 }
 
 TEST(Config, FloatKeysAcceptIntegers) {

@@ -11,6 +11,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "core/chat/chat_template.h"
 #include "core/constraint/grammar_cache.h"
 #include "core/constraint/token_vocab.h"
 #include "core/engine/step_batch_builder.h"
@@ -100,6 +101,7 @@ struct Engine::Impl {
   std::unique_ptr<DraftClient> draft;     // NULL without speculative decoding
   std::unique_ptr<SpeculationPolicy> spec_policy;
   int32_t n_ctx = 0;
+  std::string chat_template;  // the Jinja text chat prompts are rendered with
 
   // Step-thread state (step_mutex is held while a step runs).
   std::mutex step_mutex;
@@ -137,8 +139,7 @@ struct Engine::Impl {
   void propose_drafts();
   void deliver(std::vector<Request*>& touched);
   void publish_stats();
-  ForwardOptions forward_options(const Backend& backend, const KvCacheShape& shape,
-                                 int32_t n_ctx_train) const;
+  ForwardOptions forward_options(const Backend& backend, const KvCacheShape& shape, int32_t context) const;
   void run_background();
 };
 
@@ -146,12 +147,12 @@ struct Engine::Impl {
 // tables stay under 768 KiB (a GPU backend checks index operands from its host mirrors of
 // buffers up to 1 MiB while recording); sequences beyond their width run eagerly.
 ForwardOptions Engine::Impl::forward_options(const Backend& backend, const KvCacheShape& shape,
-                                             int32_t n_ctx_train) const {
+                                             int32_t context) const {
   ForwardOptions o;
   const std::string& mode = config.backend.graphs;
   o.graphs = mode == "on" || (mode == "auto" && backend.props().type == TSR_DEVICE_GPU);
   o.graph_max_batch = config.scheduler.max_seqs;
-  const int64_t context_blocks = (int64_t{n_ctx_train} + shape.block_size - 1) / shape.block_size;
+  const int64_t context_blocks = (int64_t{context} + shape.block_size - 1) / shape.block_size;
   o.graph_max_blocks = static_cast<int32_t>(std::min<int64_t>(context_blocks, std::max(1, (192 << 10) / o.graph_max_batch)));
   return o;
 }
@@ -174,14 +175,14 @@ void Engine::Impl::load() {
                 " tokens, the embedding " + std::to_string(hp.n_vocab));
   }
   KvCacheShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim, config.cache.block_size, 0};
-  shape.num_blocks = kv_cache_num_blocks(shape, config.cache.memory_bytes, hp.n_ctx_train,
-                                         config.scheduler.max_seqs);
+  n_ctx = kv_cache_context(shape, config.cache.memory_bytes, config.model.context, hp.n_ctx_train);
+  shape.num_blocks = kv_cache_num_blocks(shape, config.cache.memory_bytes, n_ctx, config.scheduler.max_seqs);
   cache = std::make_unique<KvCache>(*backend, shape);
-  forward = std::make_unique<LlamaForward>(*model, *backend, *cache, forward_options(*backend, shape, hp.n_ctx_train));
+  forward = std::make_unique<LlamaForward>(*model, *backend, *cache, forward_options(*backend, shape, n_ctx));
   kv = std::make_unique<KvCacheManager>(shape.num_blocks, shape.block_size,
                                         config.cache.prefix_caching);
   scheduler = std::make_unique<Scheduler>(config.scheduler, *kv);
-  n_ctx = hp.n_ctx_train;
+  chat_template = chat_template_resolve(config.model.chat_template, tokenizer->vocab());
   grammars = load_constraint_plugins(config, *tokenizer, dirs);
   if (config.speculative.method != "none") {
     auto plugin = Plugin::find(TSR_PLUGIN_DRAFT, draft_plugin_name(config.speculative.method), dirs);
@@ -503,6 +504,7 @@ const Config& Engine::config() const { return impl_->config; }
 const Tokenizer& Engine::tokenizer() const { return *impl_->tokenizer; }
 const LlamaHParams& Engine::hparams() const { return impl_->model->hparams(); }
 int32_t Engine::context_length() const { return impl_->n_ctx; }
+const std::string& Engine::chat_template() const { return impl_->chat_template; }
 const tsr_device_props& Engine::device() const { return impl_->backend->props(); }
 
 uint64_t Engine::weight_bytes() const { return impl_->model->weight_bytes(); }
@@ -528,6 +530,17 @@ RequestParams Engine::request_defaults() const {
 
 std::vector<int32_t> Engine::tokenize(std::string_view text) const {
   return impl_->tokenizer->encode(text, true, false);
+}
+
+std::vector<int32_t> Engine::chat_prompt(const std::vector<ChatMessage>& messages) const {
+  const Vocab& vocab = impl_->tokenizer->vocab();
+  const auto token_text = [&](int32_t id) {
+    return id >= 0 && id < static_cast<int32_t>(vocab.tokens.size()) ? vocab.tokens[size_t(id)] : std::string();
+  };
+  const std::string bos = token_text(vocab.bos_id), eos = token_text(vocab.eos_id);
+  const std::string text = apply_chat_template(impl_->chat_template, messages, true, bos, eos);
+  const bool has_bos = !bos.empty() && text.starts_with(bos);
+  return impl_->tokenizer->encode(text, !has_bos, true);
 }
 
 RequestId Engine::submit(RequestParams params, OutputCallback on_output) {

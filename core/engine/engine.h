@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/chat/chat_template.h"
 #include "core/config/config.h"
 #include "core/model/llama_model.h"
 #include "core/request/request.h"
@@ -66,6 +67,9 @@ class Engine {
   const Tokenizer& tokenizer() const;
   const LlamaHParams& hparams() const;
   int32_t context_length() const;
+  // The chat template (Jinja) chat prompts are rendered with: [model] chat_template, else
+  // the model's own, else ChatML.
+  const std::string& chat_template() const;
   uint64_t weight_bytes() const;     // bytes of all weights on the backend
   uint64_t step_read_bytes() const;  // bytes of weights one decode step reads
   const tsr_device_props& device() const;  // the backend's device
@@ -96,6 +100,10 @@ class Engine {
   // `on_output` (may be empty) also sees each increment as it comes.
   GenerateResult generate(RequestParams params, OutputCallback on_output = {});
   std::vector<int32_t> tokenize(std::string_view text) const;  // with BOS as the model wants
+  // `messages` rendered with chat_template() (the next assistant turn opened) and tokenized,
+  // special tokens parsed, BOS added unless the template wrote it. Throws tsr::Error when
+  // the template rejects the messages (raise_exception) or fails.
+  std::vector<int32_t> chat_prompt(const std::vector<ChatMessage>& messages) const;
 
   // Compiles a constraint now (waiting for the compile worker), so that a caller can
   // report a bad one before it streams anything; requests then find it cached. Throws

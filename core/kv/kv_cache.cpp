@@ -1,5 +1,6 @@
 #include "core/kv/kv_cache.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -8,6 +9,14 @@
 #include "core/plugin_host/tensor.h"
 
 namespace tsr {
+
+namespace {
+
+uint64_t kv_blocks_for(const KvCacheShape& shape, int32_t tokens) {
+  return (uint64_t(tokens) + shape.block_size - 1) / shape.block_size;
+}
+
+}  // namespace
 
 uint64_t KvCacheShape::bytes_per_block() const {
   return uint64_t(2) * n_layer * block_size * n_kv_heads * head_dim * sizeof(float);
@@ -19,11 +28,11 @@ KvCache::KvCache(Backend& backend, const KvCacheShape& shape) : shape_(shape) {
   const uint64_t bytes = uint64_t(slots) * shape.n_kv_heads * shape.head_dim * sizeof(float);
   for (int l = 0; l < shape.n_layer; ++l) {
     for (auto* list : {&k_, &v_}) {
+      // Not cleared: attention reads only the slots a sequence has written, so no value
+      // here is ever read before it is written. On the CPU the pages are then touched as
+      // blocks are first used, not all at start-up (seconds for a 2 GiB pool), and a pool
+      // larger than the memory a run needs costs nothing.
       buffers_.push_back(backend.alloc(bytes));
-      // Faulted in now, not block by block while serving: no page faults on the step path,
-      // and resident memory is flat from the start instead of growing as the prefix cache
-      // first reaches each block.
-      backend.memset(*buffers_.back(), 0, 0, bytes);
       list->push_back(tensor_make(TSR_DTYPE_F32, buffers_.back()->base(),
                                   {slots, shape.n_kv_heads, shape.head_dim}));
     }
@@ -41,10 +50,38 @@ std::vector<const tsr_tensor*> KvCache::all_tensors() const {
   return all;
 }
 
+int32_t kv_cache_context(const KvCacheShape& shape, uint64_t memory_bytes, int32_t requested,
+                         int32_t n_ctx_train) {
+  const uint64_t fit_blocks = memory_bytes / shape.bytes_per_block();
+  const uint64_t fit = std::min<uint64_t>(fit_blocks * uint64_t(shape.block_size), INT32_MAX);
+  const double mib = double(memory_bytes) / (1 << 20);
+  if (requested > 0) {
+    if (uint64_t(requested) > fit) {
+      throw Error(fmt::format("a context of {} tokens needs {:.1f} MiB of KV cache; [cache] memory = {:.1f} MiB "
+                              "holds {} tokens: raise [cache] memory or lower -c",
+                              requested, double(kv_blocks_for(shape, requested)) * double(shape.bytes_per_block()) / (1 << 20),
+                              mib, fit));
+    }
+    if (requested > n_ctx_train) {
+      spdlog::warn("context: {} tokens, more than the {} the model was trained for", requested, n_ctx_train);
+    }
+    return requested;
+  }
+  if (uint64_t(n_ctx_train) <= fit) return n_ctx_train;
+  if (fit == 0) {
+    throw Error(fmt::format("[cache] memory = {:.1f} MiB holds no block of {} tokens ({} bytes)", mib,
+                            shape.block_size, shape.bytes_per_block()));
+  }
+  spdlog::warn("context: {} tokens, of the {} the model was trained for: [cache] memory = {:.1f} MiB holds no "
+               "more (raise [cache] memory for more, or choose a smaller context with -c N / [model] context)",
+               fit, n_ctx_train, mib);
+  return static_cast<int32_t>(fit);
+}
+
 int32_t kv_cache_num_blocks(const KvCacheShape& shape, uint64_t memory_bytes, int32_t n_ctx,
                             int32_t max_seqs) {
   const uint64_t fit = memory_bytes / shape.bytes_per_block();
-  const uint64_t per_seq = (uint64_t(n_ctx) + shape.block_size - 1) / shape.block_size;
+  const uint64_t per_seq = kv_blocks_for(shape, n_ctx);
   const uint64_t needed = per_seq * uint64_t(std::max(max_seqs, 1));
   const uint64_t blocks = std::min(fit, needed);
   if (blocks < per_seq) {

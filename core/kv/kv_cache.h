@@ -37,6 +37,12 @@ class KvCache {
   std::vector<tsr_tensor> k_, v_;
 };
 
+// The context (tokens per sequence): `requested` (-c, [model] context) when > 0, refused
+// naming the memory it needs when `memory_bytes` cannot hold it; otherwise the trained
+// context, or the most that `memory_bytes` holds, with a warning saying how to change it.
+int32_t kv_cache_context(const KvCacheShape& shape, uint64_t memory_bytes, int32_t requested,
+                         int32_t n_ctx_train);
+
 // Blocks that fit in `memory_bytes`, but no more than `max_seqs` full contexts need.
 int32_t kv_cache_num_blocks(const KvCacheShape& shape, uint64_t memory_bytes, int32_t n_ctx,
                             int32_t max_seqs);

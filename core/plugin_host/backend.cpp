@@ -25,12 +25,18 @@ Backend::Backend(std::shared_ptr<Plugin> plugin, tsr_backend* handle)
       handle_(handle),
       name_(plugin_->name()) {}
 
+int32_t Backend::device_count(const Plugin& plugin) {
+  const auto* iface = static_cast<const tsr_backend_iface*>(plugin.iface());
+  int32_t count = 0;
+  call_plugin("backend '" + plugin.name() + "'", [&](tsr_error** e) { return iface->device_count(&count, e); });
+  return count;
+}
+
 std::unique_ptr<Backend> Backend::create(std::shared_ptr<Plugin> plugin, int32_t device,
                                          int32_t threads) {
   const auto* iface = static_cast<const tsr_backend_iface*>(plugin->iface());
   const std::string what = "backend '" + plugin->name() + "'";
-  int32_t count = 0;
-  call_plugin(what, [&](tsr_error** e) { return iface->device_count(&count, e); });
+  const int32_t count = device_count(*plugin);
   if (device < 0 || device >= count) {
     throw Error(what + ": device " + std::to_string(device) + " does not exist (" +
                     std::to_string(count) + " device(s))",

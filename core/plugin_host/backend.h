@@ -52,6 +52,9 @@ class Backend {
   // Creates a backend on `device` with `threads` host threads (0 = plugin default).
   static std::unique_ptr<Backend> create(std::shared_ptr<Plugin> plugin, int32_t device,
                                          int32_t threads);
+  // Devices the backend plugin sees, without creating a backend (0 on a machine without
+  // its hardware, where the plugin reports no device). Throws tsr::Error from the plugin.
+  static int32_t device_count(const Plugin& plugin);
   ~Backend();
   Backend(const Backend&) = delete;
   Backend& operator=(const Backend&) = delete;

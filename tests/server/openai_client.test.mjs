@@ -126,9 +126,9 @@ test('bad parameters are 400 naming them', async () => {
   await expectApiError(client.completions.create({ ...greedy, prompt: 'x', logit_bias: { abc: 1 } }), 400, 'logit_bias');
 });
 
-test('unknown model is 404, long prompt 413, bad key 401', async () => {
+test('unknown model is 404, long prompt 400, bad key 401', async () => {
   await expectApiError(client.completions.create({ ...greedy, model: 'gpt-4', prompt: 'x' }), 404, 'model');
-  await expectApiError(client.completions.create({ ...greedy, prompt: Array(600).fill(5) }), 413, 'prompt');
+  await expectApiError(client.completions.create({ ...greedy, prompt: Array(600).fill(5) }), 400, 'prompt');
   const stranger = new OpenAI({ baseURL, apiKey: 'wrong', maxRetries: 0 });
   await expectApiError(stranger.models.list(), 401);
 });
