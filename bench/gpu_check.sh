@@ -135,9 +135,9 @@ bench() {
   for graphs in on off; do
     printf '[model]\npath = "%s"\n\n[backend]\nplugin = "cuda"\ngraphs = "%s"\n\n[cache]\nmemory = "16GiB"\n\n[scheduler]\nmax_seqs = 64\n' \
       "$model" "$graphs" > "$OUT_DIR/bench-$tag-$graphs.toml"
-    step "bench_${tag}_graphs_$graphs" 150 "$BIN/tessera" bench -c "$OUT_DIR/bench-$tag-$graphs.toml" --reps 2 --json
+    step "bench_${tag}_graphs_$graphs" 150 "$BIN/tessera" bench --config "$OUT_DIR/bench-$tag-$graphs.toml" --reps 2 --json
   done
-  step "bench_${tag}_b64" 150 "$BIN/tessera" bench --serving -c "$OUT_DIR/bench-$tag-on.toml" \
+  step "bench_${tag}_b64" 150 "$BIN/tessera" bench --serving --config "$OUT_DIR/bench-$tag-on.toml" \
     --requests 128 --concurrency 64 --prefix-len 64 --suffix-len 16 --max-tokens 64 --json
   local s=$OUT_DIR/bench_${tag}_b64.log
   for graphs in on off; do

@@ -26,10 +26,9 @@ namespace tsr::app {
 namespace {
 
 struct ServingFlags {
-  std::string model, config;
+  EngineFlags engine;
   std::vector<int32_t> concurrency{8};
   int32_t requests = 32, prefix_len = 400, suffix_len = 16, max_tokens = 32;
-  int32_t threads = 0;
   double slo_ttft_ms = 1000, slo_tpot_ms = 100;
   uint64_t seed = 1;
   bool json = false;
@@ -131,7 +130,7 @@ void print_table(const nlohmann::json& on, const nlohmann::json& off) {
 }
 
 int bench_serving(const ServingFlags& f) {
-  Config config = load_app_config(f.config, f.model, f.threads);
+  Config config = load_app_config(f.engine);
   spdlog::info("serving benchmark: {} requests, concurrency {}, shared prefix {} + {} tokens, {} out",
                f.requests, f.concurrency.front(), f.prefix_len, f.suffix_len, f.max_tokens);
   std::vector<nlohmann::json> runs;
@@ -150,14 +149,14 @@ int bench_serving(const ServingFlags& f) {
 }
 
 int bench_engine(const ServingFlags& f, const EngineBenchOptions& o) {
-  Config config = load_app_config(f.config, f.model, f.threads);
+  Config config = load_app_config(f.engine);
   const nlohmann::json j = run_engine_bench(config, o);
   std::printf("%-16s %12s\n", "test", "value");
   std::vector<std::string> keys = {"pp" + std::to_string(o.pp_tokens) + "_tok_s",
                                    "tg" + std::to_string(o.tg_tokens) + "_tok_s"};
   for (int32_t b : o.batches) keys.push_back("b" + std::to_string(b) + "_tok_s");
   const std::string pp_macs = "pp" + std::to_string(o.pp_tokens) + "_g_mac_s";
-  keys.insert(keys.end(), {"mem_read_gb_s", "roofline_tok_s", pp_macs, "peak_f32_fma_g_s", "peak_i8_mac_g_s"});
+  keys.insert(keys.end(), {"load_ms", "load_to_first_token_ms", "mem_read_gb_s", "roofline_tok_s", pp_macs, "peak_f32_fma_g_s", "peak_i8_mac_g_s"});
   for (const std::string& key : keys) {
     if (j.contains(key)) std::printf("%-16s %12.2f\n", key.c_str(), j[key].get<double>());
   }
@@ -230,9 +229,7 @@ std::function<int()> register_bench(CLI::App& app) {
   app.add_option("--batches", engine_opts->batches, "engine benchmark: batched decode sizes (0: none)")
       ->delimiter(',')->check(CLI::NonNegativeNumber);
   app.add_flag("--serving", *serving, "in-process serving benchmark (shared prefix, caching on/off)");
-  app.add_option("-m,--model", f->model, "GGUF model file");
-  app.add_option("-c,--config", f->config, "TOML configuration file");
-  app.add_option("-t,--threads", f->threads, "threads");
+  add_engine_flags(app, f->engine);
   app.add_option("--requests", f->requests, "number of requests")->check(CLI::PositiveNumber);
   app.add_option("--concurrency", f->concurrency, "requests in flight; --url: a sweep, e.g. 1,4,16")
       ->delimiter(',')->check(CLI::PositiveNumber);

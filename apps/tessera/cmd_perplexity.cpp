@@ -27,8 +27,9 @@ namespace tsr::app {
 namespace {
 
 struct PerplexityFlags {
-  std::string model, kl_base, text_file, config, quant;
-  int32_t ctx = 0, chunks = 0, threads = 0;
+  EngineFlags engine;
+  std::string kl_base, text_file, quant;
+  int32_t ctx = 0, chunks = 0;
   bool json = false;
 };
 
@@ -135,13 +136,13 @@ std::string read_text(const std::string& path) {
 }
 
 int run_perplexity(const PerplexityFlags& f) {
-  Config c = load_app_config(f.config, f.model, f.threads);
+  Config c = load_app_config(f.engine);
   if (c.model.path.empty()) throw Error("no model: pass -m MODEL");
   const std::string quant = f.quant.empty() ? c.quant.scheme : f.quant;
   LogitsRunner model(c, c.model.path, quant);
   const int32_t ctx = f.ctx > 0 ? f.ctx : std::min(512, model.n_ctx_train());
   if (ctx < 4 || ctx > model.n_ctx_train()) {
-    throw Error(fmt::format("--ctx {} must be between 4 and the model's context {}", ctx, model.n_ctx_train()));
+    throw Error(fmt::format("-c {} must be between 4 and the model's context {}", ctx, model.n_ctx_train()));
   }
   model.reserve(ctx);
   std::unique_ptr<LogitsRunner> base;
@@ -187,14 +188,13 @@ int run_perplexity(const PerplexityFlags& f) {
 
 std::function<int()> register_perplexity(CLI::App& app) {
   auto f = std::make_shared<PerplexityFlags>();
-  app.add_option("-m,--model", f->model, "GGUF model file");
+  add_engine_flags(app, f->engine, {.ctx_size = false});
   app.add_option("-f,--file", f->text_file, "text to score")->required();
-  app.add_option("-c,--config", f->config, "TOML configuration file ([backend], [quant])");
   app.add_option("--quant", f->quant, "quantize the model at load: q8_0, q4_0, int4_g128, fp8_e4m3");
   app.add_option("--kl-base", f->kl_base, "reference model: report KL(reference || model) and top-1 agreement");
-  app.add_option("--ctx", f->ctx, "tokens per chunk (default: min(512, the model's context))");
+  // llama-perplexity's -c is the chunk size too.
+  app.add_option("-c,--ctx-size,--ctx", f->ctx, "tokens per chunk (default: min(512, the model's context))");
   app.add_option("--chunks", f->chunks, "score at most this many chunks");
-  app.add_option("-t,--threads", f->threads, "threads (default: number of cores)");
   app.add_flag("--json", f->json, "print one JSON object as the last line");
   return [f]() -> int {
     try {

@@ -21,6 +21,7 @@ namespace {
 
 struct QuantizeFlags {
   std::string in, out, type;
+  bool allow_requantize = false;
 };
 
 std::string type_name(GgmlType t) {
@@ -37,6 +38,22 @@ std::string keep_reason(const GgufTensorInfo& t, GgmlType to) {
     return fmt::format("rows of {} do not fill {} blocks", t.ne[0], type_name(to));
   }
   return {};
+}
+
+bool is_float(GgmlType t) { return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16; }
+
+// As llama-quantize: quantizing a tensor that is already quantized compounds two rounding
+// errors (a Q4_0 made from a Q8_0 is worse than one made from the F16 original), so it takes
+// --allow-requantize. Dequantizing (to F32, F16, BF16) needs no flag.
+void check_requantize(const GgufFile& in, GgmlType to, bool allowed) {
+  if (allowed || is_float(to)) return;
+  for (const GgufTensorInfo& t : in.tensors()) {
+    if (!is_float(t.type) && keep_reason(t, to).empty()) {
+      throw Error(fmt::format("{} is already quantized ({} is {}); converting it to {} compounds the rounding: "
+                              "quantize the F32/F16/BF16 original, or pass --allow-requantize",
+                              in.path(), t.name, type_name(t.type), type_name(to)));
+    }
+  }
 }
 
 // Re-encodes a chunk of rows at a time, so only the output tensor is held whole.
@@ -105,6 +122,7 @@ int quantize_file(const QuantizeFlags& f) {
   const std::optional<GgmlType> to = quant::parse_type(f.type);
   if (!to) throw Error("unknown type '" + f.type + "' (f32, f16, bf16, q8_0, q4_0)");
   const auto in = GgufFile::open(f.in);
+  check_requantize(*in, *to, f.allow_requantize);
   GgufWriter w;
   copy_metadata(*in, w, *to);
   uint64_t total = 0, done = 0;
@@ -135,6 +153,7 @@ std::function<int()> register_quantize(CLI::App& app) {
   app.add_option("in", f->in, "GGUF file to read")->required();
   app.add_option("out", f->out, "GGUF file to write")->required();
   app.add_option("type", f->type, "f32, f16, bf16, q8_0 or q4_0")->required();
+  app.add_flag("--allow-requantize", f->allow_requantize, "convert tensors that are already quantized too");
   return [f]() -> int {
     try {
       return quantize_file(*f);

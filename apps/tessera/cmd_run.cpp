@@ -9,6 +9,7 @@
 #include <random>
 
 #include "apps/tessera/app_config.h"
+#include "apps/tessera/chat_repl.h"
 #include "apps/tessera/commands.h"
 #include "core/config/config.h"
 #include "core/engine/engine.h"
@@ -22,7 +23,8 @@ namespace {
 constexpr int32_t kDefaultNPredict = 128;
 
 struct RunFlags {
-  std::string model, prompt, prompt_file, config;
+  EngineFlags engine;
+  std::string prompt, prompt_file, system_prompt;
   // Sampling flags left unset take the config's [sampling] defaults.
   std::optional<int32_t> n_predict, top_k, repeat_last_n;
   std::optional<float> temperature, top_p, min_p, typical_p, repeat_penalty, presence_penalty,
@@ -31,8 +33,7 @@ struct RunFlags {
   // Constrained output (llama.cpp's flags, plus --regex); at most one.
   std::string grammar, grammar_file, json_schema, regex;
   int64_t seed = -1;  // -1: random, as llama.cpp's default
-  int32_t threads = 0;
-  bool ignore_eos = false, echo = false, json = false, verbose = false;
+  bool ignore_eos = false, echo = false, json = false, conversation = false;
 };
 
 // "\n", "\t" and "\\" in a prompt line stand for a newline, a tab and a backslash.
@@ -238,12 +239,25 @@ int run_file(Engine& engine, const RunFlags& f) {
   return status;
 }
 
+// -cnv: -sys (or -p) is the system prompt; turn i samples with seed + i; without -n a reply
+// runs to its end-of-turn token (llama-cli's conversation default), not 128 tokens.
+ConversationOptions conversation_options(const Engine& engine, std::shared_ptr<const RunFlags> f) {
+  ConversationOptions o;
+  o.system_prompt = f->system_prompt.empty() ? f->prompt : f->system_prompt;
+  o.request = [&engine, f](std::vector<int32_t> prompt, size_t turn) {
+    RequestParams p = request_from(engine, *f, std::move(prompt), turn);
+    if (!f->n_predict) p.max_tokens = engine.config().sampling.max_tokens.value_or(INT32_MAX);
+    return p;
+  };
+  return o;
+}
+
 }  // namespace
 
 std::function<int()> register_run(CLI::App& app) {
   auto f = std::make_shared<RunFlags>();
-  app.add_option("-m,--model", f->model, "GGUF model file");
-  auto* p = app.add_option("-p,--prompt", f->prompt, "prompt text");
+  add_engine_flags(app, f->engine, {.ctx_size = true, .chat_template = true});
+  auto* p = app.add_option("-p,--prompt", f->prompt, "prompt text (with -cnv: the system prompt unless -sys gives one)");
   app.add_option("-f,--file", f->prompt_file, "file with one prompt per line")->excludes(p);
   app.add_option("-n,--n-predict", f->n_predict, "tokens to generate (-1: until the context is full; 0: none; default [sampling] max_tokens, else 128)");
   app.add_option("--temp", f->temperature, "temperature, 0 = greedy (default 0.8)");
@@ -262,23 +276,27 @@ std::function<int()> register_run(CLI::App& app) {
                  ->excludes(g)->excludes(gf);
   app.add_option("--regex", f->regex, "regex the whole output must match")->excludes(g)->excludes(gf)->excludes(js);
   app.add_option("-s,--seed", f->seed, "random seed (-1: random)");
-  app.add_option("-t,--threads", f->threads, "threads (default: number of cores)")->check(CLI::NonNegativeNumber);
-  app.add_option("-c,--config", f->config, "TOML configuration file");
   app.add_flag("--ignore-eos", f->ignore_eos, "do not stop at end-of-generation tokens");
   app.add_flag("--echo", f->echo, "print the prompt before the continuation");
   app.add_flag("--json", f->json, "one JSON object per completion (text, ids, usage, finish_reason)");
-  app.add_flag("-v,--verbose", f->verbose, "debug logging");
+  auto* cnv = app.add_flag("-i,--interactive,--conversation", f->conversation,
+                           "chat in the terminal with the model's template (-cnv; /exit ends it)");
+  cnv->excludes("--file")->excludes("--json");
+  app.add_option("--system-prompt", f->system_prompt, "conversation: the system prompt (-sys)")->needs(cnv);
   return [f]() -> int {
     try {
-      const Config config = load_app_config(f->config, f->model, f->threads, f->verbose);
-      if (f->prompt_file.empty() && f->prompt.empty()) throw Error("give a prompt with -p or -f");
-      RunFlags flags = *f;
-      if (flags.seed < 0 && !config.sampling.seed) {  // llama.cpp's -s -1: a random seed, logged
-        flags.seed = static_cast<int64_t>(std::random_device{}() & 0x7fffffffu);
-        spdlog::info("seed: {} (random; -s {} repeats this run; prompt i of -f takes seed + i)", flags.seed, flags.seed);
+      const Config config = load_app_config(f->engine);
+      if (!f->conversation && f->prompt_file.empty() && f->prompt.empty()) {
+        throw Error("give a prompt with -p or -f (or chat with -cnv)");
+      }
+      auto flags = std::make_shared<RunFlags>(*f);
+      if (flags->seed < 0 && !config.sampling.seed) {  // llama.cpp's -s -1: a random seed, logged
+        flags->seed = static_cast<int64_t>(std::random_device{}() & 0x7fffffffu);
+        spdlog::info("seed: {} (random; -s {} repeats this run; prompt i of -f takes seed + i)", flags->seed, flags->seed);
       }
       auto engine = Engine::create(config);
-      return flags.prompt_file.empty() ? run_single(*engine, flags) : run_file(*engine, flags);
+      if (flags->conversation) return run_conversation(*engine, conversation_options(*engine, flags));
+      return flags->prompt_file.empty() ? run_single(*engine, *flags) : run_file(*engine, *flags);
     } catch (const Error& e) {
       spdlog::error("{}", e.what());
       return 1;

@@ -15,16 +15,16 @@ namespace tsr::app {
 namespace {
 
 struct ServeFlags {
-  std::string config, model, host, api_key;
+  EngineFlags engine;
+  std::string host, api_key, alias;
   std::optional<int32_t> port, max_queue;
   std::optional<uint64_t> max_body;
-  int32_t threads = 0;
-  bool verbose = false;
 };
 
 // Flags override the config file; the config's [server] section supplies the rest.
 Config load_config(const ServeFlags& f) {
-  Config c = load_app_config(f.config, f.model, f.threads, f.verbose);
+  Config c = load_app_config(f.engine);
+  if (!f.alias.empty()) c.server.alias = f.alias;
   if (!f.host.empty()) c.server.host = f.host;
   if (f.port) c.server.port = *f.port;
   if (f.max_queue) c.server.max_queue = *f.max_queue;
@@ -39,8 +39,9 @@ server::ServerOptions server_options(const Config& c, const ServeFlags& f) {
   o.max_queue = c.server.max_queue;
   o.api_key = c.server.api_key;
   if (f.max_body) o.max_body_bytes = *f.max_body;
-  o.model_id = server::model_id_from_path(c.model.path);
+  o.model_id = c.server.alias.empty() ? server::model_id_from_path(c.model.path) : c.server.alias;
   o.model_path = c.model.path;
+  o.cors_origins = c.server.cors_origins;
   return o;
 }
 
@@ -76,16 +77,14 @@ int serve(const ServeFlags& f) {
 
 std::function<int()> register_serve(CLI::App& app) {
   auto f = std::make_shared<ServeFlags>();
-  app.add_option("-c,--config", f->config, "TOML configuration file ([server] host, port, max_queue, api_key)");
-  app.add_option("-m,--model", f->model, "GGUF model file (overrides [model] path)");
+  add_engine_flags(app, f->engine, {.ctx_size = true, .chat_template = true});
+  app.add_option("--alias", f->alias, "the model id clients request and /v1/models lists (default: the file name)");
   app.add_option("--host", f->host, "address to listen on (default 127.0.0.1)");
   app.add_option("--port", f->port, "port (default 8080; 0: any free port, printed on stdout)")->check(CLI::Range(0, 65535));
-  app.add_option("-t,--threads", f->threads, "threads (default: number of cores)")->check(CLI::NonNegativeNumber);
   app.add_option("--api-key", f->api_key, "require Authorization: Bearer KEY on /v1/ endpoints");
   app.add_option("--max-queue", f->max_queue, "requests that may wait for the running batch before 503 (default 256)")
       ->check(CLI::PositiveNumber);
   app.add_option("--max-body", f->max_body, "largest request body in bytes (default 16 MiB)")->check(CLI::PositiveNumber);
-  app.add_flag("-v,--verbose", f->verbose, "debug logging");
   return [f]() -> int {
     try {
       return serve(*f);

@@ -20,7 +20,10 @@ namespace tsr::app {
 
 namespace {
 
-constexpr const char* kDefaultDonor = "../shared/models/llama-2-tiny-random.gguf";
+// The Llama-2 vocabulary in ../shared beside the checkout this binary was built from (an
+// absolute path fixed at build time, so that synth works from any folder); an install
+// without that folder needs --donor.
+constexpr const char* kDefaultDonor = TESSERA_DEFAULT_DONOR;
 constexpr float kWeightStd = 0.02f;
 
 struct Shape {
@@ -28,7 +31,7 @@ struct Shape {
 };
 
 struct SynthFlags {
-  std::string out, preset = "tiny", type = "f32", donor = kDefaultDonor;
+  std::string out, preset = "tiny", type = "f32", donor;  // empty donor: kDefaultDonor
   Shape overrides;  // 0: the preset's value
   uint64_t seed = 42;
 };
@@ -198,6 +201,11 @@ void add_tokenizer(GgufWriter& w, const std::string& donor_path, int32_t vocab) 
     add_byte_tokenizer(w, vocab);
     return;
   }
+  if (donor_path == kDefaultDonor && !std::filesystem::exists(donor_path)) {
+    throw Error(std::string("no tokenizer donor: the default, ") + kDefaultDonor +
+                    ", is not there; pass --donor FILE.gguf (a llama GGUF whose tokenizer is copied) or --donor bytes",
+                TSR_STATUS_IO_ERROR);
+  }
   if (!std::filesystem::exists(donor_path)) {
     throw Error("tokenizer donor " + donor_path + " not found; give a llama GGUF with --donor",
                 TSR_STATUS_IO_ERROR);
@@ -243,7 +251,7 @@ int synth(const SynthFlags& f) {
 
   GgufWriter w;
   add_hparams(w, s, f.preset, *type);
-  add_tokenizer(w, f.donor, s.vocab);
+  add_tokenizer(w, f.donor.empty() ? kDefaultDonor : f.donor, s.vocab);
   Progress progress(params);
   for (size_t i = 0; i < plan.size(); ++i) {
     const TensorPlan& t = plan[i];
@@ -274,7 +282,7 @@ std::function<int()> register_synth(CLI::App& app) {
   app.add_option("--type", f->type, "f32, f16, bf16, q8_0 or q4_0")->capture_default_str();
   app.add_option("--donor", f->donor,
                  "GGUF file whose tokenizer.* metadata is copied, or \"bytes\" for a built-in "
-                 "260-token byte vocabulary (with --vocab 260)")->capture_default_str();
+                 "260-token byte vocabulary (with --vocab 260); default: " + std::string(kDefaultDonor));
   app.add_option("--seed", f->seed, "random seed")->capture_default_str();
   return [f]() -> int {
     try {

@@ -1,4 +1,4 @@
-// `tessera bench -m MODEL`: prompt processing (pp512), text generation (tg128), batched
+// `tessera bench -m MODEL`: start-up (load to first token), prompt processing (pp512), text generation (tg128), batched
 // decode at B = 1, 4, 16, and the machine's memory read bandwidth measured in the same
 // run, which bounds decode: every step reads every weight once (the roofline).
 #pragma once

@@ -1,9 +1,12 @@
-// The `tessera` command: run, inspect (and more subcommands as they land).
+// The `tessera` command: run, serve, bench, synth, quantize, maskbench, perplexity, inspect.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+
+#include "apps/tessera/cli_args.h"
 #include "apps/tessera/commands.h"
 
 int main(int argc, char** argv) {
@@ -42,7 +45,14 @@ int main(int argc, char** argv) {
   inspect->add_option("model", inspect_path, "GGUF file")->required();
   inspect->add_flag("--full", full_arrays, "print arrays in full");
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    // CLI11 parses a vector in reverse order.
+    std::vector<std::string> args = tsr::app::normalize_args(app, argc, argv);
+    std::reverse(args.begin(), args.end());
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
   // Whatever a subcommand did not report itself (a missing file, malformed JSON) ends the
   // command with its message and status 1, never with std::terminate.
   try {

@@ -172,6 +172,36 @@ TEST(Synth, RefusesAVocabularyTheDonorLacks) {
             0);
 }
 
+// The default donor is found from any working directory (its path is fixed at build time).
+TEST(Synth, DefaultDonorFromAnyFolder) {
+  TSR_REQUIRE_SHARED(kDonor);
+  const fs::path out = work_dir() / "default-donor.gguf";
+  const std::string cmd = "cd / && " + std::string(TESSERA_BIN_DIR) + "/tessera synth " + out.string() +
+                          " --preset tiny 2>>" + (work_dir() / "tessera.log").string();
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  EXPECT_EQ(GgufFile::open(out.string())->get_string_array("tokenizer.ggml.tokens")->size(), 32000u);
+}
+
+// As llama-quantize: an already quantized tensor is converted only with --allow-requantize.
+TEST(Quantize, RequantizingTakesAllowRequantize) {
+  TSR_REQUIRE_SHARED(kStories);
+  const std::string q8 = quantized_stories("q8_0");
+  const fs::path out = work_dir() / "stories260K-q8-q4.gguf";
+  const fs::path log = work_dir() / "requantize.log";
+  const std::string base = std::string(TESSERA_BIN_DIR) + "/tessera quantize " + q8 + " " + out.string() + " q4_0";
+  const int refused = std::system((base + " 2>" + log.string()).c_str());
+  EXPECT_EQ(WEXITSTATUS(refused), 1);
+  EXPECT_FALSE(fs::exists(out));
+  std::ifstream in(log);
+  const std::string message((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(message.find("already quantized"), std::string::npos) << message;
+  EXPECT_NE(message.find("--allow-requantize"), std::string::npos) << message;
+  EXPECT_EQ(tessera("quantize --allow-requantize " + q8 + " " + out.string() + " q4_0"), 0);
+  EXPECT_EQ(GgufFile::open(out.string())->find_tensor("blk.0.attn_q.weight")->type, GgmlType::Q4_0);
+  // Nothing to convert (the file is Q8_0 already): no refusal.
+  EXPECT_EQ(tessera("quantize " + q8 + " " + (work_dir() / "same.gguf").string() + " q8_0"), 0);
+}
+
 class QuantizeStories : public ::testing::TestWithParam<const char*> {};
 
 // Every 2-D weight with 64-wide rows becomes the reference quantization of its F32 values;
@@ -372,10 +402,12 @@ TEST(Bench, EngineModeReportsRatesAndMachineLimits) {
   ASSERT_EQ(tessera(args), 0) << args;
   std::ifstream in(out);
   const nlohmann::json j = nlohmann::json::parse(in);
-  for (const char* key : {"pp32_tok_s", "tg8_tok_s", "b1_tok_s", "b2_tok_s", "mem_read_gb_s", "roofline_tok_s", "pp32_g_mac_s"}) {
+  for (const char* key : {"pp32_tok_s", "tg8_tok_s", "b1_tok_s", "b2_tok_s", "mem_read_gb_s", "roofline_tok_s",
+                          "pp32_g_mac_s", "load_ms", "load_to_first_token_ms"}) {
     ASSERT_TRUE(j.contains(key)) << key;
     EXPECT_GT(j[key].get<double>(), 0) << key;
   }
+  EXPECT_GT(j["load_to_first_token_ms"].get<double>(), j["load_ms"].get<double>());
   EXPECT_NEAR(j["roofline_tok_s"].get<double>(),
               j["mem_read_gb_s"].get<double>() * 1e9 / j["step_read_bytes"].get<double>(), 1e-6 * j["roofline_tok_s"].get<double>());
   const LlamaHParams hp = llama_hparams_from_gguf(*GgufFile::open(model));

@@ -215,8 +215,8 @@ TEST(ReferenceCli, RunDefaultLengthIs128OrTheConfigs) {
                            " --json --temp 0 --ignore-eos -t 1 ";
   const auto n_ids = [](const std::string& out) { return nlohmann::json::parse(out)["ids"].size(); };
   EXPECT_EQ(n_ids(command_output(base + "-m " + testing::shared_path("models/stories260K.gguf") + " 2>/dev/null")), 128u);
-  EXPECT_EQ(n_ids(command_output(base + "-c " + (dir / "c.toml").string() + " 2>/dev/null")), 7u);
-  EXPECT_EQ(n_ids(command_output(base + "-c " + (dir / "c.toml").string() + " -n 9 2>/dev/null")), 9u);
+  EXPECT_EQ(n_ids(command_output(base + "--config " + (dir / "c.toml").string() + " 2>/dev/null")), 7u);
+  EXPECT_EQ(n_ids(command_output(base + "--config " + (dir / "c.toml").string() + " -n 9 2>/dev/null")), 9u);
   std::filesystem::remove_all(dir);
 }
 

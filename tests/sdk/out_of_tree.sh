@@ -60,7 +60,7 @@ path = "$MODEL"
 plugin = "example"
 TOML
 PROMPT="Once upon a time"
-example=$("$PREFIX/bin/tessera" run -c "$WORK/cfg.toml" -m "$MODEL" -p "$PROMPT" -n 20 --temp 0)
+example=$("$PREFIX/bin/tessera" run --config "$WORK/cfg.toml" -m "$MODEL" -p "$PROMPT" -n 20 --temp 0)
 cpu=$("$PREFIX/bin/tessera" run -m "$MODEL" -p "$PROMPT" -n 20 --temp 0)
 reference=$(jq -r --arg p "$PROMPT" 'select(.prompt == $p) | .greedy_text' "$REF")
 echo "example backend: $example"
@@ -80,7 +80,7 @@ path = "$MODEL"
 plugins = ["acme_json", "regex"]
 TOML
 run_constrained() {
-  "$PREFIX/bin/tessera" run -c "$WORK/constraints.toml" -m "$MODEL" -p "$PROMPT" -n 200 --temp 0 "$@"
+  "$PREFIX/bin/tessera" run --config "$WORK/constraints.toml" -m "$MODEL" -p "$PROMPT" -n 200 --temp 0 "$@"
 }
 SCHEMA='{"type":"object","properties":{"name":{"type":"string","maxLength":12},"age":{"type":"integer"},
   "pet":{"enum":["cat","dog","fish"]},"happy":{"type":"boolean"}},"required":["name","age","pet","happy"]}'
@@ -116,7 +116,7 @@ scheme = "example"
 [log]
 level = "info"
 TOML
-quant=$("$PREFIX/bin/tessera" run -c "$WORK/quant.toml" -m "$MODEL" -p "$PROMPT" -n 20 --temp 0 2>"$WORK/quant.log") \
+quant=$("$PREFIX/bin/tessera" run --config "$WORK/quant.toml" -m "$MODEL" -p "$PROMPT" -n 20 --temp 0 2>"$WORK/quant.log") \
   || { cat "$WORK/quant.log"; echo "FAIL: generation failed"; exit 1; }
 echo "example scheme: $quant"
 # The load log proves the template's scheme converted the weights (so its kernels ran
@@ -126,3 +126,14 @@ grep -q "quant example: converted [1-9]" "$WORK/quant.log" \
 # 8-bit weights change the logits a little, not the story: the text starts as the f32 one.
 [[ ${quant:0:12} == "${cpu:0:12}" ]] || { echo "FAIL: the example scheme's text diverged at once"; exit 1; }
 echo "OK: the template's scheme quantized the model and generated with its own kernels"
+
+echo "== a C program against the installed libtessera.so (pkg-config tessera), plugins found from the library"
+PC_DIR=$(dirname "$(find "$PREFIX" -name tessera.pc)")
+LIBDIR=$(PKG_CONFIG_PATH=$PC_DIR pkg-config --variable=libdir tessera)
+# shellcheck disable=SC2046  # the flags are meant to split
+cc -std=c99 -O1 -Wall -Werror -DTESSERA_SHARED_DIR="\"$SHARED\"" "$SRC/tests/abi/engine_c_test.c" \
+  $(PKG_CONFIG_PATH=$PC_DIR pkg-config --cflags --libs tessera) -Wl,-rpath,"$LIBDIR" -o "$WORK/engine_c_app"
+# No plugin_dir and no TESSERA_PLUGIN_PATH: libtessera.so looks beside itself.
+env -u TESSERA_PLUGIN_PATH "$WORK/engine_c_app"
+[[ -f $LIBDIR/tessera/libtessera_backend_cpu.so ]] || { echo "FAIL: plugins are not in $LIBDIR/tessera"; exit 1; }
+echo "OK: the installed C API generated the reference text"
