@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages Tessera builds with, skipping those already present.
+# Installs the Debian 12 packages Tessera builds with, skipping those already present. Every
+# package the build uses is named here, never left to a Recommends (installs run with
+# --no-install-recommends): libdnnl-dev's CMake package needs OpenCL (ocl-icd-opencl-dev,
+# opencl-c-headers), which libdnnl-dev only recommends. scripts/check-deps.sh proves the list.
 set -euo pipefail
 
 PACKAGES=(
@@ -17,6 +20,12 @@ PACKAGES=(
 
 # The tokenizer tests compare against npm packages; Node.js may come from elsewhere.
 command -v npm >/dev/null || PACKAGES+=(nodejs npm)
+
+# --list: print the list (scripts/check-deps.sh proves it complete) and install nothing.
+if [ "${1:-}" = "--list" ]; then
+  printf '%s\n' "${PACKAGES[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -18,6 +18,8 @@ cmake -S . -B build-notests -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_
 echo "== Release build and tests"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j "$JOBS"
+echo "== Every package the build used is on the install list (a fresh machine has it)"
+scripts/check-deps.sh build
 ctest --test-dir build --output-on-failure -j "$JOBS"
 
 echo "== ASan+UBSan build and tests"

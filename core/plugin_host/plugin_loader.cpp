@@ -59,9 +59,19 @@ std::vector<fs::path> plugin_search_dirs(const std::string& configured_dir) {
       rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
     }
   }
+  // The module this code is linked into: the tessera executable in <prefix>/bin, or
+  // libtessera.so in <prefix>/<libdir>; the same layout in the build tree.
+  // dladdr names the main program as it was invoked (argv[0], perhaps relative to a
+  // folder since left); /proc/self/exe has its real path.
   boost::system::error_code ec;
-  boost::dll::fs::path exe = boost::dll::program_location(ec);
-  if (!ec) dirs.push_back(fs::path(exe.parent_path().string()) / ".." / "lib" / "tessera");
+  boost::dll::fs::path module = boost::dll::this_line_location(ec);
+  if (!ec && !module.is_absolute()) module = boost::dll::program_location(ec);
+  if (!ec) {
+    const fs::path dir = module.parent_path().string();
+    dirs.push_back((dir / ".." / TESSERA_INSTALL_LIBDIR / "tessera").lexically_normal());
+    dirs.push_back(dir / "tessera");
+  }
+  dirs.emplace_back(TESSERA_INSTALL_PLUGIN_DIR);
   return dirs;
 }
 

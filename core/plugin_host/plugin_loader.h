@@ -22,8 +22,10 @@ const char* plugin_kind_name(tsr_plugin_kind kind);
 std::string plugin_file_name(tsr_plugin_kind kind, std::string_view name);
 
 // Search order: `configured_dir` (config plugin_dir, if not empty), the directories of
-// TESSERA_PLUGIN_PATH (colon-separated), then ../lib/tessera beside the executable
-// (identical in the build and the install tree).
+// TESSERA_PLUGIN_PATH (colon-separated), then, relative to the module the core is linked
+// into, ../<libdir>/tessera (the tessera executable in bin/) and ./tessera (libtessera.so
+// in <libdir>/) — identical in the build and the install tree —, and last the plugin
+// directory of the install prefix this build was configured for.
 std::vector<std::filesystem::path> plugin_search_dirs(const std::string& configured_dir);
 
 // A loaded and validated plugin library. The library stays loaded while this object (or a

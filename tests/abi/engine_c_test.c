@@ -1,6 +1,8 @@
 /* A plain C program driving the engine through engine.h: create, tokenize, generate
  * greedily with a streaming callback, run two requests in step mode and poll them,
- * read the statistics, check against the reference, destroy. */
+ * read the statistics, check against the reference, destroy. Built in the tree against
+ * the core's static libraries, and by tests/sdk/out_of_tree.sh against an installed
+ * libtessera.so with pkg-config (then without TESSERA_PLUGIN_DIR). */
 #include <stdio.h>
 #include <string.h>
 
@@ -55,7 +57,11 @@ int main(void) {
 
   tsr_engine_params params = tsr_engine_default_params();
   params.model_path = model;
+#ifdef TESSERA_PLUGIN_DIR
   params.plugin_dir = TESSERA_PLUGIN_DIR;
+#else
+  params.plugin_dir = NULL; /* built against an install: libtessera finds its own plugins */
+#endif
   params.n_threads = 1;
   tsr_engine* engine = NULL;
   tsr_error* error = NULL;

@@ -110,11 +110,15 @@ TEST(PluginLoader, SearchOrderConfigThenEnvThenExecutable) {
   ::setenv("TESSERA_PLUGIN_PATH", "/env/a:/env/b", 1);
   const auto dirs = plugin_search_dirs("/from/config");
   ::unsetenv("TESSERA_PLUGIN_PATH");
-  ASSERT_GE(dirs.size(), 4u);
+  ASSERT_EQ(dirs.size(), 6u);
   EXPECT_EQ(dirs[0], "/from/config");
   EXPECT_EQ(dirs[1], "/env/a");
   EXPECT_EQ(dirs[2], "/env/b");
-  EXPECT_EQ(dirs[3].filename(), "tessera");  // <exe dir>/../lib/tessera
+  // Beside this test executable (in <build>/tests): <build>/<libdir>/tessera, the build's
+  // plugin directory, then ./tessera for a library; last the install prefix's.
+  EXPECT_EQ(std::filesystem::weakly_canonical(dirs[3]), std::filesystem::weakly_canonical(TESSERA_PLUGIN_DIR));
+  EXPECT_EQ(dirs[4].filename(), "tessera");
+  EXPECT_EQ(dirs[5].filename(), "tessera");
 }
 
 // Through the public C API: the engine refuses the plugin and says why.
