@@ -316,16 +316,23 @@ void pack_weight(OpContext& ctx, const Matrix& w, uint8_t* dst) {
       uint8_t* blk = groups + (g * blocks + b) * bytes;
       for (int r = 0; r < kGroupRows; ++r) {
         const uint8_t* row = w.row<uint8_t>(g * kGroupRows + r);
+        // Four bytes of a row at a time: quants 4j..4j+3 of row r go to word r of group j.
+        // Q8_0's int8 quants become uint8 + 128, which for a byte is flipping its top bit.
         if (w.dtype == TSR_DTYPE_Q8_0) {
           BlockQ8_0 src;
           std::memcpy(&src, row + b * sizeof(BlockQ8_0), sizeof(src));
           std::memcpy(blk + 2 * r, &src.d, 2);
-          for (int k = 0; k < kQBlock; ++k) blk[32 + 64 * (k / 4) + 4 * r + k % 4] = static_cast<uint8_t>(src.qs[k] + 128);
+          for (int j = 0; j < kQBlock / 4; ++j) {
+            uint32_t word;
+            std::memcpy(&word, src.qs + 4 * j, 4);
+            word ^= 0x80808080u;
+            std::memcpy(blk + 32 + 64 * j + 4 * r, &word, 4);
+          }
         } else {
           BlockQ4_0 src;
           std::memcpy(&src, row + b * sizeof(BlockQ4_0), sizeof(src));
           std::memcpy(blk + 2 * r, &src.d, 2);
-          for (int k = 0; k < kQBlock / 2; ++k) blk[32 + 64 * (k / 4) + 4 * r + k % 4] = src.qs[k];
+          for (int j = 0; j < kQBlock / 8; ++j) std::memcpy(blk + 32 + 64 * j + 4 * r, src.qs + 4 * j, 4);
         }
       }
     }
