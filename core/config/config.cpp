@@ -118,21 +118,13 @@ class Field {
     return name ? v : path();
   }
 
-  // Browser origins ("https://app.example:8443") or "*" for any, each at most once.
-  std::vector<std::string> origins() const {
-    const toml::array* arr = node_.as_array();
-    if (!arr) type_error("array of strings");
-    std::vector<std::string> out;
-    for (size_t i = 0; i < arr->size(); ++i) {
-      const Field item((*arr)[i], fmt::format("{}[{}]", key_, i), ctx_);
-      std::string v = item.nonempty_str();
-      const bool origin = v == "*" || ((v.starts_with("http://") || v.starts_with("https://")) && v.back() != '/' &&
-                                       v.find_first_of(" \t\r\n,") == std::string::npos);
-      if (!origin) item.fail("'" + v + "' is not an origin (scheme://host[:port], no path) or \"*\"");
-      if (std::find(out.begin(), out.end(), v) != out.end()) item.fail("'" + v + "' is listed twice");
-      out.push_back(std::move(v));
-    }
-    return out;
+  // A browser origin ("https://app.example:8443", no path) or "*" for any.
+  std::string origin() const {
+    std::string v = nonempty_str();
+    const bool ok = v == "*" || ((v.starts_with("http://") || v.starts_with("https://")) && v.back() != '/' &&
+                                 v.find_first_of(" \t\r\n,") == std::string::npos);
+    if (!ok) fail("'" + v + "' is not an origin (scheme://host[:port], no path) or \"*\"");
+    return v;
   }
 
   template <typename T>
@@ -170,16 +162,15 @@ class Field {
     return v;
   }
 
-  // Plugin names ([a-z0-9_]+, as in libtessera_<kind>_<name>.so), each at most once.
-  std::vector<std::string> plugin_names() const {
+  // An array of distinct strings, each read by `element` (plugin_name, origin).
+  std::vector<std::string> distinct(std::string (Field::*element)() const) const {
     const toml::array* arr = node_.as_array();
     if (!arr) type_error("array of strings");
     std::vector<std::string> out;
     for (size_t i = 0; i < arr->size(); ++i) {
       const Field item((*arr)[i], fmt::format("{}[{}]", key_, i), ctx_);
-      std::string v = item.plugin_name();
-      if (std::find(out.begin(), out.end(), v) != out.end())
-        item.fail("'" + v + "' is listed twice");
+      std::string v = (item.*element)();
+      if (std::find(out.begin(), out.end(), v) != out.end()) item.fail("'" + v + "' is listed twice");
       out.push_back(std::move(v));
     }
     return out;
@@ -311,7 +302,7 @@ constexpr KeySpec kKeys[] = {
      [](const Field& f, Config& c) { c.speculative.draft_model = f.path(); }},
 
     {"constraints", "plugins",
-     [](const Field& f, Config& c) { c.constraints.plugins = f.plugin_names(); }},
+     [](const Field& f, Config& c) { c.constraints.plugins = f.distinct(&Field::plugin_name); }},
 
     {"server", "host", [](const Field& f, Config& c) { c.server.host = f.nonempty_str(); }},
     {"server", "port",
@@ -320,7 +311,7 @@ constexpr KeySpec kKeys[] = {
      [](const Field& f, Config& c) { c.server.max_queue = f.int_in<int32_t>(1); }},
     {"server", "api_key", [](const Field& f, Config& c) { c.server.api_key = f.str(); }},
     {"server", "alias", [](const Field& f, Config& c) { c.server.alias = f.nonempty_str(); }},
-    {"server", "cors_origins", [](const Field& f, Config& c) { c.server.cors_origins = f.origins(); }},
+    {"server", "cors_origins", [](const Field& f, Config& c) { c.server.cors_origins = f.distinct(&Field::origin); }},
 
     {"log", "level", [](const Field& f, Config& c) { c.log.level = f.one_of(kLogLevels); }},
 };

@@ -24,6 +24,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/common/scratch_dir.h"
 #include "tests/common/shared_data.h"
 
 namespace tsr {
@@ -40,13 +41,8 @@ const std::string& bin() {
 }
 
 const fs::path& work_dir() {
-  struct Dir {
-    fs::path path = fs::path(::testing::TempDir()) / ("tessera_cli_test." + std::to_string(getpid()));
-    Dir() { fs::create_directories(path); }
-    ~Dir() { fs::remove_all(path); }
-  };
-  static const Dir dir;
-  return dir.path;
+  static const testing::ScratchDir dir("tessera_cli_test");
+  return dir.path();
 }
 
 struct Outcome {
@@ -71,20 +67,22 @@ std::string model() { return testing::shared_path(kStories); }
 // ---- flags -------------------------------------------------------------------------
 
 TEST(CliFlags, UnknownFlagsAndCommandsSuggestAndFail) {
-  const Outcome flag = run("run --tmep 0 -p x");
-  EXPECT_NE(flag.status, 0);
-  EXPECT_NE(flag.out.find("unknown flag '--tmep' for tessera run; did you mean '--temp'?"), std::string::npos) << flag.out;
-  const Outcome command = run("rnu -p x");
-  EXPECT_NE(command.status, 0);
-  EXPECT_NE(command.out.find("unknown command 'rnu'; did you mean 'run'?"), std::string::npos) << command.out;
-  const Outcome serve = run("serve --prot 8080");
-  EXPECT_NE(serve.status, 0);
-  EXPECT_NE(serve.out.find("did you mean '--port'?"), std::string::npos) << serve.out;
-  // Letters after a one-letter flag are no value of it: -ctk is not "-c tk".
-  const Outcome ctk = run("run -ctk q8_0 -p x");
-  EXPECT_NE(ctk.status, 0);
-  EXPECT_NE(ctk.out.find("-ctk"), std::string::npos) << ctk.out;
-  EXPECT_EQ(ctk.out.find("Could not convert"), std::string::npos) << ctk.out;
+  const struct {
+    const char* args;
+    const char* says;
+  } cases[] = {
+      {"run --tmep 0 -p x", "unknown flag '--tmep' for tessera run; did you mean '--temp'?"},
+      {"rnu -p x", "unknown command 'rnu'; did you mean 'run'?"},
+      {"serve --prot 8080", "did you mean '--port'?"},
+      // Letters after a one-letter flag are no value of it: -ctk is not "-c tk".
+      {"run -ctk q8_0 -p x", "-ctk: the KV cache is F32 for now"},
+  };
+  for (const auto& c : cases) {
+    const Outcome o = run(c.args);
+    EXPECT_NE(o.status, 0) << c.args;
+    EXPECT_NE(o.out.find(c.says), std::string::npos) << c.args << " -> " << o.out;
+    EXPECT_EQ(o.out.find("Could not convert"), std::string::npos) << o.out;
+  }
 }
 
 TEST(CliFlags, HfIsRefusedWithTheReason) {

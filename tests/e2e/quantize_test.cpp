@@ -18,6 +18,7 @@
 #include "core/model/gguf_writer.h"
 #include "core/model/llama_model.h"
 #include "core/quant/quant.h"
+#include "tests/common/scratch_dir.h"
 #include "tests/common/shared_data.h"
 
 namespace tsr {
@@ -31,13 +32,8 @@ constexpr const char* kDonor = "models/llama-2-tiny-random.gguf";
 
 // A directory of this process's files, removed at exit.
 const fs::path& work_dir() {
-  struct Dir {
-    fs::path path = fs::path(::testing::TempDir()) / ("tessera_quantize_test." + std::to_string(getpid()));
-    Dir() { fs::create_directories(path); }
-    ~Dir() { fs::remove_all(path); }
-  };
-  static const Dir dir;
-  return dir.path;
+  static const testing::ScratchDir dir("tessera_quantize_test");
+  return dir.path();
 }
 
 // Runs the tessera binary; its log goes to a file beside the outputs.
