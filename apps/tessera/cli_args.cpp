@@ -99,17 +99,21 @@ std::vector<std::string> normalize_args(const CLI::App& app, int argc, const cha
       out.push_back(std::move(arg));
       continue;
     }
-    if (arg == "--") positional_only = true;
+    if (arg == "--") {  // the rest is positional
+      positional_only = true;
+      out.push_back(std::move(arg));
+      continue;
+    }
     const size_t eq = arg.find('=');
     std::string flag = arg.substr(0, eq);
     for (const auto& [llama, name] : kLlamaFlags) {
       if (flag == llama) flag = name;
     }
-    const CLI::Option* opt = arg == "--" ? nullptr : option_for(*scope, flag);
+    const CLI::Option* opt = option_for(*scope, flag);
     for (const auto& [name, why] : kNotYet) {
       if (flag == name) throw UnknownName(flag + ": " + std::string(why));
     }
-    if (arg != "--" && !opt && flag != "-h" && flag != "--help" && !(scope == &app && flag == "--version")) {
+    if (!opt && flag != "-h" && flag != "--help" && !(scope == &app && flag == "--version")) {
       const std::string where = scope == &app ? "tessera" : "tessera " + scope->get_name();
       throw UnknownName("unknown flag '" + arg.substr(0, eq) + "' for " + where +
                         suggestion(arg.substr(0, eq), flag_names(*scope)) + " (" + where + " --help lists them)");
