@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <iterator>
 
 #include "core/error.h"
 #include "core/plugin_host/host_services.h"
@@ -21,20 +22,21 @@ BackendGraph::~BackendGraph() { owner_->iface_->graph_destroy(owner_->handle_, h
 
 Backend::Backend(std::shared_ptr<Plugin> plugin, tsr_backend* handle)
     : plugin_(std::move(plugin)),
-      iface_(static_cast<const tsr_backend_iface*>(plugin_->iface())),
+      reg_(static_cast<const tsr_backend_reg_iface*>(plugin_->iface())),
+      iface_(reg_->backend),
       handle_(handle),
       name_(plugin_->name()) {}
 
 int32_t Backend::device_count(const Plugin& plugin) {
-  const auto* iface = static_cast<const tsr_backend_iface*>(plugin.iface());
-  int32_t count = 0;
-  call_plugin("backend '" + plugin.name() + "'", [&](tsr_error** e) { return iface->device_count(&count, e); });
-  return count;
+  const auto* reg = static_cast<const tsr_backend_reg_iface*>(plugin.iface());
+  tsr_device_count_args args{sizeof(args), reg, 0, 0};
+  call_plugin("backend '" + plugin.name() + "'", [&](tsr_error** e) { return reg->device_count(&args, e); });
+  return args.count;
 }
 
 std::unique_ptr<Backend> Backend::create(std::shared_ptr<Plugin> plugin, int32_t device,
                                          int32_t threads) {
-  const auto* iface = static_cast<const tsr_backend_iface*>(plugin->iface());
+  const auto* reg = static_cast<const tsr_backend_reg_iface*>(plugin->iface());
   const std::string what = "backend '" + plugin->name() + "'";
   const int32_t count = device_count(*plugin);
   if (device < 0 || device >= count) {
@@ -44,16 +46,18 @@ std::unique_ptr<Backend> Backend::create(std::shared_ptr<Plugin> plugin, int32_t
   }
   tsr_device_props props{};
   props.struct_size = sizeof(props);
-  call_plugin(what, [&](tsr_error** e) { return iface->device_props(device, &props, e); });
+  tsr_device_props_args props_args{sizeof(props_args), reg, device, 0, &props};
+  call_plugin(what, [&](tsr_error** e) { return reg->device_props(&props_args, e); });
 
   const tsr_backend_params params{sizeof(tsr_backend_params), device, threads, nullptr};
-  tsr_backend* handle = nullptr;
-  call_plugin(what, [&](tsr_error** e) { return iface->backend_create(&params, &handle, e); });
-  std::unique_ptr<Backend> backend(new Backend(std::move(plugin), handle));
+  tsr_backend_create_args create_args{sizeof(create_args), reg, &params, nullptr};
+  call_plugin(what, [&](tsr_error** e) { return reg->backend_create(&create_args, e); });
+  std::unique_ptr<Backend> backend(new Backend(std::move(plugin), create_args.backend));
   backend->props_ = props;
   backend->threads_ = threads;
-  call_plugin(what + " stream",
-              [&](tsr_error** e) { return iface->stream_create(handle, &backend->stream_, e); });
+  tsr_stream_args stream_args{sizeof(stream_args), create_args.backend, nullptr};
+  call_plugin(what + " stream", [&](tsr_error** e) { return reg->backend->stream_create(&stream_args, e); });
+  backend->stream_ = stream_args.stream;
   spdlog::info("backend '{}' on device {}: {}", backend->name_, device, props.name);
   return backend;
 }
@@ -63,17 +67,20 @@ Backend::~Backend() {
   iface_->backend_destroy(handle_);
 }
 
-bool Backend::supports(tsr_op op, tsr_dtype dtype) const {
-  return iface_->supports(handle_, op, &dtype, 1) != 0;
+bool Backend::supports(tsr_op op, tsr_dtype dtype) const { return supports(op, {&dtype, 1}, nullptr); }
+
+bool Backend::supports(tsr_op op, std::span<const tsr_dtype> dtypes, const void* params) const {
+  const tsr_op_support_query query{sizeof(query), op, static_cast<int32_t>(dtypes.size()), dtypes.data(), params};
+  return iface_->supports(handle_, &query) != 0;
 }
 
 void Backend::free_buffer(tsr_buffer* buffer) { iface_->buffer_free(handle_, buffer); }
 
 std::unique_ptr<BackendBuffer> Backend::alloc(uint64_t size) {
-  tsr_buffer* buffer = nullptr;
+  tsr_buffer_alloc_args args{sizeof(args), handle_, size, nullptr};
   call_plugin("allocating " + std::to_string(size) + " bytes on backend '" + name_ + "'",
-              [&](tsr_error** e) { return iface_->buffer_alloc(handle_, size, &buffer, e); });
-  return std::unique_ptr<BackendBuffer>(new BackendBuffer(this, buffer, size));
+              [&](tsr_error** e) { return iface_->buffer_alloc(&args, e); });
+  return std::unique_ptr<BackendBuffer>(new BackendBuffer(this, args.buffer, size));
 }
 
 std::unique_ptr<BackendBuffer> Backend::upload(
@@ -83,11 +90,10 @@ std::unique_ptr<BackendBuffer> Backend::upload(
   const bool wrap = iface_->buffer_from_host != nullptr;
   std::unique_ptr<BackendBuffer> buffer;
   if (wrap) {
-    tsr_buffer* handle = nullptr;
-    call_plugin("wrapping host memory on backend '" + name_ + "'", [&](tsr_error** e) {
-      return iface_->buffer_from_host(handle_, ptr, size, &handle, e);
-    });
-    buffer.reset(new BackendBuffer(this, handle, size));
+    tsr_buffer_from_host_args args{sizeof(args), handle_, ptr, size, nullptr};
+    call_plugin("wrapping host memory on backend '" + name_ + "'",
+                [&](tsr_error** e) { return iface_->buffer_from_host(&args, e); });
+    buffer.reset(new BackendBuffer(this, args.buffer, size));
   } else {
     buffer = alloc(size);
   }
@@ -106,95 +112,85 @@ std::unique_ptr<BackendBuffer> Backend::upload(
 }
 
 void Backend::write(BackendBuffer& dst, uint64_t offset, const void* src, uint64_t size) {
-  call_plugin("buffer_write", [&](tsr_error** e) {
-    return iface_->buffer_write(handle_, stream_, dst.handle(), offset, src, size, e);
-  });
+  const tsr_buffer_write_args args{sizeof(args), handle_, stream_, dst.handle(), offset, src, size};
+  call_plugin("buffer_write", [&](tsr_error** e) { return iface_->buffer_write(&args, e); });
 }
 
 void Backend::read(const BackendBuffer& src, uint64_t offset, void* dst, uint64_t size) {
-  call_plugin("buffer_read", [&](tsr_error** e) {
-    return iface_->buffer_read(handle_, stream_, src.handle(), offset, dst, size, e);
-  });
+  const tsr_buffer_read_args args{sizeof(args), handle_, stream_, src.handle(), offset, dst, size};
+  call_plugin("buffer_read", [&](tsr_error** e) { return iface_->buffer_read(&args, e); });
 }
 
 void Backend::memset(BackendBuffer& dst, uint64_t offset, int value, uint64_t size) {
-  call_plugin("buffer_memset", [&](tsr_error** e) {
-    return iface_->buffer_memset(handle_, stream_, dst.handle(), offset, value, size, e);
-  });
+  const tsr_buffer_memset_args args{sizeof(args), handle_, stream_, dst.handle(), offset, size, value, 0};
+  call_plugin("buffer_memset", [&](tsr_error** e) { return iface_->buffer_memset(&args, e); });
 }
 
 void Backend::synchronize() {
-  call_plugin("stream_synchronize",
-              [&](tsr_error** e) { return iface_->stream_synchronize(handle_, stream_, e); });
+  const tsr_stream_args args{sizeof(args), handle_, stream_};
+  call_plugin("stream_synchronize", [&](tsr_error** e) { return iface_->stream_synchronize(&args, e); });
 }
 
-#define TSR_BACKEND_OP(op, params_type)                                          \
-  void Backend::op(const params_type& p) {                                       \
-    call_plugin("backend op " #op,                                               \
-                [&](tsr_error** e) { return iface_->op(handle_, stream_, &p, e); }); \
-  }
-TSR_BACKEND_OP(get_rows, tsr_get_rows_params)
-TSR_BACKEND_OP(rms_norm, tsr_rms_norm_params)
-TSR_BACKEND_OP(matmul, tsr_matmul_params)
-TSR_BACKEND_OP(kv_write, tsr_kv_write_params)
-TSR_BACKEND_OP(attention, tsr_attention_params)
-TSR_BACKEND_OP(silu_mul, tsr_silu_mul_params)
-TSR_BACKEND_OP(add, tsr_add_params)
-TSR_BACKEND_OP(copy_blocks, tsr_copy_blocks_params)
-#undef TSR_BACKEND_OP
+namespace {
+
+// The op's name for messages: the entry names of ABI 1.x, which logs and tests know.
+const char* op_name(tsr_op op) {
+  static const char* const names[] = {"get_rows", "rms_norm", "matmul", "rope", "kv_write",
+                                      "attention", "silu_mul", "add", "copy_blocks"};
+  static_assert(std::size(names) == TSR_OP_COUNT_);
+  return op >= 0 && op < TSR_OP_COUNT_ ? names[op] : "unknown op";
+}
+
+}  // namespace
+
+void Backend::enqueue(tsr_op op, const void* params) {
+  const tsr_op_desc desc{sizeof(desc), op, 0, params, nullptr};
+  call_plugin(std::string("backend op ") + op_name(op),
+              [&](tsr_error** e) { return iface_->enqueue(handle_, stream_, &desc, e); });
+}
 
 bool Backend::has_rope_freq_factors() const {
-  return plugin_->desc().abi_major == TSR_ABI_MAJOR && plugin_->desc().abi_minor >= 4;
+  const tsr_tensor factors{};  // only its presence is asked about
+  const tsr_rope_params probe{sizeof(probe), nullptr, nullptr, 0, TSR_ROPE_NORMAL, 0, 0, &factors};
+  const tsr_dtype f32 = TSR_DTYPE_F32;
+  return supports(TSR_OP_ROPE, {&f32, 1}, &probe);
 }
 
-void Backend::rope(const tsr_rope_params& p) {
-  if (p.freq_factors != nullptr && !has_rope_freq_factors()) {
-    throw Error("backend '" + name_ + "' was built for ABI " + std::to_string(plugin_->desc().abi_major) + "." +
-                    std::to_string(plugin_->desc().abi_minor) +
-                    ", which has no RoPE frequency factors (they came with 1.4)",
-                TSR_STATUS_UNSUPPORTED);
-  }
-  call_plugin("backend op rope", [&](tsr_error** e) { return iface_->rope(handle_, stream_, &p, e); });
-}
-
-// A plugin built for ABI 1.0 or 1.1 has a shorter table: no graph entries at all.
-bool Backend::has_graphs() const {
-  return TSR_STRUCT_HAS(iface_, tsr_backend_iface, graph_destroy) && iface_->graph_begin != nullptr;
-}
+bool Backend::has_graphs() const { return iface_->graph_begin != nullptr; }
 
 void Backend::graph_begin() {
   if (!has_graphs()) throw Error("backend '" + name_ + "' cannot record graphs", TSR_STATUS_UNSUPPORTED);
-  call_plugin("graph_begin", [&](tsr_error** e) { return iface_->graph_begin(handle_, stream_, e); });
+  const tsr_stream_args args{sizeof(args), handle_, stream_};
+  call_plugin("graph_begin", [&](tsr_error** e) { return iface_->graph_begin(&args, e); });
 }
 
 std::unique_ptr<BackendGraph> Backend::graph_end() {
-  tsr_graph* graph = nullptr;
-  call_plugin("graph_end", [&](tsr_error** e) { return iface_->graph_end(handle_, stream_, &graph, e); });
-  return std::unique_ptr<BackendGraph>(new BackendGraph(this, graph));
+  tsr_graph_args args{sizeof(args), handle_, stream_, nullptr};
+  call_plugin("graph_end", [&](tsr_error** e) { return iface_->graph_end(&args, e); });
+  return std::unique_ptr<BackendGraph>(new BackendGraph(this, args.graph));
 }
 
 void Backend::graph_launch(const BackendGraph& graph) {
-  call_plugin("graph_launch", [&](tsr_error** e) {
-    return iface_->graph_launch(handle_, stream_, graph.handle_, e);
-  });
+  const tsr_graph_args args{sizeof(args), handle_, stream_, graph.handle_};
+  call_plugin("graph_launch", [&](tsr_error** e) { return iface_->graph_launch(&args, e); });
 }
 
 std::unique_ptr<BackendBuffer> Backend::pack_weight(const tsr_tensor& w, tsr_tensor* packed) {
-  if (!TSR_STRUCT_HAS(iface_, tsr_backend_iface, weight_pack) || iface_->weight_pack == nullptr) return nullptr;
+  if (iface_->weight_pack == nullptr) return nullptr;
   tsr_tensor out{};
   out.struct_size = sizeof(tsr_tensor);
-  tsr_buffer* buffer = nullptr;
+  tsr_weight_pack_args args{sizeof(args), handle_, &w, &out, nullptr};
   tsr_error* error = nullptr;
-  const tsr_status status = iface_->weight_pack(handle_, &w, &out, &buffer, &error);
+  const tsr_status status = iface_->weight_pack(&args, &error);
   if (status == TSR_STATUS_UNSUPPORTED && error == nullptr) return nullptr;
   check_status(status, error, "weight_pack on backend '" + name_ + "'");
-  if (buffer == nullptr || out.dtype != TSR_DTYPE_PACKED || out.ndim != w.ndim) {
-    if (buffer != nullptr) iface_->buffer_free(handle_, buffer);
+  if (args.buffer == nullptr || out.dtype != TSR_DTYPE_PACKED || out.ndim != w.ndim) {
+    if (args.buffer != nullptr) iface_->buffer_free(handle_, args.buffer);
     throw Error("backend '" + name_ + "': weight_pack returned no buffer or a tensor that is not a packed weight of the same shape",
                 TSR_STATUS_INTERNAL);
   }
   *packed = out;
-  return std::unique_ptr<BackendBuffer>(new BackendBuffer(this, buffer, uint64_t(w.shape[0]) * uint64_t(w.strides[0])));
+  return std::unique_ptr<BackendBuffer>(new BackendBuffer(this, args.buffer, uint64_t(w.shape[0]) * uint64_t(w.strides[0])));
 }
 
 }  // namespace tsr

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 
 #include "core/plugin_host/plugin_loader.h"
 #include "tessera/backend.h"
@@ -63,8 +64,10 @@ class Backend {
   const std::string& name() const { return name_; }
   int32_t threads() const { return threads_; }  // as requested at creation (0: default)
   bool supports(tsr_op op, tsr_dtype dtype) const;
-  // Whether the plugin reads tsr_rope_params.freq_factors (built for ABI 1.4 or newer): an
-  // older one would read its shorter struct and rotate without them.
+  // Whether the op runs with these operands (supports() asked with the params).
+  bool supports(tsr_op op, std::span<const tsr_dtype> dtypes, const void* params) const;
+  // Whether rope runs with tsr_rope_params.freq_factors (a plugin built for ABI 1.3 or
+  // older, behind the host's adapter, does not).
   bool has_rope_freq_factors() const;
 
   std::unique_ptr<BackendBuffer> alloc(uint64_t size);
@@ -79,18 +82,20 @@ class Backend {
   void memset(BackendBuffer& dst, uint64_t offset, int value, uint64_t size);
   void synchronize();
 
-  void get_rows(const tsr_get_rows_params& p);
-  void rms_norm(const tsr_rms_norm_params& p);
-  void matmul(const tsr_matmul_params& p);
+  // Enqueues `op` with its params struct on this backend's stream.
+  void enqueue(tsr_op op, const void* params);
+  void get_rows(const tsr_get_rows_params& p) { enqueue(TSR_OP_GET_ROWS, &p); }
+  void rms_norm(const tsr_rms_norm_params& p) { enqueue(TSR_OP_RMS_NORM, &p); }
+  void matmul(const tsr_matmul_params& p) { enqueue(TSR_OP_MATMUL, &p); }
   // Throws when p.freq_factors is set and the plugin predates them (has_rope_freq_factors).
-  void rope(const tsr_rope_params& p);
-  void kv_write(const tsr_kv_write_params& p);
-  void attention(const tsr_attention_params& p);
-  void silu_mul(const tsr_silu_mul_params& p);
-  void add(const tsr_add_params& p);
-  void copy_blocks(const tsr_copy_blocks_params& p);
+  void rope(const tsr_rope_params& p) { enqueue(TSR_OP_ROPE, &p); }
+  void kv_write(const tsr_kv_write_params& p) { enqueue(TSR_OP_KV_WRITE, &p); }
+  void attention(const tsr_attention_params& p) { enqueue(TSR_OP_ATTENTION, &p); }
+  void silu_mul(const tsr_silu_mul_params& p) { enqueue(TSR_OP_SILU_MUL, &p); }
+  void add(const tsr_add_params& p) { enqueue(TSR_OP_ADD, &p); }
+  void copy_blocks(const tsr_copy_blocks_params& p) { enqueue(TSR_OP_COPY_BLOCKS, &p); }
 
-  // Graphs (ABI 1.2, see backend.h): whether the plugin records, and the recording of the
+  // Graphs (see backend.h): whether the plugin records, and the recording of the
   // ops enqueued between graph_begin and graph_end on this backend's stream. graph_end
   // always ends the recording, and throws when it failed.
   bool has_graphs() const;
@@ -98,7 +103,7 @@ class Backend {
   std::unique_ptr<BackendGraph> graph_end();
   void graph_launch(const BackendGraph& graph);
 
-  // Weight packing (ABI 1.3, see backend.h): the matmul weight `w` in the backend's own
+  // Weight packing (see backend.h): the matmul weight `w` in the backend's own
   // layout, written to *packed, with the buffer that holds it; NULL (and *packed
   // untouched) when the backend keeps no layout of its own for it.
   std::unique_ptr<BackendBuffer> pack_weight(const tsr_tensor& w, tsr_tensor* packed);
@@ -110,6 +115,7 @@ class Backend {
   void free_buffer(tsr_buffer* buffer);
 
   std::shared_ptr<Plugin> plugin_;  // keeps the library loaded while the handle lives
+  const tsr_backend_reg_iface* reg_;
   const tsr_backend_iface* iface_;
   tsr_backend* handle_;
   tsr_stream* stream_ = nullptr;

@@ -29,8 +29,10 @@ spdlog::level::level_enum to_spdlog(tsr_log_level level) {
   return spdlog::level::info;
 }
 
+thread_local PluginLogCapture* t_capture = nullptr;
+
 void host_log(tsr_log_level level, const char* msg, size_t len) {
-  spdlog::log(to_spdlog(level), "{}", std::string_view(msg ? msg : "", msg ? len : 0));
+  log_or_capture(level, std::string_view(msg ? msg : "", msg ? len : 0));
 }
 
 void* host_alloc(size_t size, size_t alignment) {
@@ -57,9 +59,33 @@ const tsr_host_api kHostApi = {
     host_error_new, tsr_error_free, tsr_error_status, tsr_error_message,
 };
 
+const tsr_host_api kHostApi1x = {
+    sizeof(tsr_host_api), 1, 4, host_log, host_alloc, host_free,
+    host_error_new, tsr_error_free, tsr_error_status, tsr_error_message,
+};
+
 }  // namespace
 
+void log_or_capture(tsr_log_level level, std::string_view message) {
+  if (t_capture != nullptr) {
+    t_capture->lines_.emplace_back(level, std::string(message));
+  } else {
+    spdlog::log(to_spdlog(level), "{}", message);
+  }
+}
+
+PluginLogCapture::PluginLogCapture() : outer_(t_capture) { t_capture = this; }
+PluginLogCapture::~PluginLogCapture() { t_capture = outer_; }
+
+void PluginLogCapture::replay() const {
+  PluginLogCapture* const current = t_capture;
+  t_capture = outer_;
+  for (const auto& [level, line] : lines_) log_or_capture(level, line);
+  t_capture = current;
+}
+
 const tsr_host_api* host_api() { return &kHostApi; }
+const tsr_host_api* host_api_1x() { return &kHostApi1x; }
 
 tsr_error* error_new(tsr_status status, std::string message) {
   return new tsr_error{status, std::move(message)};

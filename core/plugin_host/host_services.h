@@ -3,6 +3,9 @@
 #pragma once
 
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "tessera/abi.h"
 
@@ -10,6 +13,31 @@ namespace tsr {
 
 // The process-wide host API table; valid for the lifetime of the process.
 const tsr_host_api* host_api();
+
+// The host API as a host of ABI 1.4 shows it to a plugin built for 1.x (abi_major 1,
+// abi_minor 4; the same services). Such a plugin refuses a host of another major.
+const tsr_host_api* host_api_1x();
+
+// Logs a message of a plugin through spdlog, or keeps it in this thread's PluginLogCapture.
+void log_or_capture(tsr_log_level level, std::string_view message);
+
+// While alive, what plugins log through the host API on this thread is kept instead of
+// logged: the loader's first query of a 1.x plugin (as a 2.x host) is declined with a
+// message about the major that the second query (as 1.4) makes moot.
+class PluginLogCapture {
+ public:
+  PluginLogCapture();
+  ~PluginLogCapture();
+  PluginLogCapture(const PluginLogCapture&) = delete;
+  PluginLogCapture& operator=(const PluginLogCapture&) = delete;
+  // Logs what was kept, as it would have been.
+  void replay() const;
+
+ private:
+  friend void log_or_capture(tsr_log_level level, std::string_view message);
+  std::vector<std::pair<tsr_log_level, std::string>> lines_;
+  PluginLogCapture* outer_;
+};
 
 // Makes an error object (the same kind plugins get from host_api()->error_new).
 tsr_error* error_new(tsr_status status, std::string message);

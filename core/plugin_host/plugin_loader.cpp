@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 
 #include "core/error.h"
+#include "abi_host/backend_table.h"
 #include "core/plugin_host/host_services.h"
 #include "tessera/backend.h"
 #include "tessera/constraint.h"
@@ -21,10 +23,10 @@ namespace tsr {
 
 namespace fs = std::filesystem;
 
-// The smallest descriptor and tables a plugin may return: the sizes ABI 1.0 defined.
-// Later minors append fields, so these stay fixed while the structs grow.
+// The smallest descriptor and tables a plugin may return: the sizes ABI 1.0 (1.1 for the
+// kinds it added) defined. These tables did not change in 2.0, so they stay the minimum.
+// Backend tables are checked by abi_host (backend_table.h, backend_1x.h).
 constexpr size_t kDescSizeV1_0 = sizeof(tsr_plugin_desc);
-constexpr size_t kBackendIfaceSizeV1_0 = offsetof(tsr_backend_iface, graph_begin);  // 1.2 appended graphs
 constexpr size_t kDraftIfaceSizeV1_0 = sizeof(tsr_draft_iface);
 constexpr size_t kConstraintIfaceSizeV1_1 = sizeof(tsr_constraint_iface);  // new in 1.1
 constexpr size_t kQuantIfaceSizeV1_1 = sizeof(tsr_quant_iface);            // new in 1.1
@@ -82,35 +84,6 @@ namespace {
   throw Error("cannot use plugin " + file.string() + ": " + reason, status);
 }
 
-// Names the first required entry of a backend table that is NULL, or returns nullptr.
-const char* missing_backend_entry(const tsr_backend_iface& t) {
-#define TSR_REQUIRE(entry) \
-  if (t.entry == nullptr) return #entry;
-  TSR_REQUIRE(device_count) TSR_REQUIRE(device_props) TSR_REQUIRE(backend_create)
-  TSR_REQUIRE(backend_destroy) TSR_REQUIRE(supports) TSR_REQUIRE(buffer_alloc)
-  TSR_REQUIRE(buffer_free) TSR_REQUIRE(buffer_base) TSR_REQUIRE(buffer_write)
-  TSR_REQUIRE(buffer_read) TSR_REQUIRE(buffer_memset) TSR_REQUIRE(stream_create)
-  TSR_REQUIRE(stream_destroy) TSR_REQUIRE(stream_synchronize) TSR_REQUIRE(event_create)
-  TSR_REQUIRE(event_destroy) TSR_REQUIRE(event_record) TSR_REQUIRE(event_wait)
-  TSR_REQUIRE(event_synchronize) TSR_REQUIRE(get_rows) TSR_REQUIRE(rms_norm)
-  TSR_REQUIRE(matmul) TSR_REQUIRE(rope) TSR_REQUIRE(kv_write) TSR_REQUIRE(attention)
-  TSR_REQUIRE(silu_mul) TSR_REQUIRE(add) TSR_REQUIRE(copy_blocks)
-#undef TSR_REQUIRE
-  return nullptr;
-}
-
-// Graphs (1.2) come as a set: a table that has some of the four entries but not all is
-// refused, so that the host never records a graph it cannot launch or free.
-void validate_backend_graphs(const fs::path& file, const tsr_backend_iface& t) {
-  if (!TSR_STRUCT_HAS(&t, tsr_backend_iface, graph_destroy)) return;
-  const int set = (t.graph_begin != nullptr) + (t.graph_end != nullptr) +
-                  (t.graph_launch != nullptr) + (t.graph_destroy != nullptr);
-  if (set != 0 && set != 4) {
-    refuse(file, "its graph entries are incomplete: graph_begin, graph_end, graph_launch and "
-                 "graph_destroy are all set or all NULL");
-  }
-}
-
 const char* missing_draft_entry(const tsr_draft_iface& t) {
 #define TSR_REQUIRE(entry) \
   if (t.entry == nullptr) return #entry;
@@ -155,25 +128,43 @@ void validate_table(const fs::path& file, const void* iface, size_t min_size, co
   }
 }
 
+// A 2.x backend's registry is checked here; a 1.x backend's table by its adapter, made here.
+std::unique_ptr<abi::Backend1x> backend_registry(const fs::path& file, const tsr_plugin_desc& desc) {
+  if (desc.abi_major == TSR_ABI_MAJOR) {
+    const std::string problem = abi::backend_reg_problem(static_cast<const tsr_backend_reg_iface*>(desc.iface));
+    if (!problem.empty()) refuse(file, problem);
+    return nullptr;
+  }
+  try {
+    return std::make_unique<abi::Backend1x>(desc.iface, desc.abi_minor, host_api());
+  } catch (const std::invalid_argument& e) {
+    refuse(file, e.what());
+  }
+}
+
+// Constraint and quant plugins came with 1.1.
+void require_kind_in_abi(const fs::path& file, const tsr_plugin_desc& desc, const char* kind) {
+  if (desc.abi_major == 1 && desc.abi_minor < 1) {
+    refuse(file, std::string(kind) + " plugins need ABI 1.1 or newer; it was built for 1.0");
+  }
+}
+
 void validate_iface(const fs::path& file, const tsr_plugin_desc& desc) {
   if (desc.iface == nullptr) refuse(file, "its function table is NULL");
   switch (desc.kind) {
     case TSR_PLUGIN_BACKEND:
-      validate_table<tsr_backend_iface>(file, desc.iface, kBackendIfaceSizeV1_0, "backend",
-                                        missing_backend_entry);
-      validate_backend_graphs(file, *static_cast<const tsr_backend_iface*>(desc.iface));
-      break;
+      break;  // backend_registry
     case TSR_PLUGIN_DRAFT:
       validate_table<tsr_draft_iface>(file, desc.iface, kDraftIfaceSizeV1_0, "draft",
                                       missing_draft_entry);
       break;
     case TSR_PLUGIN_CONSTRAINT:
-      if (desc.abi_minor < 1) refuse(file, "constraint plugins need ABI 1.1 or newer; it was built for 1.0");
+      require_kind_in_abi(file, desc, "constraint");
       validate_table<tsr_constraint_iface>(file, desc.iface, kConstraintIfaceSizeV1_1,
                                            "constraint", missing_constraint_entry, "1.1");
       break;
     case TSR_PLUGIN_QUANT:
-      if (desc.abi_minor < 1) refuse(file, "quant plugins need ABI 1.1 or newer; it was built for 1.0");
+      require_kind_in_abi(file, desc, "quant");
       validate_table<tsr_quant_iface>(file, desc.iface, kQuantIfaceSizeV1_1, "quant", missing_quant_entry, "1.1");
       break;
   }
@@ -192,13 +183,17 @@ void validate_desc(const fs::path& file, const tsr_plugin_desc& desc, tsr_plugin
   }
   const std::string host = version_string(TSR_ABI_MAJOR, TSR_ABI_MINOR);
   const std::string built = version_string(desc.abi_major, desc.abi_minor);
-  if (desc.abi_major != TSR_ABI_MAJOR) {
+  if (desc.abi_major != TSR_ABI_MAJOR && desc.abi_major != 1) {
     refuse(file, "it was built for ABI " + built + ", this host has ABI " + host +
-                     " (major versions differ)");
+                     " (major versions differ; it also loads plugins built for 1.0 to 1.4)");
   }
-  if (desc.abi_minor > TSR_ABI_MINOR) {
+  if (desc.abi_major == TSR_ABI_MAJOR && desc.abi_minor > TSR_ABI_MINOR) {
     refuse(file, "it was built for ABI " + built + ", newer than this host's ABI " + host +
                      "; upgrade Tessera or rebuild the plugin against ABI " + host);
+  }
+  if (desc.abi_major == 1 && desc.abi_minor > 4) {
+    refuse(file, "it was built for ABI " + built + ", newer than ABI 1.4, the last 1.x this host's ABI " +
+                     host + " loads");
   }
   if (desc.kind != kind) {
     refuse(file, std::string("it is a ") + plugin_kind_name(desc.kind) + " plugin, expected " +
@@ -211,10 +206,27 @@ void validate_desc(const fs::path& file, const tsr_plugin_desc& desc, tsr_plugin
   validate_iface(file, desc);
 }
 
+// Queries as a 2.x host, and when the plugin declines, as a 1.4 host: a plugin built for
+// 1.x refuses a host of another major. The first refusal is kept and logged only when
+// the second query is declined too.
+const tsr_plugin_desc* query_plugin(tsr_plugin_query_fn query) {
+  PluginLogCapture declined;
+  if (const tsr_plugin_desc* desc = query(host_api(), TSR_ABI_MAJOR, TSR_ABI_MINOR)) {
+    declined.replay();
+    return desc;
+  }
+  const tsr_plugin_desc* desc = query(host_api_1x(), 1, 4);
+  if (desc == nullptr || desc->abi_major != 1) declined.replay();
+  return desc != nullptr && desc->abi_major == 1 ? desc : nullptr;
+}
+
 }  // namespace
 
-Plugin::Plugin(fs::path file, std::unique_ptr<Library> lib, const tsr_plugin_desc* desc)
-    : file_(std::move(file)), lib_(std::move(lib)), desc_(desc) {}
+Plugin::Plugin(fs::path file, std::unique_ptr<Library> lib, const tsr_plugin_desc* desc,
+               std::unique_ptr<abi::Backend1x> adapter)
+    : file_(std::move(file)), lib_(std::move(lib)), desc_(desc), adapter_(std::move(adapter)) {}
+
+const void* Plugin::iface() const { return adapter_ ? adapter_->reg() : desc_->iface; }
 
 Plugin::~Plugin() = default;
 
@@ -233,18 +245,20 @@ std::shared_ptr<Plugin> Plugin::load(const fs::path& file, tsr_plugin_kind kind,
   if (!lib->lib.has(TSR_PLUGIN_QUERY_SYMBOL)) {
     refuse(file, "it does not export " TSR_PLUGIN_QUERY_SYMBOL " (not a Tessera plugin?)");
   }
-  auto query = lib->lib.get<const tsr_plugin_desc*(const tsr_host_api*, uint32_t, uint32_t)>(
-      TSR_PLUGIN_QUERY_SYMBOL);
-  const tsr_plugin_desc* desc = query(host_api(), TSR_ABI_MAJOR, TSR_ABI_MINOR);
+  const tsr_plugin_desc* desc =
+      query_plugin(&lib->lib.get<const tsr_plugin_desc*(const tsr_host_api*, uint32_t, uint32_t)>(
+          TSR_PLUGIN_QUERY_SYMBOL));
   if (desc == nullptr) {
     refuse(file, "it declined to serve this host (ABI " +
                      version_string(TSR_ABI_MAJOR, TSR_ABI_MINOR) +
-                     "); its log above says why");
+                     ", nor as ABI 1.4); its log above says why");
   }
   validate_desc(file, *desc, kind, name);
-  spdlog::debug("loaded {} plugin '{}' {} from {}", plugin_kind_name(kind), desc->name,
-                desc->version ? desc->version : "", file.string());
-  return std::shared_ptr<Plugin>(new Plugin(file, std::move(lib), desc));
+  std::unique_ptr<abi::Backend1x> adapter =
+      kind == TSR_PLUGIN_BACKEND ? backend_registry(file, *desc) : nullptr;
+  spdlog::debug("loaded {} plugin '{}' {} (ABI {}.{}) from {}", plugin_kind_name(kind), desc->name,
+                desc->version ? desc->version : "", desc->abi_major, desc->abi_minor, file.string());
+  return std::shared_ptr<Plugin>(new Plugin(file, std::move(lib), desc, std::move(adapter)));
 }
 
 std::shared_ptr<Plugin> Plugin::find(tsr_plugin_kind kind, std::string_view name,

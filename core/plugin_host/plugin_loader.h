@@ -1,8 +1,9 @@
 // Finds, loads (Boost.DLL) and validates plugin libraries libtessera_<kind>_<name>.so.
 //
 // A plugin is refused, with a message naming the file and the reason, when it lacks
-// tsr_plugin_query, declines the host (returns NULL), was built for another ABI major or
-// a newer minor, returns a descriptor or table smaller than ABI 1.0 defines, names another
+// tsr_plugin_query, declines the host (returns NULL), was built for an ABI this host does
+// not load (another major than 2 and 1.0 … 1.4, or a newer minor), returns a descriptor
+// or table smaller than its ABI defines, names another
 // kind or name than its file, or leaves a required entry NULL.
 #pragma once
 
@@ -12,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "abi_host/backend_1x.h"
 #include "tessera/abi.h"
 
 namespace tsr {
@@ -45,16 +47,20 @@ class Plugin {
   ~Plugin();
 
   const tsr_plugin_desc& desc() const { return *desc_; }
-  const void* iface() const { return desc_->iface; }
+  // The kind's table: for a backend its ABI 2.x registry (tsr_backend_reg_iface), also for
+  // a plugin built for 1.x, which is shown through the host's adapter (abi_host/backend_1x.h).
+  const void* iface() const;
   const std::filesystem::path& file() const { return file_; }
   std::string name() const { return desc_->name; }
 
  private:
   struct Library;
-  Plugin(std::filesystem::path file, std::unique_ptr<Library> lib, const tsr_plugin_desc* desc);
+  Plugin(std::filesystem::path file, std::unique_ptr<Library> lib, const tsr_plugin_desc* desc,
+         std::unique_ptr<abi::Backend1x> adapter);
   std::filesystem::path file_;
   std::unique_ptr<Library> lib_;
   const tsr_plugin_desc* desc_;
+  std::unique_ptr<abi::Backend1x> adapter_;  // set for a backend built for ABI 1.x
 };
 
 }  // namespace tsr

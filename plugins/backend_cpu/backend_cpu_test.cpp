@@ -146,15 +146,27 @@ DevTensor upload_i32(const std::vector<int32_t>& v, Backend& be = backend()) {
 // A plugin handle of its own for calls expected to fail, so that the test reads the
 // plugin's status and error object itself rather than what a host wrapper makes of them.
 // Tensors may live in backend()'s buffers: CPU buffers are plain host memory.
+const tsr_backend_reg_iface* cpu_reg() {
+  return static_cast<const tsr_backend_reg_iface*>(cpu_plugin()->iface());
+}
+
+// A backend handle straight from the registry (NULL when backend_create fails).
+tsr_backend* raw_create(const tsr_backend_params& params) {
+  tsr_backend_create_args args{sizeof(args), cpu_reg(), &params, nullptr};
+  return cpu_reg()->backend_create(&args, nullptr) == TSR_STATUS_OK ? args.backend : nullptr;
+}
+
 struct RawBackend {
-  const tsr_backend_iface* iface = static_cast<const tsr_backend_iface*>(cpu_plugin()->iface());
+  const tsr_backend_iface* iface = cpu_reg()->backend;
   tsr_backend* handle = nullptr;
   tsr_stream* stream = nullptr;
 
   RawBackend() {
-    const tsr_backend_params params{sizeof(tsr_backend_params), 0, 1, nullptr};
-    EXPECT_EQ(iface->backend_create(&params, &handle, nullptr), TSR_STATUS_OK);
-    EXPECT_EQ(iface->stream_create(handle, &stream, nullptr), TSR_STATUS_OK);
+    handle = raw_create({sizeof(tsr_backend_params), 0, 1, nullptr});
+    EXPECT_NE(handle, nullptr);
+    tsr_stream_args args{sizeof(args), handle, nullptr};
+    EXPECT_EQ(iface->stream_create(&args, nullptr), TSR_STATUS_OK);
+    stream = args.stream;
   }
   ~RawBackend() {
     iface->stream_destroy(handle, stream);
@@ -167,19 +179,26 @@ RawBackend& raw() {
   return r;
 }
 
-#define TSR_RAW_OP(op, params_type)                                \
-  tsr_status raw_op(const params_type& p, tsr_error** error) {     \
-    return raw().iface->op(raw().handle, raw().stream, &p, error); \
+// Enqueues op `op` with params `p` (can be NULL) on `b`'s default stream.
+tsr_status raw_enqueue(tsr_backend* b, tsr_op op, const void* p, tsr_error** error) {
+  const tsr_op_desc desc{sizeof(desc), op, 0, p, nullptr};
+  return cpu_reg()->backend->enqueue(b, nullptr, &desc, error);
+}
+
+#define TSR_RAW_OP(op, params_type)                                                      \
+  tsr_status raw_op(const params_type& p, tsr_error** error) {                           \
+    const tsr_op_desc desc{sizeof(desc), op, 0, &p, nullptr};                            \
+    return raw().iface->enqueue(raw().handle, raw().stream, &desc, error);               \
   }
-TSR_RAW_OP(get_rows, tsr_get_rows_params)
-TSR_RAW_OP(rms_norm, tsr_rms_norm_params)
-TSR_RAW_OP(matmul, tsr_matmul_params)
-TSR_RAW_OP(rope, tsr_rope_params)
-TSR_RAW_OP(kv_write, tsr_kv_write_params)
-TSR_RAW_OP(attention, tsr_attention_params)
-TSR_RAW_OP(silu_mul, tsr_silu_mul_params)
-TSR_RAW_OP(add, tsr_add_params)
-TSR_RAW_OP(copy_blocks, tsr_copy_blocks_params)
+TSR_RAW_OP(TSR_OP_GET_ROWS, tsr_get_rows_params)
+TSR_RAW_OP(TSR_OP_RMS_NORM, tsr_rms_norm_params)
+TSR_RAW_OP(TSR_OP_MATMUL, tsr_matmul_params)
+TSR_RAW_OP(TSR_OP_ROPE, tsr_rope_params)
+TSR_RAW_OP(TSR_OP_KV_WRITE, tsr_kv_write_params)
+TSR_RAW_OP(TSR_OP_ATTENTION, tsr_attention_params)
+TSR_RAW_OP(TSR_OP_SILU_MUL, tsr_silu_mul_params)
+TSR_RAW_OP(TSR_OP_ADD, tsr_add_params)
+TSR_RAW_OP(TSR_OP_COPY_BLOCKS, tsr_copy_blocks_params)
 #undef TSR_RAW_OP
 
 // The op taking `p` must fail with INVALID_ARGUMENT and an error whose message contains
@@ -730,19 +749,18 @@ TEST(CpuRope, NormalAndNeoxWithPartialRotaryAndScaledFrequencies) {
 
 // A caller built before ABI 1.4 passes the shorter struct: whatever follows it in memory is
 // not read as freq_factors. Factors of the wrong length, or not > 0, are refused.
-TEST(CpuRope, FreqFactorsReadOnlyWhenPresentAndChecked) {
+// ABI 2.0 params are never shorter than 2.0's: a struct of 1.3's 40 bytes is refused,
+// not read as "no factors".
+TEST(CpuRope, FreqFactorsChecked) {
   const std::vector<int32_t> pos = {3, 9};
   const std::vector<float> x = random_floats(2 * 8, 61);
   const DevTensor dp = upload_i32(pos);
-  const DevTensor plain = upload(x, TSR_DTYPE_F32, {2, 1, 8});
-  backend().rope({sizeof(tsr_rope_params), plain.get(), dp.get(), 8, TSR_ROPE_NORMAL, 10000, 1, nullptr});
-  const DevTensor old_caller = upload(x, TSR_DTYPE_F32, {2, 1, 8});
+  const DevTensor dx = upload(x, TSR_DTYPE_F32, {2, 1, 8});
   const std::vector<float> halves(4, 2.0f);
   const DevTensor df = upload(halves, TSR_DTYPE_F32, {4});
-  tsr_rope_params p{offsetof(tsr_rope_params, freq_factors), old_caller.get(), dp.get(), 8, TSR_ROPE_NORMAL,
+  tsr_rope_params p{offsetof(tsr_rope_params, freq_factors), dx.get(), dp.get(), 8, TSR_ROPE_NORMAL,
                     10000, 1, df.get()};
-  backend().rope(p);
-  EXPECT_EQ(old_caller.floats(), plain.floats());
+  expect_invalid(p, "smaller than the 48 bytes");
 
   const DevTensor wrong_length = upload(std::vector<float>(3, 1.0f), TSR_DTYPE_F32, {3});
   const DevTensor zero = upload(std::vector<float>{1, 1, 0, 1}, TSR_DTYPE_F32, {4});
@@ -1119,7 +1137,7 @@ TEST(CpuBadArgs, MatmulOperands) {
                  "matmul w is NULL");
   auto params = matmul_params(out, dx, dw);
   params.struct_size = sizeof(tsr_matmul_params) - 8;
-  expect_invalid(params, "smaller than ABI 1.0's tsr_matmul_params");
+  expect_invalid(params, "is smaller than the 32 bytes");
 
   const DevTensor x16 = make_tensor(TSR_DTYPE_F16, {3, 64});
   expect_invalid(matmul_params(out, x16, dw), "must have dtype");
@@ -1255,30 +1273,25 @@ TEST(CpuBadArgs, AttentionOperands) {
 // Straight through the C table: NULL params and NULL backend fail cleanly even when the
 // caller passes no error pointer.
 TEST(CpuBadArgs, NullParamsThroughTheAbi) {
-  const auto* iface = static_cast<const tsr_backend_iface*>(cpu_plugin()->iface());
   tsr_backend_params bp{sizeof(tsr_backend_params), 0, 1, nullptr};
-  tsr_backend* b = nullptr;
-  ASSERT_EQ(iface->backend_create(&bp, &b, nullptr), TSR_STATUS_OK);
-  EXPECT_EQ(iface->get_rows(b, nullptr, nullptr, nullptr), TSR_STATUS_INVALID_ARGUMENT);
-  EXPECT_EQ(iface->rms_norm(b, nullptr, nullptr, nullptr), TSR_STATUS_INVALID_ARGUMENT);
-  EXPECT_EQ(iface->matmul(b, nullptr, nullptr, nullptr), TSR_STATUS_INVALID_ARGUMENT);
-  EXPECT_EQ(iface->rope(b, nullptr, nullptr, nullptr), TSR_STATUS_INVALID_ARGUMENT);
-  EXPECT_EQ(iface->kv_write(b, nullptr, nullptr, nullptr), TSR_STATUS_INVALID_ARGUMENT);
-  EXPECT_EQ(iface->attention(b, nullptr, nullptr, nullptr), TSR_STATUS_INVALID_ARGUMENT);
-  EXPECT_EQ(iface->silu_mul(b, nullptr, nullptr, nullptr), TSR_STATUS_INVALID_ARGUMENT);
-  EXPECT_EQ(iface->add(b, nullptr, nullptr, nullptr), TSR_STATUS_INVALID_ARGUMENT);
-  EXPECT_EQ(iface->copy_blocks(b, nullptr, nullptr, nullptr), TSR_STATUS_INVALID_ARGUMENT);
+  tsr_backend* b = raw_create(bp);
+  ASSERT_NE(b, nullptr);
+  for (int op = 0; op < TSR_OP_COUNT_; ++op) {
+    EXPECT_EQ(raw_enqueue(b, static_cast<tsr_op>(op), nullptr, nullptr), TSR_STATUS_INVALID_ARGUMENT) << "op " << op;
+  }
+  EXPECT_EQ(raw_enqueue(b, static_cast<tsr_op>(TSR_OP_COUNT_ + 7), nullptr, nullptr), TSR_STATUS_UNSUPPORTED);
+  EXPECT_EQ(cpu_reg()->backend->enqueue(b, nullptr, nullptr, nullptr), TSR_STATUS_INVALID_ARGUMENT);
   // Params with every operand NULL.
   tsr_attention_params ap{};
   ap.struct_size = sizeof(ap);
-  EXPECT_EQ(iface->attention(b, nullptr, &ap, nullptr), TSR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(raw_enqueue(b, TSR_OP_ATTENTION, &ap, nullptr), TSR_STATUS_INVALID_ARGUMENT);
   tsr_copy_blocks_params cp{sizeof(cp), nullptr, 1, 4, nullptr};
-  EXPECT_EQ(iface->copy_blocks(b, nullptr, &cp, nullptr), TSR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(raw_enqueue(b, TSR_OP_COPY_BLOCKS, &cp, nullptr), TSR_STATUS_INVALID_ARGUMENT);
   tsr_matmul_params mp{sizeof(mp), nullptr, nullptr, nullptr};
-  EXPECT_EQ(iface->matmul(nullptr, nullptr, &mp, nullptr), TSR_STATUS_INVALID_ARGUMENT);
-  iface->backend_destroy(b);
+  EXPECT_EQ(raw_enqueue(nullptr, TSR_OP_MATMUL, &mp, nullptr), TSR_STATUS_INVALID_ARGUMENT);
+  cpu_reg()->backend->backend_destroy(b);
   bp.struct_size = 8;
-  EXPECT_EQ(iface->backend_create(&bp, &b, nullptr), TSR_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(raw_create(bp), nullptr);
 }
 
 // ---- thread counts: the same bits with 1 and 2 threads ----

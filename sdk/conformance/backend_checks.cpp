@@ -177,9 +177,7 @@ double norm_err(const std::vector<float>& ours, const std::vector<double>& ref) 
 
 // ---- a backend handle and tensors in its buffers ----
 
-const tsr_backend_iface& table_of(const LoadedPlugin& p) {
-  return *static_cast<const tsr_backend_iface*>(p.desc->iface);
-}
+const tsr_backend_reg_iface& reg_of(const LoadedPlugin& p) { return *p.backend_reg; }
 
 // Throws (failing the test with the plugin's message) unless the call succeeded.
 // Takes the error slot, not its value: the slot is read after the call has filled it
@@ -195,51 +193,117 @@ void check(tsr_status status, tsr_error** slot, const std::string& what) {
   throw std::runtime_error(what + " failed: " + take_error(error));
 }
 
+// The op of each params struct, so that a test names an op by what it passes.
+constexpr tsr_op op_of(const tsr_get_rows_params*) { return TSR_OP_GET_ROWS; }
+constexpr tsr_op op_of(const tsr_rms_norm_params*) { return TSR_OP_RMS_NORM; }
+constexpr tsr_op op_of(const tsr_matmul_params*) { return TSR_OP_MATMUL; }
+constexpr tsr_op op_of(const tsr_rope_params*) { return TSR_OP_ROPE; }
+constexpr tsr_op op_of(const tsr_kv_write_params*) { return TSR_OP_KV_WRITE; }
+constexpr tsr_op op_of(const tsr_attention_params*) { return TSR_OP_ATTENTION; }
+constexpr tsr_op op_of(const tsr_silu_mul_params*) { return TSR_OP_SILU_MUL; }
+constexpr tsr_op op_of(const tsr_add_params*) { return TSR_OP_ADD; }
+constexpr tsr_op op_of(const tsr_copy_blocks_params*) { return TSR_OP_COPY_BLOCKS; }
+
+// A backend handle of the plugin with a stream of its own, and the entries the tests call,
+// each with its args struct filled in. The *_status forms return what the plugin did.
 class Device {
  public:
-  explicit Device(const LoadedPlugin& p) : t(table_of(p)) {
+  explicit Device(const LoadedPlugin& p) : r(reg_of(p)), t(*r.backend) {
     const tsr_backend_params params{sizeof(tsr_backend_params), 0, 1, nullptr};
+    tsr_backend_create_args create{sizeof(create), &r, &params, nullptr};
     tsr_error* e = nullptr;
-    check(t.backend_create(&params, &b, &e), &e, "backend_create");
-    check(t.stream_create(b, &s, &e), &e, "stream_create");
+    check(r.backend_create(&create, &e), &e, "backend_create");
+    b = create.backend;
+    s = new_stream();
   }
   ~Device() {
     t.stream_destroy(b, s);
     t.backend_destroy(b);
   }
 
-  bool supports(tsr_op op, tsr_dtype d) const { return t.supports(b, op, &d, 1) != 0; }
+  bool supports(tsr_op op, tsr_dtype d, const void* params = nullptr) const {
+    const tsr_op_support_query q{sizeof(q), op, 1, &d, params};
+    return t.supports(b, &q) != 0;
+  }
 
   std::shared_ptr<tsr_buffer> alloc(uint64_t size) {
-    tsr_buffer* buf = nullptr;
+    tsr_buffer_alloc_args a{sizeof(a), b, size, nullptr};
     tsr_error* e = nullptr;
-    check(t.buffer_alloc(b, size, &buf, &e), &e, "buffer_alloc");
-    return {buf, [this](tsr_buffer* x) { t.buffer_free(b, x); }};
+    check(t.buffer_alloc(&a, &e), &e, "buffer_alloc");
+    return {a.buffer, [this](tsr_buffer* x) { t.buffer_free(b, x); }};
+  }
+  tsr_status write_status(tsr_stream* st, tsr_buffer* buf, uint64_t off, const void* src, uint64_t n,
+                          tsr_error** e) {
+    const tsr_buffer_write_args a{sizeof(a), b, st, buf, off, src, n};
+    return t.buffer_write(&a, e);
+  }
+  tsr_status read_status(tsr_stream* st, const tsr_buffer* buf, uint64_t off, void* dst, uint64_t n,
+                         tsr_error** e) {
+    const tsr_buffer_read_args a{sizeof(a), b, st, buf, off, dst, n};
+    return t.buffer_read(&a, e);
+  }
+  tsr_status memset_status(tsr_stream* st, tsr_buffer* buf, uint64_t off, int v, uint64_t n, tsr_error** e) {
+    const tsr_buffer_memset_args a{sizeof(a), b, st, buf, off, n, v, 0};
+    return t.buffer_memset(&a, e);
   }
   void write(tsr_buffer* buf, uint64_t off, const void* src, uint64_t n) {
     tsr_error* e = nullptr;
-    check(t.buffer_write(b, s, buf, off, src, n, &e), &e, "buffer_write");
+    check(write_status(s, buf, off, src, n, &e), &e, "buffer_write");
   }
   void read(const tsr_buffer* buf, uint64_t off, void* dst, uint64_t n) {
     tsr_error* e = nullptr;
-    check(t.buffer_read(b, s, buf, off, dst, n, &e), &e, "buffer_read");
+    check(read_status(s, buf, off, dst, n, &e), &e, "buffer_read");
     sync();
   }
   void memset(tsr_buffer* buf, uint64_t off, int v, uint64_t n) {
     tsr_error* e = nullptr;
-    check(t.buffer_memset(b, s, buf, off, v, n, &e), &e, "buffer_memset");
+    check(memset_status(s, buf, off, v, n, &e), &e, "buffer_memset");
+  }
+  tsr_status sync_status(tsr_stream* st, tsr_error** e) {
+    const tsr_stream_args a{sizeof(a), b, st};
+    return t.stream_synchronize(&a, e);
   }
   void sync() {
     tsr_error* e = nullptr;
-    check(t.stream_synchronize(b, s, &e), &e, "stream_synchronize");
+    check(sync_status(s, &e), &e, "stream_synchronize");
+  }
+  tsr_stream* new_stream() {
+    tsr_stream_args a{sizeof(a), b, nullptr};
+    tsr_error* e = nullptr;
+    check(t.stream_create(&a, &e), &e, "stream_create");
+    return a.stream;
+  }
+  tsr_status event_status(tsr_status (*entry)(const tsr_event_args*, tsr_error**), tsr_event* ev,
+                          tsr_stream* st, tsr_error** e) {
+    const tsr_event_args a{sizeof(a), b, ev, st};
+    return entry(&a, e);
   }
   template <class P>
-  void run(tsr_status (*entry)(tsr_backend*, tsr_stream*, const P*, tsr_error**), const P& p,
-           const char* what) {
+  tsr_status enqueue_status(const P* p, tsr_error** e, tsr_backend* backend, tsr_stream* st) {
+    const tsr_op_desc d{sizeof(d), op_of(p), 0, p, nullptr};
+    return t.enqueue(backend, st, &d, e);
+  }
+  template <class P>
+  void run(const P& p, const char* what) {
     tsr_error* e = nullptr;
-    check(entry(b, s, &p, &e), &e, what);
+    check(enqueue_status(&p, &e, b, s), &e, what);
+  }
+  tsr_status graph_begin_status(tsr_stream* st, tsr_error** e) {
+    const tsr_stream_args a{sizeof(a), b, st};
+    return t.graph_begin(&a, e);
+  }
+  tsr_status graph_end_status(tsr_graph** g, tsr_error** e) {
+    tsr_graph_args a{sizeof(a), b, s, nullptr};
+    const tsr_status status = t.graph_end(&a, e);
+    *g = a.graph;
+    return status;
+  }
+  tsr_status graph_launch_status(const tsr_graph* g, tsr_error** e) {
+    const tsr_graph_args a{sizeof(a), b, s, const_cast<tsr_graph*>(g)};
+    return t.graph_launch(&a, e);
   }
 
+  const tsr_backend_reg_iface& r;
   const tsr_backend_iface& t;
   tsr_backend* b = nullptr;
   tsr_stream* s = nullptr;
@@ -341,12 +405,12 @@ void expect_matches(const std::vector<double>& ref, const std::function<std::vec
 
 // Whether the plugin sees a device; asked before dut() creates a backend, which needs one.
 bool has_device(std::string* reason = nullptr) {
-  int32_t count = 0;
+  tsr_device_count_args a{sizeof(a), &reg_of(plugin()), 0, 0};
   tsr_error* e = nullptr;
-  const tsr_status status = table_of(plugin()).device_count(&count, &e);
+  const tsr_status status = reg_of(plugin()).device_count(&a, &e);
   const std::string error = take_error(e);
   if (reason) *reason = status != TSR_STATUS_OK ? error : "device_count is 0";
-  return status == TSR_STATUS_OK && count >= 1;
+  return status == TSR_STATUS_OK && a.count >= 1;
 }
 
 class BackendTest : public ::testing::Test {
@@ -362,10 +426,10 @@ class BackendTest : public ::testing::Test {
 // with DEVICE_ERROR and a message, from device_count and from backend_create, never crash.
 TEST(BackendNoDevice, IsRefusedCleanly) {
   if (has_device()) GTEST_SKIP() << "a device is present";
-  const tsr_backend_iface& t = table_of(plugin());
-  int32_t count = 0;
+  const tsr_backend_reg_iface& r = reg_of(plugin());
+  tsr_device_count_args count{sizeof(count), &r, 0, 0};
   tsr_error* e = nullptr;
-  const tsr_status status = t.device_count(&count, &e);
+  const tsr_status status = r.device_count(&count, &e);
   if (status == TSR_STATUS_OK) {
     EXPECT_EQ(e, nullptr);
   } else {
@@ -376,24 +440,25 @@ TEST(BackendNoDevice, IsRefusedCleanly) {
     take_error(e);
   }
   const tsr_backend_params params{sizeof(tsr_backend_params), 0, 1, nullptr};
-  tsr_backend* b = nullptr;
-  EXPECT_NE(t.backend_create(&params, &b, &e), TSR_STATUS_OK);
-  EXPECT_EQ(b, nullptr);
+  tsr_backend_create_args create{sizeof(create), &r, &params, nullptr};
+  EXPECT_NE(r.backend_create(&create, &e), TSR_STATUS_OK);
+  EXPECT_EQ(create.backend, nullptr);
   ASSERT_NE(e, nullptr) << "backend_create without a device stored no error";
   take_error(e);
-  EXPECT_NE(t.backend_create(&params, &b, nullptr), TSR_STATUS_OK) << "without an error pointer";
+  EXPECT_NE(r.backend_create(&create, nullptr), TSR_STATUS_OK) << "without an error pointer";
 }
 
 // ---- devices, handles, buffers, streams, events ----
 
 TEST_F(BackendTest, DevicePropsAreWellFormed) {
-  const tsr_backend_iface& t = dut().t;
-  int32_t count = 0;
-  check(t.device_count(&count, nullptr), nullptr, "device_count");
+  const tsr_backend_reg_iface& r = dut().r;
+  tsr_device_count_args count{sizeof(count), &r, 0, 0};
+  check(r.device_count(&count, nullptr), nullptr, "device_count");
   tsr_device_props props{};
   props.struct_size = sizeof(props);
+  tsr_device_props_args pa{sizeof(pa), &r, 0, 0, &props};
   tsr_error* e = nullptr;
-  check(t.device_props(0, &props, &e), &e, "device_props");
+  check(r.device_props(&pa, &e), &e, "device_props");
   EXPECT_NE(std::memchr(props.name, 0, sizeof(props.name)), nullptr) << "name not NUL-terminated";
   EXPECT_GE(props.struct_size, sizeof(props));
 }
@@ -424,32 +489,32 @@ TEST_F(BackendTest, BufferFromHostSeesHostBytes) {
   if (d.t.buffer_from_host == nullptr) GTEST_SKIP() << "buffer_from_host is optional and absent";
   std::vector<uint8_t> host(256);
   std::iota(host.begin(), host.end(), uint8_t{0});
-  tsr_buffer* buf = nullptr;
+  tsr_buffer_from_host_args a{sizeof(a), d.b, host.data(), host.size(), nullptr};
   tsr_error* e = nullptr;
-  check(d.t.buffer_from_host(d.b, host.data(), host.size(), &buf, &e), &e, "buffer_from_host");
+  check(d.t.buffer_from_host(&a, &e), &e, "buffer_from_host");
   std::vector<uint8_t> back(host.size());
-  d.read(buf, 0, back.data(), back.size());
+  d.read(a.buffer, 0, back.data(), back.size());
   EXPECT_EQ(back, host);
-  d.t.buffer_free(d.b, buf);
+  d.t.buffer_free(d.b, a.buffer);
 }
 
 TEST_F(BackendTest, EventsOrderStreams) {
   Device& d = dut();
   const tsr_backend_iface& t = d.t;
-  tsr_stream* other = nullptr;
-  tsr_event* event = nullptr;
+  tsr_stream* other = d.new_stream();
+  tsr_event_args created{sizeof(created), d.b, nullptr, nullptr};
   tsr_error* e = nullptr;
-  check(t.stream_create(d.b, &other, &e), &e, "stream_create");
-  check(t.event_create(d.b, &event, &e), &e, "event_create");
+  check(t.event_create(&created, &e), &e, "event_create");
+  tsr_event* event = created.event;
   auto buf = d.alloc(4096);
   std::vector<uint8_t> data(4096, 0x3C), back(4096);
   d.write(buf.get(), 0, data.data(), data.size());
-  check(t.event_record(d.b, event, d.s, &e), &e, "event_record");
-  check(t.event_wait(d.b, other, event, &e), &e, "event_wait");
-  check(t.buffer_read(d.b, other, buf.get(), 0, back.data(), back.size(), &e), &e, "buffer_read");
-  check(t.stream_synchronize(d.b, other, &e), &e, "stream_synchronize");
+  check(d.event_status(t.event_record, event, d.s, &e), &e, "event_record");
+  check(d.event_status(t.event_wait, event, other, &e), &e, "event_wait");
+  check(d.read_status(other, buf.get(), 0, back.data(), back.size(), &e), &e, "buffer_read");
+  check(d.sync_status(other, &e), &e, "stream_synchronize");
   EXPECT_EQ(back, data);
-  check(t.event_synchronize(d.b, event, &e), &e, "event_synchronize");
+  check(d.event_status(t.event_synchronize, event, nullptr, &e), &e, "event_synchronize");
   t.event_destroy(d.b, event);
   t.stream_destroy(d.b, other);
 }
@@ -465,7 +530,16 @@ TEST_F(BackendTest, SupportsWhatAModelNeeds) {
   // here) are undefined behaviour on this side of the ABI.
   const auto bogus = static_cast<tsr_dtype>(30);
   EXPECT_FALSE(dut().supports(TSR_OP_MATMUL, bogus));
-  EXPECT_EQ(dut().t.supports(dut().b, TSR_OP_MATMUL, nullptr, 0), 0);
+  const tsr_op_support_query none{sizeof(none), TSR_OP_MATMUL, 0, nullptr, nullptr};
+  EXPECT_EQ(dut().t.supports(dut().b, &none), 0);
+  // An op this ABI does not define is unsupported, and enqueuing it fails cleanly.
+  const auto unknown = static_cast<tsr_op>(1000);
+  EXPECT_FALSE(dut().supports(unknown, TSR_DTYPE_F32));
+  const tsr_op_desc desc{sizeof(desc), unknown, 0, nullptr, nullptr};
+  tsr_error* e = nullptr;
+  EXPECT_EQ(dut().t.enqueue(dut().b, dut().s, &desc, &e), TSR_STATUS_UNSUPPORTED);
+  EXPECT_NE(e, nullptr) << "an unknown op refused without an error object";
+  take_error(e);
 }
 
 // ---- ops against double-precision references ----
@@ -496,7 +570,7 @@ TEST_P(WeightOpTest, MatmulMatchesReference) {
       const DevTensor dx = upload(dev, x, TSR_DTYPE_F32, {n, k}, pad);
       const DevTensor dw = upload(dev, w.bytes, GetParam(), {m, k});
       const DevTensor out = make_tensor(dev, TSR_DTYPE_F32, {n, m}, nullptr, pad / 5 * 4);
-      dev.run(dev.t.matmul, tsr_matmul_params{sizeof(tsr_matmul_params), out.get(), dx.get(), dw.get()}, "matmul");
+      dev.run(tsr_matmul_params{sizeof(tsr_matmul_params), out.get(), dx.get(), dw.get()}, "matmul");
       EXPECT_TRUE(out.pad_untouched());
       return out.packed_rows();
     }, GetParam() == TSR_DTYPE_F32 ? kTol : kLowPrecisionTol);
@@ -505,16 +579,8 @@ TEST_P(WeightOpTest, MatmulMatchesReference) {
 
 // ---- weight packing (ABI 1.3, optional) ----
 
-bool has_weight_pack(const tsr_backend_iface& t) {
-#if TSR_ABI_MINOR >= 3
-  return TSR_STRUCT_HAS(&t, tsr_backend_iface, weight_pack) && t.weight_pack != nullptr;
-#else
-  (void)t;
-  return false;
-#endif
-}
+bool has_weight_pack(const tsr_backend_iface& t) { return t.weight_pack != nullptr; }
 
-#if TSR_ABI_MINOR >= 3
 // A weight the backend packs multiplies as the stored one; one it does not pack comes back
 // UNSUPPORTED with nothing allocated and no error. Rows in and out of groups of 16 and 8.
 TEST_P(WeightOpTest, PackedWeightsMultiplyAsStored) {
@@ -531,9 +597,10 @@ TEST_P(WeightOpTest, PackedWeightsMultiplyAsStored) {
     const DevTensor dw = upload(d, w.bytes, GetParam(), {m, k});
     tsr_tensor packed{};
     packed.struct_size = sizeof(packed);
-    tsr_buffer* buffer = nullptr;
+    tsr_weight_pack_args args{sizeof(args), d.b, dw.get(), &packed, nullptr};
     tsr_error* e = nullptr;
-    const tsr_status status = d.t.weight_pack(d.b, dw.get(), &packed, &buffer, &e);
+    const tsr_status status = d.t.weight_pack(&args, &e);
+    tsr_buffer* buffer = args.buffer;
     if (status == TSR_STATUS_UNSUPPORTED && e == nullptr) {
       EXPECT_EQ(buffer, nullptr) << "UNSUPPORTED with a buffer";
       continue;
@@ -553,13 +620,12 @@ TEST_P(WeightOpTest, PackedWeightsMultiplyAsStored) {
     }
     const DevTensor dx = upload(d, x, TSR_DTYPE_F32, {n, k});
     const DevTensor out = make_tensor(d, TSR_DTYPE_F32, {n, m});
-    d.run(d.t.matmul, tsr_matmul_params{sizeof(tsr_matmul_params), out.get(), dx.get(), &packed}, "matmul (packed)");
+    d.run(tsr_matmul_params{sizeof(tsr_matmul_params), out.get(), dx.get(), &packed}, "matmul (packed)");
     EXPECT_LT(norm_err(out.packed_rows(), ref), GetParam() == TSR_DTYPE_F32 ? kTol : kLowPrecisionTol);
     d.t.buffer_free(d.b, buffer);
   }
   RecordProperty("packed", packed_count);
 }
-#endif
 
 TEST_P(WeightOpTest, GetRowsDecodesSelectedRows) {
   require_support(TSR_OP_GET_ROWS);
@@ -573,7 +639,7 @@ TEST_P(WeightOpTest, GetRowsDecodesSelectedRows) {
     const DevTensor dt = upload(dev, table.bytes, GetParam(), {rows, d});
     const DevTensor di = upload_i32(dev, ids);
     const DevTensor out = make_tensor(dev, TSR_DTYPE_F32, {static_cast<int64_t>(ids.size()), d}, nullptr, 12);
-    dev.run(dev.t.get_rows, tsr_get_rows_params{sizeof(tsr_get_rows_params), out.get(), dt.get(), di.get()}, "get_rows");
+    dev.run(tsr_get_rows_params{sizeof(tsr_get_rows_params), out.get(), dt.get(), di.get()}, "get_rows");
     EXPECT_TRUE(out.pad_untouched());
     return out.packed_rows();
   });
@@ -602,7 +668,7 @@ TEST_F(BackendTest, RmsNormMatchesReference) {
       const DevTensor dw = upload(dev, w, TSR_DTYPE_F32, {d});
       const DevTensor fresh = make_tensor(dev, TSR_DTYPE_F32, {n, d}, nullptr, 4);
       const DevTensor& out = in_place ? dx : fresh;
-      dev.run(dev.t.rms_norm, tsr_rms_norm_params{sizeof(tsr_rms_norm_params), out.get(), dx.get(), dw.get(), eps, 0}, "rms_norm");
+      dev.run(tsr_rms_norm_params{sizeof(tsr_rms_norm_params), out.get(), dx.get(), dw.get(), eps, 0}, "rms_norm");
       EXPECT_TRUE(out.pad_untouched());
       return out.packed_rows();
     });
@@ -623,9 +689,9 @@ void check_binary(std::mt19937& rng, tsr_op op, double (*f)(double, double)) {
       const DevTensor fresh = make_tensor(dev, TSR_DTYPE_F32, {n, d}, nullptr, 8);
       const DevTensor& out = alias == 1 ? da : alias == 2 ? db : fresh;
       if (op == TSR_OP_ADD) {
-        dev.run(dev.t.add, tsr_add_params{sizeof(tsr_add_params), out.get(), da.get(), db.get()}, "add");
+        dev.run(tsr_add_params{sizeof(tsr_add_params), out.get(), da.get(), db.get()}, "add");
       } else {
-        dev.run(dev.t.silu_mul, tsr_silu_mul_params{sizeof(tsr_silu_mul_params), out.get(), da.get(), db.get()}, "silu_mul");
+        dev.run(tsr_silu_mul_params{sizeof(tsr_silu_mul_params), out.get(), da.get(), db.get()}, "silu_mul");
       }
       EXPECT_TRUE(out.pad_untouched());
       return out.packed_rows();
@@ -643,24 +709,16 @@ TEST_F(BackendTest, SiluMulMatchesReference) {
 
 // ---- graphs (ABI 1.2, optional: all four entries or none) ----
 
-bool has_graphs(const tsr_backend_iface& t) {
-#if TSR_ABI_MINOR >= 2
-  return TSR_STRUCT_HAS(&t, tsr_backend_iface, graph_destroy) && t.graph_begin != nullptr;
-#else
-  (void)t;
-  return false;
-#endif
-}
+bool has_graphs(const tsr_backend_iface& t) { return t.graph_begin != nullptr; }
 
-#if TSR_ABI_MINOR >= 2
 // Records add then silu_mul: out = silu(a + b) * b.
 tsr_graph* record_add_silu(Device& d, const DevTensor& out, const DevTensor& a, const DevTensor& b) {
   tsr_error* e = nullptr;
-  check(d.t.graph_begin(d.b, d.s, &e), &e, "graph_begin");
-  d.run(d.t.add, tsr_add_params{sizeof(tsr_add_params), out.get(), a.get(), b.get()}, "add");
-  d.run(d.t.silu_mul, tsr_silu_mul_params{sizeof(tsr_silu_mul_params), out.get(), out.get(), b.get()}, "silu_mul");
+  check(d.graph_begin_status(d.s, &e), &e, "graph_begin");
+  d.run(tsr_add_params{sizeof(tsr_add_params), out.get(), a.get(), b.get()}, "add");
+  d.run(tsr_silu_mul_params{sizeof(tsr_silu_mul_params), out.get(), out.get(), b.get()}, "silu_mul");
   tsr_graph* g = nullptr;
-  check(d.t.graph_end(d.b, d.s, &g, &e), &e, "graph_end");
+  check(d.graph_end_status(&g, &e), &e, "graph_end");
   return g;
 }
 
@@ -680,7 +738,7 @@ TEST_F(BackendTest, GraphsReplayWithTheInputsOfTheirLaunch) {
     a = random_floats(n * w, rng, -3, 3);
     d.write(da.buf.get(), 0, a.data(), a.size() * sizeof(float));
     tsr_error* e = nullptr;
-    check(d.t.graph_launch(d.b, d.s, g, &e), &e, "graph_launch");
+    check(d.graph_launch_status(g, &e), &e, "graph_launch");
     std::vector<double> ref(a.size());
     for (size_t i = 0; i < a.size(); ++i) {
       const double x = double(a[i]) + b[i];
@@ -701,37 +759,36 @@ TEST_F(BackendTest, GraphRecordingRefusesWhatItCannotReplay) {
   const DevTensor da = upload(d, a, TSR_DTYPE_F32, {2, 32}), db = upload(d, b, TSR_DTYPE_F32, {2, 32});
   const DevTensor wide = make_tensor(d, TSR_DTYPE_F32, {2, 64});
   tsr_error* e = nullptr;
-  check(d.t.graph_begin(d.b, d.s, &e), &e, "graph_begin");
-  EXPECT_NE(d.t.graph_begin(d.b, d.s, &e), TSR_STATUS_OK) << "graph_begin while recording";
+  check(d.graph_begin_status(d.s, &e), &e, "graph_begin");
+  EXPECT_NE(d.graph_begin_status(d.s, &e), TSR_STATUS_OK) << "graph_begin while recording";
   take_error(std::exchange(e, nullptr));
-  EXPECT_NE(d.t.buffer_write(d.b, d.s, da.buf.get(), 0, a.data(), 16, &e), TSR_STATUS_OK)
+  EXPECT_NE(d.write_status(d.s, da.buf.get(), 0, a.data(), 16, &e), TSR_STATUS_OK)
       << "buffer_write while recording";
   take_error(std::exchange(e, nullptr));
   // A backend checks operands when it records or when it launches (backend.h).
   const tsr_add_params bad{sizeof(tsr_add_params), wide.get(), da.get(), db.get()};
-  const tsr_status added = d.t.add(d.b, d.s, &bad, &e);
+  const tsr_status added = d.enqueue_status(&bad, &e, d.b, d.s);
   take_error(std::exchange(e, nullptr));
   tsr_graph* g = nullptr;
-  const tsr_status ended = d.t.graph_end(d.b, d.s, &g, &e);
+  const tsr_status ended = d.graph_end_status(&g, &e);
   take_error(std::exchange(e, nullptr));
   if (added != TSR_STATUS_OK) {
     EXPECT_NE(ended, TSR_STATUS_OK) << "graph_end after a refused op";
     EXPECT_EQ(g, nullptr);
   } else {
     ASSERT_EQ(ended, TSR_STATUS_OK) << "an op recorded without complaint";
-    EXPECT_NE(d.t.graph_launch(d.b, d.s, g, &e), TSR_STATUS_OK) << "launching a bad op";
+    EXPECT_NE(d.graph_launch_status(g, &e), TSR_STATUS_OK) << "launching a bad op";
     take_error(std::exchange(e, nullptr));
     d.t.graph_destroy(d.b, g);
   }
-  EXPECT_NE(d.t.graph_end(d.b, d.s, &g, &e), TSR_STATUS_OK) << "graph_end without graph_begin";
+  EXPECT_NE(d.graph_end_status(&g, &e), TSR_STATUS_OK) << "graph_end without graph_begin";
   take_error(std::exchange(e, nullptr));
   const DevTensor out = make_tensor(d, TSR_DTYPE_F32, {2, 32});
-  d.run(d.t.add, tsr_add_params{sizeof(tsr_add_params), out.get(), da.get(), db.get()}, "add");
+  d.run(tsr_add_params{sizeof(tsr_add_params), out.get(), da.get(), db.get()}, "add");
   for (const float v : out.packed_rows()) EXPECT_EQ(v, 3.0f) << "the stream no longer runs eagerly";
-  EXPECT_NE(d.t.graph_begin(d.b, nullptr, &e), TSR_STATUS_OK) << "graph_begin on the NULL stream";
+  EXPECT_NE(d.graph_begin_status(nullptr, &e), TSR_STATUS_OK) << "graph_begin on the NULL stream";
   take_error(std::exchange(e, nullptr));
 }
-#endif
 
 // Rotary embedding in double precision; `factors` (n_rot / 2 divisors, ABI 1.4) can be empty.
 struct RopeCase {
@@ -775,7 +832,7 @@ struct RopeCase {
     const DevTensor df = factors.empty() ? DevTensor{} : upload(dev, factors, TSR_DTYPE_F32, {int64_t(factors.size())});
     const tsr_rope_params p{sizeof(tsr_rope_params), dx.get(), dp.get(), n_rot, mode, base, scale,
                             factors.empty() ? nullptr : df.get()};
-    dev.run(dev.t.rope, p, "rope");
+    dev.run(p, "rope");
     EXPECT_TRUE(dx.pad_untouched());
     return dx.packed_rows();
   }
@@ -789,10 +846,17 @@ TEST_F(BackendTest, RopeMatchesReference) {
   }
 }
 
-// Llama 3.1's per-pair divisors of the angle (rope_freqs.weight). The host passes them only
-// to plugins built for 1.4 or newer.
+// Llama 3.1's per-pair divisors of the angle (rope_freqs.weight). A backend that does not
+// read them says so through supports() (a 1.x plugin built before 1.4, behind the adapter),
+// and then enqueuing them must fail rather than rotate without them.
 TEST_F(BackendTest, RopeFreqFactorsMatchReference) {
-  if (plugin().desc->abi_minor < 4) GTEST_SKIP() << "freq_factors came with ABI 1.4; the plugin is older";
+  const tsr_tensor any{};
+  const tsr_rope_params probe{sizeof(probe), nullptr, nullptr, 0, TSR_ROPE_NORMAL, 0, 0, &any};
+  if (!dut().supports(TSR_OP_ROPE, TSR_DTYPE_F32, &probe)) {
+    const RopeCase c(rng, TSR_ROPE_NORMAL, true);
+    EXPECT_THROW(c.run(dut()), std::runtime_error) << "freq_factors unsupported, yet enqueued";
+    GTEST_SKIP() << "the backend does not read rope freq_factors (ABI 1.4 added them)";
+  }
   for (const tsr_rope_mode mode : {TSR_ROPE_NORMAL, TSR_ROPE_NEOX, TSR_ROPE_NORMAL, TSR_ROPE_NEOX}) {
     const RopeCase c(rng, mode, true);
     SCOPED_TRACE("mode " + std::to_string(mode) + " n_rot " + std::to_string(c.n_rot) + " head_dim " + std::to_string(c.hd));
@@ -867,7 +931,7 @@ DevCache write_cache(Device& dev, const Paged& c) {
   const DevTensor dk = upload(dev, k_rows, TSR_DTYPE_F32, {n, c.kv_heads, c.head_dim}, 4);
   const DevTensor dv = upload(dev, v_rows, TSR_DTYPE_F32, {n, c.kv_heads, c.head_dim});
   const DevTensor dm = upload_i32(dev, mapping);
-  dev.run(dev.t.kv_write, tsr_kv_write_params{sizeof(tsr_kv_write_params), cache.k.get(), cache.v.get(), dk.get(), dv.get(), dm.get()}, "kv_write");
+  dev.run(tsr_kv_write_params{sizeof(tsr_kv_write_params), cache.k.get(), cache.v.get(), dk.get(), dv.get(), dm.get()}, "kv_write");
   return cache;
 }
 
@@ -982,7 +1046,7 @@ TEST_P(AttentionTest, PagedGqaMatchesContiguousReference) {
     const std::vector<float> q = random_floats(static_cast<size_t>(b.rows() * c.heads * c.head_dim), rng);
     expect_matches(ref_attention(c, b, q), [&](Device& dev) {
       const AttentionCall a = make_attention(dev, c, b, q);
-      dev.run(dev.t.attention, a.params(), "attention");
+      dev.run(a.params(), "attention");
       EXPECT_TRUE(a.out.pad_untouched());
       return a.out.packed_rows();
     });
@@ -1008,7 +1072,7 @@ TEST_F(BackendTest, CopyBlocksCopiesEveryCache) {
     const DevTensor cache = upload(dut(), bytes, dtype, {slots, heads, dim});
     const DevTensor dp = upload(dut(), pairs, TSR_DTYPE_I32, {3, 2});
     const tsr_tensor* caches[] = {cache.get()};
-    dut().run(dut().t.copy_blocks, tsr_copy_blocks_params{sizeof(tsr_copy_blocks_params), caches, 1, block_size, dp.get()}, "copy_blocks");
+    dut().run(tsr_copy_blocks_params{sizeof(tsr_copy_blocks_params), caches, 1, block_size, dp.get()}, "copy_blocks");
     EXPECT_EQ(cache.packed_rows<uint8_t>(), want);
   }
 }
@@ -1031,56 +1095,60 @@ void expect_refused(Call call, const std::string& what) {
 }
 
 template <class P>
-void expect_op_refused(tsr_status (*entry)(tsr_backend*, tsr_stream*, const P*, tsr_error**), const P* p,
-                       const std::string& what, tsr_backend* b = dut().b) {
-  expect_refused([&](tsr_error** e) { return entry(b, dut().s, p, e); }, what);
+void expect_op_refused(const P* p, const std::string& what, tsr_backend* b = dut().b) {
+  expect_refused([&](tsr_error** e) { return dut().enqueue_status(p, e, b, dut().s); }, what);
 }
 
 TEST_F(BackendTest, BadHandlesAndBuffersAreRefused) {
   Device& d = dut();
+  const tsr_backend_reg_iface& r = d.r;
   const tsr_backend_iface& t = d.t;
   tsr_device_props props{};
   props.struct_size = sizeof(props);
-  int32_t count = 0;
-  t.device_count(&count, nullptr);
-  expect_refused([&](tsr_error** e) { return t.device_props(count, &props, e); }, "device_props past the last device");
-  expect_refused([&](tsr_error** e) { return t.device_props(0, nullptr, e); }, "device_props NULL");
-  tsr_backend* b = nullptr;
+  tsr_device_count_args count{sizeof(count), &r, 0, 0};
+  r.device_count(&count, nullptr);
+  tsr_device_props_args pa{sizeof(pa), &r, count.count, 0, &props};
+  expect_refused([&](tsr_error** e) { return r.device_props(&pa, e); }, "device_props past the last device");
+  pa = {sizeof(pa), &r, 0, 0, nullptr};
+  expect_refused([&](tsr_error** e) { return r.device_props(&pa, e); }, "device_props NULL");
   tsr_backend_params params{sizeof(params), 0, 1, nullptr};
-  expect_refused([&](tsr_error** e) { return t.backend_create(nullptr, &b, e); }, "backend_create NULL params");
-  expect_refused([&](tsr_error** e) { return t.backend_create(&params, nullptr, e); }, "backend_create NULL out");
-  params.device = count;
-  expect_refused([&](tsr_error** e) { return t.backend_create(&params, &b, e); }, "backend_create bad device");
+  tsr_backend_create_args create{sizeof(create), &r, nullptr, nullptr};
+  expect_refused([&](tsr_error** e) { return r.backend_create(&create, e); }, "backend_create NULL params");
+  expect_refused([&](tsr_error** e) { return r.backend_create(nullptr, e); }, "backend_create NULL args");
+  create.params = &params;
+  params.device = count.count;
+  expect_refused([&](tsr_error** e) { return r.backend_create(&create, e); }, "backend_create bad device");
   params = {8, 0, 1, nullptr};
-  expect_refused([&](tsr_error** e) { return t.backend_create(&params, &b, e); }, "backend_create small struct");
+  expect_refused([&](tsr_error** e) { return r.backend_create(&create, e); }, "backend_create small struct");
 
   auto buf = d.alloc(64);
   uint8_t host[128] = {};
-  expect_refused([&](tsr_error** e) { return t.buffer_write(d.b, d.s, buf.get(), 60, host, 8, e); }, "write past the end");
-  expect_refused([&](tsr_error** e) { return t.buffer_read(d.b, d.s, buf.get(), 0, host, 65, e); }, "read past the end");
-  expect_refused([&](tsr_error** e) { return t.buffer_memset(d.b, d.s, buf.get(), 65, 0, 0, e); }, "memset past the end");
-  expect_refused([&](tsr_error** e) { return t.buffer_write(d.b, d.s, buf.get(), UINT64_MAX, host, 2, e); }, "offset overflow");
-  expect_refused([&](tsr_error** e) { return t.buffer_read(d.b, d.s, nullptr, 0, host, 1, e); }, "read NULL buffer");
-  expect_refused([&](tsr_error** e) { return t.stream_create(d.b, nullptr, e); }, "stream_create NULL out");
-  expect_refused([&](tsr_error** e) { return t.event_create(d.b, nullptr, e); }, "event_create NULL out");
+  expect_refused([&](tsr_error** e) { return d.write_status(d.s, buf.get(), 60, host, 8, e); }, "write past the end");
+  expect_refused([&](tsr_error** e) { return d.read_status(d.s, buf.get(), 0, host, 65, e); }, "read past the end");
+  expect_refused([&](tsr_error** e) { return d.memset_status(d.s, buf.get(), 65, 0, 0, e); }, "memset past the end");
+  expect_refused([&](tsr_error** e) { return d.write_status(d.s, buf.get(), UINT64_MAX, host, 2, e); }, "offset overflow");
+  expect_refused([&](tsr_error** e) { return d.read_status(d.s, nullptr, 0, host, 1, e); }, "read NULL buffer");
+  expect_refused([&](tsr_error** e) { return t.stream_create(nullptr, e); }, "stream_create NULL args");
+  expect_refused([&](tsr_error** e) { return t.event_create(nullptr, e); }, "event_create NULL args");
+  tsr_buffer_write_args small{8, d.b, d.s, buf.get(), 0, host, 1};
+  expect_refused([&](tsr_error** e) { return t.buffer_write(&small, e); }, "buffer_write args struct_size too small");
   t.buffer_free(d.b, nullptr);  // NULL is ignored
   t.backend_destroy(nullptr);
 }
 
 TEST_F(BackendTest, NullParamsAreRefused) {
-  const tsr_backend_iface& t = dut().t;
-  expect_op_refused(t.get_rows, static_cast<const tsr_get_rows_params*>(nullptr), "get_rows");
-  expect_op_refused(t.rms_norm, static_cast<const tsr_rms_norm_params*>(nullptr), "rms_norm");
-  expect_op_refused(t.matmul, static_cast<const tsr_matmul_params*>(nullptr), "matmul");
-  expect_op_refused(t.rope, static_cast<const tsr_rope_params*>(nullptr), "rope");
-  expect_op_refused(t.kv_write, static_cast<const tsr_kv_write_params*>(nullptr), "kv_write");
-  expect_op_refused(t.attention, static_cast<const tsr_attention_params*>(nullptr), "attention");
-  expect_op_refused(t.silu_mul, static_cast<const tsr_silu_mul_params*>(nullptr), "silu_mul");
-  expect_op_refused(t.add, static_cast<const tsr_add_params*>(nullptr), "add");
-  expect_op_refused(t.copy_blocks, static_cast<const tsr_copy_blocks_params*>(nullptr), "copy_blocks");
+  expect_op_refused(static_cast<const tsr_get_rows_params*>(nullptr), "get_rows");
+  expect_op_refused(static_cast<const tsr_rms_norm_params*>(nullptr), "rms_norm");
+  expect_op_refused(static_cast<const tsr_matmul_params*>(nullptr), "matmul");
+  expect_op_refused(static_cast<const tsr_rope_params*>(nullptr), "rope");
+  expect_op_refused(static_cast<const tsr_kv_write_params*>(nullptr), "kv_write");
+  expect_op_refused(static_cast<const tsr_attention_params*>(nullptr), "attention");
+  expect_op_refused(static_cast<const tsr_silu_mul_params*>(nullptr), "silu_mul");
+  expect_op_refused(static_cast<const tsr_add_params*>(nullptr), "add");
+  expect_op_refused(static_cast<const tsr_copy_blocks_params*>(nullptr), "copy_blocks");
   tsr_attention_params empty{};  // every operand NULL
   empty.struct_size = sizeof(empty);
-  expect_op_refused(t.attention, &empty, "attention with NULL operands");
+  expect_op_refused(&empty, "attention with NULL operands");
 }
 
 TEST_F(BackendTest, BadOperandsAreRefused) {
@@ -1091,28 +1159,28 @@ TEST_F(BackendTest, BadOperandsAreRefused) {
   const DevTensor x_i32 = make_tensor(d, TSR_DTYPE_I32, {3, 64});
   const DevTensor out_bad = make_tensor(d, TSR_DTYPE_F32, {3, 6});
   tsr_matmul_params mp{sizeof(mp), out.get(), x.get(), w.get()};
-  expect_op_refused(d.t.matmul, &mp, "matmul NULL backend", nullptr);
+  expect_op_refused(&mp, "matmul NULL backend", nullptr);
   mp.struct_size = 8;
-  expect_op_refused(d.t.matmul, &mp, "matmul small struct_size");
+  expect_op_refused(&mp, "matmul small struct_size");
   mp = {sizeof(mp), nullptr, x.get(), w.get()};
-  expect_op_refused(d.t.matmul, &mp, "matmul out NULL");
+  expect_op_refused(&mp, "matmul out NULL");
   mp = {sizeof(mp), out.get(), x_i32.get(), w.get()};
-  expect_op_refused(d.t.matmul, &mp, "matmul x of dtype I32");
+  expect_op_refused(&mp, "matmul x of dtype I32");
   mp = {sizeof(mp), out.get(), x.get(), x_i32.get()};
-  expect_op_refused(d.t.matmul, &mp, "matmul w of dtype I32");
+  expect_op_refused(&mp, "matmul w of dtype I32");
   mp = {sizeof(mp), out_bad.get(), x.get(), w.get()};
-  expect_op_refused(d.t.matmul, &mp, "matmul out of the wrong shape");
+  expect_op_refused(&mp, "matmul out of the wrong shape");
   tsr_tensor small = *x.get();
   small.struct_size = 16;
   mp = {sizeof(mp), out.get(), &small, w.get()};
-  expect_op_refused(d.t.matmul, &mp, "tensor struct_size too small");
+  expect_op_refused(&mp, "tensor struct_size too small");
 
   const tsr_add_params ap{sizeof(ap), x.get(), x.get(), w.get()};
-  expect_op_refused(d.t.add, &ap, "add of different shapes");
+  expect_op_refused(&ap, "add of different shapes");
   const DevTensor xr = make_tensor(d, TSR_DTYPE_F32, {2, 2, 16});
   const DevTensor pos = upload_i32(d, {0, 1});
   const tsr_rope_params rp{sizeof(rp), xr.get(), pos.get(), 7, TSR_ROPE_NORMAL, 10000, 1, nullptr};
-  expect_op_refused(d.t.rope, &rp, "rope odd n_rot");
+  expect_op_refused(&rp, "rope odd n_rot");
 }
 
 TEST_F(BackendTest, OutOfRangeIdsAndSlotsAreRefused) {
@@ -1122,7 +1190,7 @@ TEST_F(BackendTest, OutOfRangeIdsAndSlotsAreRefused) {
   for (const int32_t bad : {4, -1}) {
     const DevTensor ids = upload_i32(d, {0, bad});
     const tsr_get_rows_params p{sizeof(p), out.get(), table.get(), ids.get()};
-    expect_op_refused(d.t.get_rows, &p, "get_rows id " + std::to_string(bad));
+    expect_op_refused(&p, "get_rows id " + std::to_string(bad));
   }
   const Paged c = make_paged(rng, 4);
   const Batch b = mixed_batch(c);
@@ -1132,22 +1200,22 @@ TEST_F(BackendTest, OutOfRangeIdsAndSlotsAreRefused) {
   for (const int32_t bad : {static_cast<int32_t>(c.slots), -2}) {
     const DevTensor map = upload_i32(d, {0, bad});
     const tsr_kv_write_params p{sizeof(p), a.cache.k.get(), a.cache.v.get(), k.get(), k.get(), map.get()};
-    expect_op_refused(d.t.kv_write, &p, "kv_write slot " + std::to_string(bad));
+    expect_op_refused(&p, "kv_write slot " + std::to_string(bad));
   }
   Batch far = b;
   far.tables[0] = static_cast<int32_t>(c.slots / c.block_size);
   a.tables = upload(d, far.tables, TSR_DTYPE_I32, {3, c.max_blocks});
   tsr_attention_params ap = a.params();
-  expect_op_refused(d.t.attention, &ap, "attention block id outside the cache");
+  expect_op_refused(&ap, "attention block id outside the cache");
   Batch late = b;
   late.pos.back() = late.lens.back();
   a = make_attention(d, c, late, q);
   ap = a.params();
-  expect_op_refused(d.t.attention, &ap, "attention position at seq_len");
+  expect_op_refused(&ap, "attention position at seq_len");
   const DevTensor pairs = upload(d, std::vector<int32_t>{0, static_cast<int32_t>(c.slots / 4)}, TSR_DTYPE_I32, {1, 2});
   const tsr_tensor* caches[] = {a.cache.k.get()};
   const tsr_copy_blocks_params cp{sizeof(cp), caches, 1, 4, pairs.get()};
-  expect_op_refused(d.t.copy_blocks, &cp, "copy_blocks block id out of range");
+  expect_op_refused(&cp, "copy_blocks block id out of range");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "abi_host/backend_1x.h"
 #include "tessera/abi.h"
 
 namespace tsr::conformance {
@@ -21,10 +22,15 @@ struct LoadedPlugin {
   std::string path;
   tsr_plugin_query_fn query = nullptr;
   const tsr_plugin_desc* desc = nullptr;
+  // A backend's ABI 2.x registry: desc->iface, or for a plugin built for 1.x the host
+  // adapter's over its table (abi_host/backend_1x.h).
+  const tsr_backend_reg_iface* backend_reg = nullptr;
+  std::shared_ptr<abi::Backend1x> adapter;
 };
 
-// Loads and validates `path` as the host does: the query symbol, the descriptor size and
-// ABI version (a newer minor is refused naming both versions), kind, file name, table
+// Loads and validates `path` as the host does: the query symbol (asked as 2.x, then as 1.4
+// for plugins built for 1.x), the descriptor size and ABI version (a newer minor is refused
+// naming both versions), kind, file name, table
 // size and required entries. Throws std::runtime_error with the reason.
 LoadedPlugin load_plugin(const std::string& path);
 

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "abi_host/backend_table.h"
 #include "conformance.h"
 #include "tessera/backend.h"
 #include "tessera/constraint.h"
@@ -25,10 +26,21 @@ namespace {
 
 std::atomic<int> g_live_errors{0};
 
+// Set while the loader's first query runs: a plugin built for 1.x declines a 2.x host with
+// a message that its second query, as 1.4, makes moot.
+thread_local std::string* t_capture = nullptr;
+
 void host_log(tsr_log_level level, const char* msg, size_t len) {
   static const char* const names[] = {"trace", "debug", "info", "warn", "error"};
   const char* name = level >= TSR_LOG_TRACE && level <= TSR_LOG_ERROR ? names[level] : "?";
-  std::fprintf(stderr, "[plugin %s] %.*s\n", name, static_cast<int>(len), msg);
+  char line[64];
+  std::snprintf(line, sizeof(line), "[plugin %s] ", name);
+  const std::string text = line + std::string(msg != nullptr ? msg : "", msg != nullptr ? len : 0) + "\n";
+  if (t_capture != nullptr) {
+    *t_capture += text;
+  } else {
+    std::fputs(text.c_str(), stderr);
+  }
 }
 
 void* host_alloc(size_t size, size_t alignment) {
@@ -54,6 +66,11 @@ const tsr_host_api kHost = {
     sizeof(tsr_host_api), TSR_ABI_MAJOR, TSR_ABI_MINOR, host_log, host_alloc, std::free,
     error_new, error_free, error_status, error_message,
 };
+// The same services as a 1.4 host shows them, for plugins built for 1.x.
+const tsr_host_api kHost1x = {
+    sizeof(tsr_host_api), 1, 4, host_log, host_alloc, std::free,
+    error_new, error_free, error_status, error_message,
+};
 
 [[noreturn]] void refuse(const std::string& path, const std::string& reason) {
   throw std::runtime_error("plugin " + path + " refused: " + reason);
@@ -64,28 +81,6 @@ std::string version(uint32_t major, uint32_t minor) {
 }
 
 // Names the first NULL required entry of a table, or returns nullptr.
-const char* missing_entry(const tsr_backend_iface& t) {
-  const void* const entries[] = {
-      (void*)t.device_count, (void*)t.device_props, (void*)t.backend_create,
-      (void*)t.backend_destroy, (void*)t.supports, (void*)t.buffer_alloc, (void*)t.buffer_free,
-      (void*)t.buffer_base, (void*)t.buffer_write, (void*)t.buffer_read, (void*)t.buffer_memset,
-      (void*)t.stream_create, (void*)t.stream_destroy, (void*)t.stream_synchronize,
-      (void*)t.event_create, (void*)t.event_destroy, (void*)t.event_record, (void*)t.event_wait,
-      (void*)t.event_synchronize, (void*)t.get_rows, (void*)t.rms_norm, (void*)t.matmul,
-      (void*)t.rope, (void*)t.kv_write, (void*)t.attention, (void*)t.silu_mul, (void*)t.add,
-      (void*)t.copy_blocks};
-  static const char* const names[] = {
-      "device_count", "device_props", "backend_create", "backend_destroy", "supports",
-      "buffer_alloc", "buffer_free", "buffer_base", "buffer_write", "buffer_read",
-      "buffer_memset", "stream_create", "stream_destroy", "stream_synchronize", "event_create",
-      "event_destroy", "event_record", "event_wait", "event_synchronize", "get_rows",
-      "rms_norm", "matmul", "rope", "kv_write", "attention", "silu_mul", "add", "copy_blocks"};
-  for (size_t i = 0; i < std::size(entries); ++i) {
-    if (entries[i] == nullptr) return names[i];
-  }
-  return nullptr;
-}
-
 const char* missing_entry(const tsr_draft_iface& t) {
   if (t.draft_create == nullptr) return "draft_create";
   if (t.draft_destroy == nullptr) return "draft_destroy";
@@ -138,9 +133,14 @@ void validate(const std::string& path, const tsr_plugin_desc& d) {
   if (d.struct_size < sizeof(tsr_plugin_desc)) refuse(path, "descriptor smaller than ABI 1.0's");
   const std::string host = version(TSR_ABI_MAJOR, TSR_ABI_MINOR);
   const std::string built = version(d.abi_major, d.abi_minor);
-  if (d.abi_major != TSR_ABI_MAJOR) refuse(path, "built for ABI " + built + ", host has ABI " + host);
-  if (d.abi_minor > TSR_ABI_MINOR) {
+  if (d.abi_major != TSR_ABI_MAJOR && d.abi_major != 1) {
+    refuse(path, "built for ABI " + built + ", host has ABI " + host + " (and loads 1.0 to 1.4)");
+  }
+  if (d.abi_major == TSR_ABI_MAJOR && d.abi_minor > TSR_ABI_MINOR) {
     refuse(path, "built for ABI " + built + ", newer than this host's ABI " + host);
+  }
+  if (d.abi_major == 1 && d.abi_minor > 4) {
+    refuse(path, "built for ABI " + built + ", newer than ABI 1.4, the last 1.x this host's ABI " + host + " loads");
   }
   const char* kind = kind_name(d.kind);
   if (kind == nullptr) refuse(path, "unknown kind " + std::to_string(d.kind));
@@ -150,29 +150,52 @@ void validate(const std::string& path, const tsr_plugin_desc& d) {
     refuse(path, "a " + std::string(kind) + " plugin named '" + d.name + "' must be in " + expected);
   }
   if (d.iface == nullptr) refuse(path, "function table is NULL");
-  // The table sizes ABI 1.0 pinned: they stay the minimum when later minors append.
-  if (d.kind == TSR_PLUGIN_BACKEND) {
-    validate_table<tsr_backend_iface>(path, d.iface, 240);
-#if TSR_ABI_MINOR >= 2
-    // Graphs (1.2) come as a set of four entries, all set or all NULL.
-    const auto& t = *static_cast<const tsr_backend_iface*>(d.iface);
-    if (TSR_STRUCT_HAS(&t, tsr_backend_iface, graph_destroy)) {
-      const int set = (t.graph_begin != nullptr) + (t.graph_end != nullptr) +
-                      (t.graph_launch != nullptr) + (t.graph_destroy != nullptr);
-      if (set != 0 && set != 4) refuse(path, "graph entries are incomplete (all four or none)");
-    }
-#endif
-  }
+  // The table sizes ABI 1.0 pinned (1.1 for the kinds it added) stay the minimum: these
+  // tables did not change in 2.0. Backend registries are checked by abi_host.
   if (d.kind == TSR_PLUGIN_DRAFT) validate_table<tsr_draft_iface>(path, d.iface, 64);
   // Constraint and quant plugins arrived in 1.1: their tables' first sizes are 1.1's.
   if (d.kind == TSR_PLUGIN_CONSTRAINT) {
-    if (d.abi_minor < 1) refuse(path, "constraint plugins need ABI 1.1 or newer; it was built for " + built);
+    if (d.abi_major == 1 && d.abi_minor < 1) {
+      refuse(path, "constraint plugins need ABI 1.1 or newer; it was built for " + built);
+    }
     validate_table<tsr_constraint_iface>(path, d.iface, 120);
   }
   if (d.kind == TSR_PLUGIN_QUANT) {
-    if (d.abi_minor < 1) refuse(path, "quant plugins need ABI 1.1 or newer; it was built for " + built);
+    if (d.abi_major == 1 && d.abi_minor < 1) {
+      refuse(path, "quant plugins need ABI 1.1 or newer; it was built for " + built);
+    }
     validate_table<tsr_quant_iface>(path, d.iface, 64);
   }
+}
+
+// A backend's 2.x registry: its own, checked, or the host adapter's over its 1.x table.
+void attach_backend_registry(LoadedPlugin& p) {
+  if (p.desc->abi_major == TSR_ABI_MAJOR) {
+    p.backend_reg = static_cast<const tsr_backend_reg_iface*>(p.desc->iface);
+    const std::string problem = abi::backend_reg_problem(p.backend_reg);
+    if (!problem.empty()) refuse(p.path, problem);
+    return;
+  }
+  try {
+    p.adapter = std::make_shared<abi::Backend1x>(p.desc->iface, p.desc->abi_minor, &kHost);
+  } catch (const std::invalid_argument& e) {
+    refuse(p.path, e.what());
+  }
+  p.backend_reg = p.adapter->reg();
+}
+
+// Queries as a 2.x host, then as a 1.4 host: a 1.x plugin refuses a host of another major.
+const tsr_plugin_desc* query_plugin(tsr_plugin_query_fn query) {
+  std::string declined;
+  t_capture = &declined;
+  const tsr_plugin_desc* desc = query(&kHost, TSR_ABI_MAJOR, TSR_ABI_MINOR);
+  t_capture = nullptr;
+  if (desc == nullptr) {
+    desc = query(&kHost1x, 1, 4);
+    if (desc != nullptr && desc->abi_major != 1) desc = nullptr;
+  }
+  if (desc == nullptr || desc->abi_major == TSR_ABI_MAJOR) std::fputs(declined.c_str(), stderr);
+  return desc;
 }
 
 }  // namespace
@@ -202,10 +225,14 @@ LoadedPlugin load_plugin(const std::string& path) {
   if (lib == nullptr) refuse(path, std::string("dlopen failed: ") + dlerror());
   auto query = reinterpret_cast<tsr_plugin_query_fn>(dlsym(lib, TSR_PLUGIN_QUERY_SYMBOL));
   if (query == nullptr) refuse(path, "no " TSR_PLUGIN_QUERY_SYMBOL " symbol");
-  const tsr_plugin_desc* desc = query(&kHost, TSR_ABI_MAJOR, TSR_ABI_MINOR);
-  if (desc == nullptr) refuse(path, "it declined this host (ABI " + version(TSR_ABI_MAJOR, TSR_ABI_MINOR) + ")");
+  const tsr_plugin_desc* desc = query_plugin(query);
+  if (desc == nullptr) {
+    refuse(path, "it declined this host (ABI " + version(TSR_ABI_MAJOR, TSR_ABI_MINOR) + ", nor as ABI 1.4)");
+  }
   validate(path, *desc);
-  return {path, query, desc};
+  LoadedPlugin p{path, query, desc, nullptr, nullptr};
+  if (desc->kind == TSR_PLUGIN_BACKEND) attach_backend_registry(p);
+  return p;
 }
 
 }  // namespace tsr::conformance

@@ -17,66 +17,58 @@ static tsr_status fail(tsr_error** error) {
   return TSR_STATUS_UNSUPPORTED;
 }
 
-static tsr_status device_count(int32_t* count, tsr_error** error) {
+static tsr_status device_count(tsr_device_count_args* a, tsr_error** error) {
   (void)error;
-  *count = 0;
+  a->count = 0;
   return TSR_STATUS_OK;
 }
-static tsr_status device_props(int32_t d, tsr_device_props* p, tsr_error** e) { (void)d; (void)p; return fail(e); }
-static tsr_status backend_create(const tsr_backend_params* p, tsr_backend** o, tsr_error** e) { (void)p; (void)o; return fail(e); }
+static tsr_status device_props(tsr_device_props_args* a, tsr_error** e) { (void)a; return fail(e); }
+static tsr_status backend_create(tsr_backend_create_args* a, tsr_error** e) { (void)a; return fail(e); }
 static void backend_destroy(tsr_backend* b) { (void)b; }
-static int32_t supports(const tsr_backend* b, tsr_op op, const tsr_dtype* d, int32_t n) { (void)b; (void)op; (void)d; (void)n; return 0; }
-static tsr_status buffer_alloc(tsr_backend* b, uint64_t s, tsr_buffer** o, tsr_error** e) { (void)b; (void)s; (void)o; return fail(e); }
+static int32_t supports(const tsr_backend* b, const tsr_op_support_query* q) { (void)b; (void)q; return 0; }
+static tsr_status buffer_alloc(tsr_buffer_alloc_args* a, tsr_error** e) { (void)a; return fail(e); }
 static void buffer_free(tsr_backend* b, tsr_buffer* buf) { (void)b; (void)buf; }
 static void* buffer_base(const tsr_buffer* b) { (void)b; return NULL; }
-static tsr_status buffer_write(tsr_backend* b, tsr_stream* s, tsr_buffer* d, uint64_t o, const void* src, uint64_t n, tsr_error** e) { (void)b; (void)s; (void)d; (void)o; (void)src; (void)n; return fail(e); }
-static tsr_status buffer_read(tsr_backend* b, tsr_stream* s, const tsr_buffer* src, uint64_t o, void* d, uint64_t n, tsr_error** e) { (void)b; (void)s; (void)src; (void)o; (void)d; (void)n; return fail(e); }
-static tsr_status buffer_memset(tsr_backend* b, tsr_stream* s, tsr_buffer* d, uint64_t o, int v, uint64_t n, tsr_error** e) { (void)b; (void)s; (void)d; (void)o; (void)v; (void)n; return fail(e); }
-static tsr_status stream_create(tsr_backend* b, tsr_stream** o, tsr_error** e) { (void)b; (void)o; return fail(e); }
+static tsr_status buffer_write(const tsr_buffer_write_args* a, tsr_error** e) { (void)a; return fail(e); }
+static tsr_status buffer_read(const tsr_buffer_read_args* a, tsr_error** e) { (void)a; return fail(e); }
+static tsr_status buffer_memset(const tsr_buffer_memset_args* a, tsr_error** e) { (void)a; return fail(e); }
+static tsr_status stream_create(tsr_stream_args* a, tsr_error** e) { (void)a; return fail(e); }
 static void stream_destroy(tsr_backend* b, tsr_stream* s) { (void)b; (void)s; }
-static tsr_status stream_synchronize(tsr_backend* b, tsr_stream* s, tsr_error** e) { (void)b; (void)s; return fail(e); }
-static tsr_status event_create(tsr_backend* b, tsr_event** o, tsr_error** e) { (void)b; (void)o; return fail(e); }
+static tsr_status stream_synchronize(const tsr_stream_args* a, tsr_error** e) { (void)a; return fail(e); }
+static tsr_status event_create(tsr_event_args* a, tsr_error** e) { (void)a; return fail(e); }
 static void event_destroy(tsr_backend* b, tsr_event* ev) { (void)b; (void)ev; }
-static tsr_status event_record(tsr_backend* b, tsr_event* ev, tsr_stream* s, tsr_error** e) { (void)b; (void)ev; (void)s; return fail(e); }
-static tsr_status event_wait(tsr_backend* b, tsr_stream* s, tsr_event* ev, tsr_error** e) { (void)b; (void)s; (void)ev; return fail(e); }
-static tsr_status event_synchronize(tsr_backend* b, tsr_event* ev, tsr_error** e) { (void)b; (void)ev; return fail(e); }
-
-#define OP(name, type) \
-  static tsr_status name(tsr_backend* b, tsr_stream* s, const type* p, tsr_error** e) { (void)b; (void)s; (void)p; return fail(e); }
-OP(get_rows, tsr_get_rows_params)
-OP(rms_norm, tsr_rms_norm_params)
-OP(matmul, tsr_matmul_params)
-OP(rope, tsr_rope_params)
-OP(kv_write, tsr_kv_write_params)
-OP(attention, tsr_attention_params)
-OP(silu_mul, tsr_silu_mul_params)
-OP(add, tsr_add_params)
-OP(copy_blocks, tsr_copy_blocks_params)
+static tsr_status event_use(const tsr_event_args* a, tsr_error** e) { (void)a; return fail(e); }
+static tsr_status enqueue(tsr_backend* b, tsr_stream* s, const tsr_op_desc* d, tsr_error** e) { (void)b; (void)s; (void)d; return fail(e); }
 
 #ifdef BROKEN_PARTIAL_GRAPHS
-static tsr_status fail_graph_begin(tsr_backend* b, tsr_stream* s, tsr_error** e) { (void)b; (void)s; return fail(e); }
+static tsr_status fail_graph_begin(const tsr_stream_args* a, tsr_error** e) { (void)a; return fail(e); }
 #endif
 
-static tsr_backend_iface g_iface = {
+static const tsr_backend_iface g_backend = {
 #ifdef BROKEN_SMALL_TABLE
     16,
 #else
     sizeof(tsr_backend_iface),
 #endif
-    device_count, device_props, backend_create, backend_destroy, supports,
+    backend_destroy, supports,
     buffer_alloc, NULL, buffer_free, buffer_base, buffer_write, buffer_read, buffer_memset,
     stream_create, stream_destroy, stream_synchronize,
-    event_create, event_destroy, event_record, event_wait, event_synchronize,
-    get_rows, rms_norm,
+    event_create, event_destroy, event_use, event_use, event_use,
 #ifdef BROKEN_MISSING_ENTRY
     NULL,
 #else
-    matmul,
+    enqueue,
 #endif
-    rope, kv_write, attention, silu_mul, add, copy_blocks,
 #ifdef BROKEN_PARTIAL_GRAPHS
     fail_graph_begin, NULL, NULL, NULL,
+#else
+    NULL, NULL, NULL, NULL,
 #endif
+    NULL,
+};
+
+static const tsr_backend_reg_iface g_iface = {
+    sizeof(tsr_backend_reg_iface), device_count, device_props, backend_create, NULL, &g_backend,
 };
 
 static tsr_plugin_desc g_desc = {

@@ -48,7 +48,7 @@ INSTANTIATE_TEST_SUITE_P(
                 TSR_STATUS_ABI_MISMATCH},
         Refusal{"small_desc", "descriptor is 8 bytes, smaller than", TSR_STATUS_ABI_MISMATCH},
         Refusal{"small_table", "backend table is 16 bytes, smaller than", TSR_STATUS_ABI_MISMATCH},
-        Refusal{"missing_entry", "required entry 'matmul' is NULL", TSR_STATUS_ABI_MISMATCH},
+        Refusal{"missing_entry", "required entry 'enqueue' is NULL", TSR_STATUS_ABI_MISMATCH},
         Refusal{"null_table", "function table is NULL", TSR_STATUS_ABI_MISMATCH},
         Refusal{"no_symbol", "does not export tsr_plugin_query", TSR_STATUS_ABI_MISMATCH},
         Refusal{"declines", "declined to serve this host", TSR_STATUS_ABI_MISMATCH},

@@ -45,15 +45,12 @@ std::shared_ptr<Plugin> load(const std::string& name) {
 
 // Whether the plugin sees a device; the reason when it does not.
 bool has_device(const Plugin& plugin, std::string* reason = nullptr) {
-  const auto* iface = static_cast<const tsr_backend_iface*>(plugin.iface());
-  int32_t count = 0;
   try {
-    call_plugin("device_count", [&](tsr_error** e) { return iface->device_count(&count, e); });
+    return Backend::device_count(plugin) > 0;
   } catch (const Error& e) {
     if (reason) *reason = e.what();
     return false;
   }
-  return count > 0;
 }
 
 class GpuPluginTest : public ::testing::TestWithParam<std::string> {};
@@ -71,17 +68,18 @@ TEST_P(GpuPluginTest, LoadsAndRefusesCleanlyWithoutDevice) {
     EXPECT_NE(std::string(e.what()).find("no device"), std::string::npos) << e.what();
   }
   // Every entry that needs a device refuses the same way, with an error object.
-  const auto* iface = static_cast<const tsr_backend_iface*>(plugin->iface());
+  const auto* reg = static_cast<const tsr_backend_reg_iface*>(plugin->iface());
   tsr_device_props props{};
   props.struct_size = sizeof(props);
+  tsr_device_props_args props_args{sizeof(props_args), reg, 0, 0, &props};
   tsr_error* error = nullptr;
-  EXPECT_EQ(iface->device_props(0, &props, &error), TSR_STATUS_DEVICE_ERROR);
+  EXPECT_EQ(reg->device_props(&props_args, &error), TSR_STATUS_DEVICE_ERROR);
   EXPECT_NE(error, nullptr);
   EXPECT_THROW(check_status(TSR_STATUS_DEVICE_ERROR, error, "device_props"), Error);  // frees it
   const tsr_backend_params params{sizeof(params), 0, 0, nullptr};
-  tsr_backend* backend = nullptr;
-  EXPECT_EQ(iface->backend_create(&params, &backend, nullptr), TSR_STATUS_DEVICE_ERROR);
-  EXPECT_EQ(backend, nullptr);
+  tsr_backend_create_args create{sizeof(create), reg, &params, nullptr};
+  EXPECT_EQ(reg->backend_create(&create, nullptr), TSR_STATUS_DEVICE_ERROR);
+  EXPECT_EQ(create.backend, nullptr);
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuPluginTest, ::testing::ValuesIn(gpu_plugins()),

@@ -1,16 +1,21 @@
-// Plugins built against the previous ABI minor's headers (plugin_api/compat/1.0) load
-// into today's host through the core's loader and work; a plugin built for a newer
-// minor than the host is refused with a message naming both versions; so are constraint
-// and quant plugins claiming 1.0, before their kinds existed.
+// Plugins built against the headers of every kept 1.x minor (plugin_api/compat/1.0 … 1.4)
+// load into today's 2.x host through the core's loader (backends behind its adapter) and
+// work, to the reference text; a plugin built for a newer minor than the host is refused
+// with a message naming both versions; so are constraint and quant plugins claiming 1.0,
+// before their kinds existed.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
+#include "core/engine/engine.h"
 #include "core/error.h"
 #include "core/plugin_host/backend.h"
 #include "core/plugin_host/plugin_loader.h"
 #include "core/plugin_host/tensor.h"
+#include "tests/common/shared_data.h"
 
 namespace tsr {
 namespace {
@@ -48,6 +53,36 @@ TEST(Compat, BackendBuiltAgainst1_3IsNotGivenRopeFactors) {
         << e.what();
   }
 }
+
+// The example backend of each kept 1.x minor, behind the host's adapter, generates
+// llama.cpp's greedy text for stories260K (the ops, graphs and packing where its minor has
+// them; the first reference prompt).
+class CompatGeneration : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CompatGeneration, GeneratesTheReferenceText) {
+  TSR_REQUIRE_SHARED("models/stories260K.gguf");
+  Config c;
+  c.model.path = testing::shared_path("models/stories260K.gguf");
+  c.plugin_dir = std::string(COMPAT_ROOT "/compat_") + GetParam();
+  c.backend.plugin = "example";
+  c.backend.threads = 1;
+  c.scheduler.max_seqs = 1;
+  auto engine = Engine::create(c);
+  const auto lines = testing::read_lines(testing::shared_path("models/reference/stories260K.ref.jsonl"));
+  ASSERT_FALSE(lines.empty());
+  const auto ref = nlohmann::json::parse(lines.front());
+  RequestParams p;
+  p.prompt = ref["prompt_ids"].get<std::vector<int32_t>>();
+  p.max_tokens = static_cast<int32_t>(ref["greedy_ids"].size());
+  p.sampling.temperature = 0;
+  p.ignore_eos = true;
+  const GenerateResult r = engine->generate(std::move(p));
+  EXPECT_EQ(r.tokens, ref["greedy_ids"].get<std::vector<int32_t>>());
+  EXPECT_EQ(r.text, ref["greedy_text"].get<std::string>());
+}
+
+INSTANTIATE_TEST_SUITE_P(KeptMinors, CompatGeneration, ::testing::Values("1_0", "1_1", "1_2", "1_3", "1_4"),
+                         [](const auto& info) { return std::string("abi_") + info.param; });
 
 TEST(Compat, DraftBuiltAgainst1_0Loads) {
   auto plugin = Plugin::load(COMPAT_DIR "/libtessera_draft_example.so", TSR_PLUGIN_DRAFT, "example");

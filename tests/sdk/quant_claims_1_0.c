@@ -6,7 +6,7 @@
 static const tsr_quant_iface g_iface = {sizeof(tsr_quant_iface), "claims_1_0", TSR_DTYPE_PLUGIN, 32};
 
 static const tsr_plugin_desc g_desc = {
-    sizeof(tsr_plugin_desc), TSR_ABI_MAJOR, 0, TSR_PLUGIN_QUANT, "claims_1_0", "0.1.0", &g_iface,
+    sizeof(tsr_plugin_desc), 1, 0, TSR_PLUGIN_QUANT, "claims_1_0", "0.1.0", &g_iface,
 };
 
 TSR_EXPORT const tsr_plugin_desc* tsr_plugin_query(const tsr_host_api* host, uint32_t major,

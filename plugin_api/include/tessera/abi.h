@@ -6,7 +6,9 @@
  * Rules (see sdk/README.md for the full text):
  *  - TSR_ABI_MAJOR changes only when something is removed or reordered; TSR_ABI_MINOR
  *    grows when fields or entries are appended. A host of version M.n loads plugins built
- *    for M.0 ... M.n and refuses newer minors.
+ *    for M.0 ... M.n and refuses newer minors. The 2.x host also loads backend plugins
+ *    built for 1.0 ... 1.4 through an adapter of its own, and the other kinds of 1.x
+ *    plugin as they are (their tables did not change in 2.0); see CHANGELOG.md.
  *  - Every struct that crosses the boundary starts with `size_t struct_size`, set by its
  *    writer to sizeof() as that writer was compiled. Readers read only struct_size bytes
  *    and treat fields beyond it as absent (zero / NULL). Sizes are pinned below.
@@ -27,8 +29,8 @@
 extern "C" {
 #endif
 
-#define TSR_ABI_MAJOR 1
-#define TSR_ABI_MINOR 4
+#define TSR_ABI_MAJOR 2
+#define TSR_ABI_MINOR 0
 
 #if defined(_WIN32)
 #define TSR_EXPORT __declspec(dllexport)
@@ -51,9 +53,14 @@ extern "C" {
 #define TSR_ABI_PIN_SIZE(type, size)
 #endif
 
+/* The size of `type` up to and including `field`: the struct_size a writer compiled when
+ * `field` was the struct's last. When a minor appends to a struct, its header names the
+ * size each earlier minor wrote with it (TSR_<TYPE>_SIZE_<M>_<n>), for readers of structs
+ * written by older plugins; no other size is kept by hand. */
+#define TSR_SIZE_THROUGH(type, field) (offsetof(type, field) + sizeof(((type*)0)->field))
+
 /* Whether a struct written with `struct_size` bytes contains `field`. */
-#define TSR_STRUCT_HAS(ptr, type, field) \
-  ((ptr)->struct_size >= offsetof(type, field) + sizeof(((type*)0)->field))
+#define TSR_STRUCT_HAS(ptr, type, field) ((ptr)->struct_size >= TSR_SIZE_THROUGH(type, field))
 
 typedef enum tsr_status {
   TSR_STATUS_OK = 0,

@@ -1,7 +1,10 @@
-/* Backend plugins: devices, memory, streams and the ops of a llama-family forward pass.
+/* Backend plugins: devices, memory, streams and the ops of a forward pass.
  *
  * A backend plugin's tsr_plugin_desc has kind TSR_PLUGIN_BACKEND and its `iface` points
- * at a static tsr_backend_iface.
+ * at a static tsr_backend_reg_iface (the registry: devices, backend_create, get_proc),
+ * whose `backend` points at the table of the backends it creates. Ops are data: one
+ * `enqueue` entry takes a tsr_op_desc (an op identifier and its params struct), and
+ * `supports` answers per op, dtype and operands.
  *
  * Memory model: the core asks the backend for buffers and addresses tensors inside them
  * by `tsr_tensor.data` (a device address for device backends). Host data moves only
@@ -12,11 +15,11 @@
  * [num_slots, n_kv_heads, head_dim]; slot = block * block_size + offset. A sequence's
  * blocks are listed in its row of `block_tables`; a single sequence uses a trivial table.
  *
- * Errors: every fallible entry returns tsr_status and, when `error` is not NULL and the
- * call fails, stores an error made with the host's error_new (the caller frees it with
+ * Errors: every fallible entry takes one size-prefixed args struct (or, for enqueue, the
+ * op desc), returns tsr_status and, when `error` is not NULL and the call fails, stores an error made with the host's error_new (the caller frees it with
  * the host's error_free). Asynchronous failures surface at the next synchronizing call.
  *
- * Thread-safety: device_count and device_props are thread-safe. A tsr_backend and
+ * Thread-safety: the registry's entries are thread-safe. A tsr_backend and
  * everything created from it are externally synchronized: one thread at a time per
  * backend handle. Distinct backend handles may be used from distinct threads.
  */
@@ -33,7 +36,7 @@ typedef struct tsr_backend tsr_backend; /* opaque, created and destroyed by the 
 typedef struct tsr_buffer tsr_buffer;
 typedef struct tsr_stream tsr_stream;
 typedef struct tsr_event tsr_event;
-typedef struct tsr_graph tsr_graph; /* ABI 1.2: a recorded sequence of ops */
+typedef struct tsr_graph tsr_graph; /* a recorded sequence of ops */
 
 typedef enum tsr_device_type {
   TSR_DEVICE_CPU = 0,
@@ -61,7 +64,8 @@ typedef struct tsr_backend_params {
 } tsr_backend_params;
 TSR_ABI_PIN_SIZE(tsr_backend_params, 24);
 
-/* Op identifiers for supports(). */
+/* Op identifiers. Appended to in later minors; a backend answers supports() with 0 and
+ * enqueue with TSR_STATUS_UNSUPPORTED for an op it does not know. */
 typedef enum tsr_op {
   TSR_OP_GET_ROWS = 0,
   TSR_OP_RMS_NORM = 1,
@@ -123,10 +127,8 @@ typedef struct tsr_rope_params {
   tsr_rope_mode mode;
   float freq_base;
   float freq_scale;
-  /* ABI 1.4. Can be NULL (all factors 1): [n_rot / 2] f32, each finite and > 0 (Llama
-   * 3.1's rope_freqs.weight, llama.cpp's ggml_rope_ext freq_factors). The host passes
-   * it only to backends built for 1.4 or newer; a model that needs it does not load on
-   * an older one. */
+  /* Can be NULL (all factors 1): [n_rot / 2] f32, each finite and > 0 (Llama 3.1's
+   * rope_freqs.weight, llama.cpp's ggml_rope_ext freq_factors). */
   const tsr_tensor* freq_factors;
 } tsr_rope_params;
 TSR_ABI_PIN_SIZE(tsr_rope_params, 48);
@@ -196,79 +198,191 @@ typedef struct tsr_copy_blocks_params {
 } tsr_copy_blocks_params;
 TSR_ABI_PIN_SIZE(tsr_copy_blocks_params, 32);
 
+/* ---- ops as data (ABI 2.0) ----
+ * An op is its identifier and a pointer to its params struct above (the one its comment
+ * names), both size-prefixed so either can grow in a later minor; `next` chains typed
+ * extensions (tsr_ext_header) that a backend skips when it does not know them. */
+typedef struct tsr_op_desc {
+  size_t struct_size;
+  tsr_op op;
+  int32_t reserved;
+  const void* params;         /* the op's params struct, e.g. const tsr_matmul_params* */
+  const tsr_ext_header* next; /* can be NULL */
+} tsr_op_desc;
+TSR_ABI_PIN_SIZE(tsr_op_desc, 32);
+
+/* What supports() is asked. `dtypes` are the operand dtypes that select a kernel (MATMUL:
+ * {weight}; GET_ROWS: {table}; ATTENTION, KV_WRITE, COPY_BLOCKS: {cache}; others:
+ * {TSR_DTYPE_F32}). `params` can be NULL: "ops of these dtypes in general"; when set it
+ * is the op's params struct, and the answer is for those operands (their shapes and the
+ * optional params they set, such as rope's freq_factors). */
+typedef struct tsr_op_support_query {
+  size_t struct_size;
+  tsr_op op;
+  int32_t n_dtypes;
+  const tsr_dtype* dtypes;    /* n_dtypes entries */
+  const void* params;         /* can be NULL */
+} tsr_op_support_query;
+TSR_ABI_PIN_SIZE(tsr_op_support_query, 32);
+
+/* ---- args of the fallible entries (PJRT's rule: each can grow without a new entry).
+ * The caller sets struct_size; fields marked "out" are written by the backend on
+ * TSR_STATUS_OK. */
+
+typedef struct tsr_backend_reg_iface tsr_backend_reg_iface;
+
+typedef struct tsr_device_count_args {
+  size_t struct_size;
+  const tsr_backend_reg_iface* reg; /* the registry asked (the plugin's own table) */
+  int32_t count;                    /* out */
+  int32_t reserved;
+} tsr_device_count_args;
+TSR_ABI_PIN_SIZE(tsr_device_count_args, 24);
+
+typedef struct tsr_device_props_args {
+  size_t struct_size;
+  const tsr_backend_reg_iface* reg;
+  int32_t device;                   /* index below device_count */
+  int32_t reserved;
+  tsr_device_props* props;          /* out: the backend sets props->struct_size to its own */
+} tsr_device_props_args;
+TSR_ABI_PIN_SIZE(tsr_device_props_args, 32);
+
+typedef struct tsr_backend_create_args {
+  size_t struct_size;
+  const tsr_backend_reg_iface* reg;
+  const tsr_backend_params* params;
+  tsr_backend* backend;             /* out: destroyed with backend_destroy */
+} tsr_backend_create_args;
+TSR_ABI_PIN_SIZE(tsr_backend_create_args, 32);
+
+typedef struct tsr_buffer_alloc_args {
+  size_t struct_size;
+  tsr_backend* backend;
+  uint64_t size;
+  tsr_buffer* buffer;               /* out: freed with buffer_free */
+} tsr_buffer_alloc_args;
+TSR_ABI_PIN_SIZE(tsr_buffer_alloc_args, 32);
+
+/* Wraps host memory the caller keeps alive (e.g. mmap'd weights) without copying. */
+typedef struct tsr_buffer_from_host_args {
+  size_t struct_size;
+  tsr_backend* backend;
+  void* ptr;
+  uint64_t size;
+  tsr_buffer* buffer;               /* out: freed with buffer_free (the memory stays the caller's) */
+} tsr_buffer_from_host_args;
+TSR_ABI_PIN_SIZE(tsr_buffer_from_host_args, 40);
+
+typedef struct tsr_buffer_write_args {
+  size_t struct_size;
+  tsr_backend* backend;
+  tsr_stream* stream;
+  tsr_buffer* buffer;
+  uint64_t offset;
+  const void* src;                  /* read during the call */
+  uint64_t size;
+} tsr_buffer_write_args;
+TSR_ABI_PIN_SIZE(tsr_buffer_write_args, 56);
+
+/* The bytes are in `dst` once the stream is synchronized. */
+typedef struct tsr_buffer_read_args {
+  size_t struct_size;
+  tsr_backend* backend;
+  tsr_stream* stream;
+  const tsr_buffer* buffer;
+  uint64_t offset;
+  void* dst;
+  uint64_t size;
+} tsr_buffer_read_args;
+TSR_ABI_PIN_SIZE(tsr_buffer_read_args, 56);
+
+typedef struct tsr_buffer_memset_args {
+  size_t struct_size;
+  tsr_backend* backend;
+  tsr_stream* stream;
+  tsr_buffer* buffer;
+  uint64_t offset;
+  uint64_t size;
+  int32_t value;                    /* the byte value, as memset's */
+  int32_t reserved;
+} tsr_buffer_memset_args;
+TSR_ABI_PIN_SIZE(tsr_buffer_memset_args, 56);
+
+/* stream_create (stream is out), stream_synchronize and graph_begin. */
+typedef struct tsr_stream_args {
+  size_t struct_size;
+  tsr_backend* backend;
+  tsr_stream* stream;
+} tsr_stream_args;
+TSR_ABI_PIN_SIZE(tsr_stream_args, 24);
+
+/* event_create (event is out), event_record (event on stream), event_wait (stream waits
+ * for event without blocking the host) and event_synchronize (the host waits). */
+typedef struct tsr_event_args {
+  size_t struct_size;
+  tsr_backend* backend;
+  tsr_event* event;
+  tsr_stream* stream;
+} tsr_event_args;
+TSR_ABI_PIN_SIZE(tsr_event_args, 32);
+
+/* graph_end (graph is out, owned by the caller) and graph_launch. */
+typedef struct tsr_graph_args {
+  size_t struct_size;
+  tsr_backend* backend;
+  tsr_stream* stream;
+  tsr_graph* graph;
+} tsr_graph_args;
+TSR_ABI_PIN_SIZE(tsr_graph_args, 32);
+
+typedef struct tsr_weight_pack_args {
+  size_t struct_size;
+  tsr_backend* backend;
+  const tsr_tensor* w;              /* [rows, cols], read during the call only */
+  tsr_tensor* packed;               /* out */
+  tsr_buffer* buffer;               /* out: holds *packed, freed with buffer_free */
+} tsr_weight_pack_args;
+TSR_ABI_PIN_SIZE(tsr_weight_pack_args, 40);
+
+/* ---- the backend level: one table for every backend a registry creates ---- */
 typedef struct tsr_backend_iface {
   size_t struct_size;
 
-  /* ---- devices (thread-safe) ---- */
-  /* Number of usable devices. A plugin whose driver or device is absent returns
-   * TSR_STATUS_DEVICE_ERROR with a message, never crashes. */
-  tsr_status (*device_count)(int32_t* count, tsr_error** error);
-  tsr_status (*device_props)(int32_t device, tsr_device_props* props, tsr_error** error);
-
-  /* ---- backend handle ---- */
-  tsr_status (*backend_create)(const tsr_backend_params* params, tsr_backend** out,
-                               tsr_error** error);
   void (*backend_destroy)(tsr_backend* backend); /* NULL is ignored */
-  /* Nonzero when `op` runs with these operand dtypes. MATMUL: {weight dtype};
-   * GET_ROWS: {table dtype}; ATTENTION, KV_WRITE, COPY_BLOCKS: {cache dtype};
-   * others: {TSR_DTYPE_F32}. */
-  int32_t (*supports)(const tsr_backend* backend, tsr_op op, const tsr_dtype* dtypes,
-                      int32_t n_dtypes);
+  /* Nonzero when the op described by `query` runs on this backend. Unknown ops, dtypes
+   * and params are unsupported (0), never an error. */
+  int32_t (*supports)(const tsr_backend* backend, const tsr_op_support_query* query);
 
   /* ---- buffers ---- */
-  tsr_status (*buffer_alloc)(tsr_backend* backend, uint64_t size, tsr_buffer** out,
-                             tsr_error** error);
-  /* Wraps host memory the caller keeps alive (e.g. mmap'd weights) without copying.
-   * Can be NULL: the backend then needs buffer_alloc + buffer_write. */
-  tsr_status (*buffer_from_host)(tsr_backend* backend, void* ptr, uint64_t size,
-                                 tsr_buffer** out, tsr_error** error);
+  tsr_status (*buffer_alloc)(tsr_buffer_alloc_args* args, tsr_error** error);
+  /* Can be NULL: the backend then needs buffer_alloc + buffer_write. */
+  tsr_status (*buffer_from_host)(tsr_buffer_from_host_args* args, tsr_error** error);
   void (*buffer_free)(tsr_backend* backend, tsr_buffer* buffer); /* NULL is ignored */
   /* Address of the buffer's first byte, for tsr_tensor.data. */
   void* (*buffer_base)(const tsr_buffer* buffer);
-  tsr_status (*buffer_write)(tsr_backend* backend, tsr_stream* stream, tsr_buffer* dst,
-                             uint64_t offset, const void* src, uint64_t size,
-                             tsr_error** error);
-  /* The bytes are in `dst` once the stream is synchronized. */
-  tsr_status (*buffer_read)(tsr_backend* backend, tsr_stream* stream, const tsr_buffer* src,
-                            uint64_t offset, void* dst, uint64_t size, tsr_error** error);
-  tsr_status (*buffer_memset)(tsr_backend* backend, tsr_stream* stream, tsr_buffer* dst,
-                              uint64_t offset, int value, uint64_t size, tsr_error** error);
+  tsr_status (*buffer_write)(const tsr_buffer_write_args* args, tsr_error** error);
+  tsr_status (*buffer_read)(const tsr_buffer_read_args* args, tsr_error** error);
+  tsr_status (*buffer_memset)(const tsr_buffer_memset_args* args, tsr_error** error);
 
   /* ---- streams and events ---- */
-  tsr_status (*stream_create)(tsr_backend* backend, tsr_stream** out, tsr_error** error);
+  tsr_status (*stream_create)(tsr_stream_args* args, tsr_error** error);
   void (*stream_destroy)(tsr_backend* backend, tsr_stream* stream);
-  tsr_status (*stream_synchronize)(tsr_backend* backend, tsr_stream* stream,
-                                   tsr_error** error);
-  tsr_status (*event_create)(tsr_backend* backend, tsr_event** out, tsr_error** error);
+  tsr_status (*stream_synchronize)(const tsr_stream_args* args, tsr_error** error);
+  tsr_status (*event_create)(tsr_event_args* args, tsr_error** error);
   void (*event_destroy)(tsr_backend* backend, tsr_event* event);
-  tsr_status (*event_record)(tsr_backend* backend, tsr_event* event, tsr_stream* stream,
-                             tsr_error** error);
-  /* Makes `stream` wait for `event` without blocking the host. */
-  tsr_status (*event_wait)(tsr_backend* backend, tsr_stream* stream, tsr_event* event,
-                           tsr_error** error);
-  tsr_status (*event_synchronize)(tsr_backend* backend, tsr_event* event, tsr_error** error);
+  tsr_status (*event_record)(const tsr_event_args* args, tsr_error** error);
+  tsr_status (*event_wait)(const tsr_event_args* args, tsr_error** error);
+  tsr_status (*event_synchronize)(const tsr_event_args* args, tsr_error** error);
 
-  /* ---- ops (enqueued on `stream`) ---- */
-  tsr_status (*get_rows)(tsr_backend* b, tsr_stream* s, const tsr_get_rows_params* p,
-                         tsr_error** error);
-  tsr_status (*rms_norm)(tsr_backend* b, tsr_stream* s, const tsr_rms_norm_params* p,
-                         tsr_error** error);
-  tsr_status (*matmul)(tsr_backend* b, tsr_stream* s, const tsr_matmul_params* p,
-                       tsr_error** error);
-  tsr_status (*rope)(tsr_backend* b, tsr_stream* s, const tsr_rope_params* p,
-                     tsr_error** error);
-  tsr_status (*kv_write)(tsr_backend* b, tsr_stream* s, const tsr_kv_write_params* p,
-                         tsr_error** error);
-  tsr_status (*attention)(tsr_backend* b, tsr_stream* s, const tsr_attention_params* p,
-                          tsr_error** error);
-  tsr_status (*silu_mul)(tsr_backend* b, tsr_stream* s, const tsr_silu_mul_params* p,
-                         tsr_error** error);
-  tsr_status (*add)(tsr_backend* b, tsr_stream* s, const tsr_add_params* p,
-                    tsr_error** error);
-  tsr_status (*copy_blocks)(tsr_backend* b, tsr_stream* s, const tsr_copy_blocks_params* p,
-                            tsr_error** error);
+  /* ---- ops ----
+   * Enqueues `op` on `stream` (NULL: the backend's default stream). An op or params the
+   * backend does not know fails with TSR_STATUS_UNSUPPORTED; bad operands with
+   * TSR_STATUS_INVALID_ARGUMENT, before anything is written. */
+  tsr_status (*enqueue)(tsr_backend* backend, tsr_stream* stream, const tsr_op_desc* op,
+                        tsr_error** error);
 
-  /* ---- graphs (ABI 1.2; all four NULL when the backend cannot record) ----
+  /* ---- graphs (all four NULL when the backend cannot record) ----
    * graph_begin starts recording the ops enqueued on `stream` (not NULL): until graph_end
    * they are recorded, not run, and nothing else may be enqueued on that stream (no buffer
    * write, read or memset, no synchronize). graph_end ends the recording and returns the
@@ -282,28 +396,40 @@ typedef struct tsr_backend_iface {
    * blocks in range, no sequence longer than its block table's width). A graph is destroyed
    * before the backend; the buffers its ops use outlive it. One thread at a time, as the
    * backend. */
-  tsr_status (*graph_begin)(tsr_backend* b, tsr_stream* s, tsr_error** error);
-  /* *out receives the graph (owned by the caller, freed with graph_destroy). */
-  tsr_status (*graph_end)(tsr_backend* b, tsr_stream* s, tsr_graph** out, tsr_error** error);
-  tsr_status (*graph_launch)(tsr_backend* b, tsr_stream* s, const tsr_graph* g,
-                             tsr_error** error);
-  void (*graph_destroy)(tsr_backend* b, tsr_graph* g); /* NULL is ignored */
+  tsr_status (*graph_begin)(const tsr_stream_args* args, tsr_error** error);
+  tsr_status (*graph_end)(tsr_graph_args* args, tsr_error** error);
+  tsr_status (*graph_launch)(const tsr_graph_args* args, tsr_error** error);
+  void (*graph_destroy)(tsr_backend* backend, tsr_graph* graph); /* NULL is ignored */
 
-  /* ---- weight packing (ABI 1.3; NULL: every weight stays as stored) ----
-   * Offers the matmul weight `w` ([rows, cols], not NULL) to be kept in a layout of the
-   * backend's own, as llama.cpp's CPU backend repacks weights for its kernels. On
-   * TSR_STATUS_OK the backend has allocated *buffer (owned by the caller, freed with
-   * buffer_free) and filled *packed (not NULL) with a tensor over it: w's shape, dtype
+  /* ---- weight packing (NULL: every weight stays as stored) ----
+   * Offers the matmul weight `w` to be kept in a layout of the backend's own, as
+   * llama.cpp's CPU backend repacks weights for its kernels. On TSR_STATUS_OK the backend
+   * has allocated `buffer` and filled `packed` with a tensor over it: w's shape, dtype
    * TSR_DTYPE_PACKED, which this backend's matmul accepts as the weight operand in place
    * of w with the same results (within rounding), and no other op reads. On
    * TSR_STATUS_UNSUPPORTED (no error object) the backend keeps no layout of its own for
-   * such a weight and leaves *packed and *buffer alone. w is read during the call only;
-   * the call completes before it returns (no stream). One thread at a time, as the
-   * backend. */
-  tsr_status (*weight_pack)(tsr_backend* b, const tsr_tensor* w, tsr_tensor* packed,
-                            tsr_buffer** buffer, tsr_error** error);
+   * such a weight and leaves the outs alone. The call completes before it returns (no
+   * stream). */
+  tsr_status (*weight_pack)(tsr_weight_pack_args* args, tsr_error** error);
 } tsr_backend_iface;
-TSR_ABI_PIN_SIZE(tsr_backend_iface, 280);
+TSR_ABI_PIN_SIZE(tsr_backend_iface, 192);
+
+/* ---- the registry level: devices without a backend, named optional features ----
+ * A backend plugin's tsr_plugin_desc.iface points at its static registry. Every entry is
+ * thread-safe. */
+struct tsr_backend_reg_iface {
+  size_t struct_size;
+  /* Number of usable devices. A plugin whose driver or device is absent fails with
+   * TSR_STATUS_DEVICE_ERROR and a message, never crashes. */
+  tsr_status (*device_count)(tsr_device_count_args* args, tsr_error** error);
+  tsr_status (*device_props)(tsr_device_props_args* args, tsr_error** error);
+  tsr_status (*backend_create)(tsr_backend_create_args* args, tsr_error** error);
+  /* The address of the optional feature `name` (NUL-terminated; its header documents the
+   * function's type), or NULL when the plugin has none of that name. Can be NULL. */
+  void* (*get_proc)(const tsr_backend_reg_iface* reg, const char* name);
+  const tsr_backend_iface* backend; /* the table of the backends this registry creates */
+};
+TSR_ABI_PIN_SIZE(tsr_backend_reg_iface, 48);
 
 #ifdef __cplusplus
 }

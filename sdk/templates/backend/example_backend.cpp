@@ -174,7 +174,7 @@ class ExampleBackend {
     require(p.mode == TSR_ROPE_NORMAL || p.mode == TSR_ROPE_NEOX, "rope: unknown mode");
     const int half = p.n_rot / 2;
     const float* factors = nullptr;  // a divisor per pair (ABI 1.4), or none
-#if TSR_ABI_MINOR >= 4
+#if TSR_SDK_ABI_AT_LEAST(1, 4)
     if (TSR_STRUCT_HAS(&p, tsr_rope_params, freq_factors) && p.freq_factors != nullptr) {
       const Rows f = rows(p.freq_factors, 1, TSR_DTYPE_F32, "rope freq_factors");
       require(f.width == half, "rope: freq_factors must be [n_rot / 2]");

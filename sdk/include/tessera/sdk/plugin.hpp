@@ -1,6 +1,6 @@
 // Plumbing every plugin needs, whatever its kind: the host services handed to
-// tsr_plugin_query, the query entry point itself, the sizes ABI 1.0 gave each struct, and
-// opaque-handle casts. Kind-specific helpers (backend.hpp, draft.hpp) build on it.
+// tsr_plugin_query, the query entry point itself, params checks and opaque-handle casts.
+// Kind-specific helpers (backend.hpp, draft.hpp) build on it.
 #pragma once
 
 #include <cstddef>
@@ -9,6 +9,11 @@
 
 #include "tessera/abi.h"
 #include "tessera/sdk/status.hpp"
+
+// Whether the headers this plugin is compiled against are of ABI major.minor or newer:
+// the SDK compiles against every kept version's headers (plugin_api/compat).
+#define TSR_SDK_ABI_AT_LEAST(major, minor) \
+  (TSR_ABI_MAJOR > (major) || (TSR_ABI_MAJOR == (major) && TSR_ABI_MINOR >= (minor)))
 
 namespace tsr::sdk {
 
@@ -26,20 +31,16 @@ tsr_status boundary(tsr_error** error, Body&& body) noexcept {
   return guard(g_host, error, std::forward<Body>(body));
 }
 
-// The size ABI 1.0 gave a struct. Params written by an older host than the plugin may be
-// this short; later minors only append, so a plugin must accept any struct_size >= this
-// and read appended fields only after TSR_STRUCT_HAS. A minor that grows a struct adds a
-// specialization holding the 1.0 size beside the struct's kind (backend.hpp: rope, 1.4).
-template <class T>
-inline constexpr size_t kAbi10Size = sizeof(T);
-
-// Checks a params pointer and its struct_size; returns the struct.
+// Checks a params pointer and its struct_size; returns the struct. The host that wrote it
+// is never older than this plugin (an older host refuses a newer plugin), so its struct
+// is at least as large as the one this plugin was compiled with; it may be larger, and
+// this plugin reads only what it knows.
 template <class Params>
 const Params& checked(const Params* params, const char* entry) {
   require(params != nullptr, std::string(entry) + ": params is NULL");
-  require(params->struct_size >= kAbi10Size<Params>,
+  require(params->struct_size >= sizeof(Params),
           std::string(entry) + ": params struct_size " + std::to_string(params->struct_size) +
-              " is smaller than ABI 1.0's " + std::to_string(kAbi10Size<Params>));
+              " is smaller than the " + std::to_string(sizeof(Params)) + " bytes of this plugin's ABI");
   return *params;
 }
 
