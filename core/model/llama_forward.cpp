@@ -29,8 +29,6 @@ LlamaForward::LlamaForward(const LlamaModel& model, Backend& backend, KvCache& c
   if (!options.graphs) return;
   if (!backend.has_graphs()) {
     spdlog::warn("graphs: backend '{}' cannot record graphs; decode steps run eagerly", backend.name());
-  } else if (model.plugin_kernels() != nullptr) {
-    spdlog::warn("graphs: the quant plugin's host kernels run some matmuls; decode steps run eagerly");
   } else {
     graphs_ = std::make_unique<DecodeGraphs>(options.graph_max_batch, options.graph_max_blocks);
     spdlog::info("graphs: decode steps of up to {} sequences and {} KV blocks each replay recorded graphs",
@@ -201,22 +199,10 @@ void LlamaForward::enqueue(Scratch& s, const StepBatch& b) {
   matmul(s.out_logits, s.last_norm, model_.output());
 }
 
-// y = x · wᵀ on the backend, or on the quant plugin's kernels for the weights of a scheme
-// the backend cannot multiply itself (which run on host memory: CPU backends).
+// y = x · wᵀ on the backend (on a quant plugin's kernels registered into it, for a
+// scheme the backend does not multiply itself).
 void LlamaForward::matmul(tsr_tensor& y, const tsr_tensor& x, const tsr_tensor& w) {
-  const tsr_quant_kernels* k = model_.plugin_kernels();
-  if (k == nullptr || w.dtype != model_.plugin_dtype()) {
-    backend_.matmul({sizeof(tsr_matmul_params), &y, &x, &w});
-    return;
-  }
-  backend_.synchronize();
-  const int64_t m = tensor_rows(x), in = x.shape[x.ndim - 1];
-  const int64_t x_stride = x.ndim > 1 ? x.strides[x.ndim - 2] / int64_t(sizeof(float)) : in;
-  const int64_t y_stride = y.ndim > 1 ? y.strides[y.ndim - 2] / int64_t(sizeof(float)) : w.shape[0];
-  call_plugin("quant kernel matmul", [&](tsr_error** e) {
-    return k->matmul(static_cast<const float*>(x.data), x_stride, m, in, w.data, w.strides[0], w.shape[0],
-                     static_cast<float*>(y.data), y_stride, backend_.threads(), e);
-  });
+  backend_.matmul({sizeof(tsr_matmul_params), &y, &x, &w});
 }
 
 void LlamaForward::attention_block(Scratch& s, int l, int64_t n) {

@@ -183,17 +183,18 @@ class LlamaModel::Loader {
     return *d;
   }
 
-  // The scheme runs on the backend's own kernels, or brings kernels for it.
+  // The scheme runs on the backend's own kernels, or brings kernels for it, which then
+  // become the backend's: the forward pass sees backend ops only.
   void check_scheme_runs() {
     const QuantScheme& q = *m_.quant_;
     if (backend_.supports(TSR_OP_MATMUL, q.dtype())) return;
-    m_.plugin_kernels_ = q.kernels(backend_.name());
-    m_.plugin_dtype_ = q.dtype();
-    if (m_.plugin_kernels_ == nullptr) {
+    const tsr_quant_kernels* k = q.kernels(backend_.name(), backend_.props().host_visible != 0);
+    if (k == nullptr) {
       throw Error("quant scheme '" + q.name() + "' cannot run on backend '" + backend_.name() +
                       "': the backend does not support its weights and the plugin has no kernels for it",
                   TSR_STATUS_UNSUPPORTED);
     }
+    backend_.register_kernels(q.dtype(), *k, m_.quant_);
   }
 
   // A converted weight and the buffer that holds it.

@@ -66,10 +66,6 @@ class LlamaModel {
   // that is not also the output matrix (a step gathers one row of it per token).
   uint64_t step_read_bytes() const;
   uint64_t n_params() const { return n_params_; }
-  // Kernels for weights the backend cannot multiply itself (a quant scheme's), and the
-  // dtype they serve; NULL when every weight runs on the backend.
-  const tsr_quant_kernels* plugin_kernels() const { return plugin_kernels_; }
-  tsr_dtype plugin_dtype() const { return plugin_dtype_; }
 
  private:
   LlamaModel() = default;
@@ -84,8 +80,6 @@ class LlamaModel {
   uint64_t weight_bytes_ = 0;
   uint64_t n_params_ = 0;
   std::shared_ptr<const QuantScheme> quant_;
-  const tsr_quant_kernels* plugin_kernels_ = nullptr;
-  tsr_dtype plugin_dtype_ = TSR_DTYPE_F32;
 };
 
 }  // namespace tsr

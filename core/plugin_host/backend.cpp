@@ -175,6 +175,20 @@ void Backend::graph_launch(const BackendGraph& graph) {
   call_plugin("graph_launch", [&](tsr_error** e) { return iface_->graph_launch(&args, e); });
 }
 
+void Backend::register_kernels(tsr_dtype dtype, const tsr_quant_kernels& kernels,
+                               std::shared_ptr<const void> owner) {
+  if (iface_->kernel_register == nullptr) {
+    throw Error("backend '" + name_ + "' takes no kernels of quant plugins (its plugin was built for ABI " +
+                    std::to_string(plugin_->desc().abi_major) + "." + std::to_string(plugin_->desc().abi_minor) +
+                    " or leaves kernel_register NULL)",
+                TSR_STATUS_UNSUPPORTED);
+  }
+  const tsr_kernel_register_args args{sizeof(args), handle_, dtype, 0, &kernels};
+  call_plugin("kernel_register on backend '" + name_ + "'",
+              [&](tsr_error** e) { return iface_->kernel_register(&args, e); });
+  kernel_owners_.push_back(std::move(owner));
+}
+
 std::unique_ptr<BackendBuffer> Backend::pack_weight(const tsr_tensor& w, tsr_tensor* packed) {
   if (iface_->weight_pack == nullptr) return nullptr;
   tsr_tensor out{};

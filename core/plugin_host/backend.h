@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "core/plugin_host/plugin_loader.h"
 #include "tessera/backend.h"
@@ -103,6 +104,11 @@ class Backend {
   std::unique_ptr<BackendGraph> graph_end();
   void graph_launch(const BackendGraph& graph);
 
+  // Gives the backend a quant plugin's matmul for weights of `dtype` (kernel_register);
+  // `owner` (what keeps the kernels valid: the scheme and its plugin) lives as long as the
+  // backend. Throws when the backend takes no kernels or refuses these.
+  void register_kernels(tsr_dtype dtype, const tsr_quant_kernels& kernels, std::shared_ptr<const void> owner);
+
   // Weight packing (see backend.h): the matmul weight `w` in the backend's own
   // layout, written to *packed, with the buffer that holds it; NULL (and *packed
   // untouched) when the backend keeps no layout of its own for it.
@@ -121,6 +127,7 @@ class Backend {
   tsr_stream* stream_ = nullptr;
   tsr_device_props props_{};
   std::string name_;
+  std::vector<std::shared_ptr<const void>> kernel_owners_;  // of the registered quant kernels
   int32_t threads_ = 0;
 };
 

@@ -1,5 +1,7 @@
 #include "core/quant/quant_scheme.h"
 
+#include <stdexcept>
+
 #include "core/error.h"
 #include "core/plugin_host/host_services.h"
 #include "core/plugin_host/tensor.h"
@@ -62,9 +64,21 @@ void QuantScheme::dequantize(const void* in, int64_t rows, int64_t cols, float* 
               [&](tsr_error** e) { return iface_->dequantize(in, rows, cols, out, e); });
 }
 
-const tsr_quant_kernels* QuantScheme::kernels(const std::string& backend) const {
+const tsr_quant_kernels* QuantScheme::kernels(const std::string& backend, bool host_memory) const {
   const tsr_quant_kernels* k = iface_->kernels(backend.c_str());
-  return k != nullptr && k->struct_size >= sizeof(tsr_quant_kernels) && k->matmul != nullptr ? k : nullptr;
+  if (k == nullptr || k->struct_size < sizeof(tsr_quant_kernels) || k->matmul == nullptr) return nullptr;
+  if (plugin_->desc().abi_major == TSR_ABI_MAJOR) return k;
+  if (!host_memory) return nullptr;  // 1.x kernels read host addresses
+  std::lock_guard lock(adapters_mutex_);
+  for (const auto& a : adapters_) {
+    if (a->kernels()->backend == k->backend) return a->kernels();
+  }
+  try {
+    adapters_.push_back(std::make_unique<abi::QuantKernels1x>(k, host_api()));
+  } catch (const std::invalid_argument& e) {
+    throw Error("quant plugin '" + plugin_->name() + "': " + e.what(), TSR_STATUS_ABI_MISMATCH);
+  }
+  return adapters_.back()->kernels();
 }
 
 }  // namespace tsr

@@ -1,12 +1,15 @@
 // The host's view of a quant plugin: a weight scheme that can convert f32 rows and, per
 // backend, either runs on the backend's own kernels (the backend supports its dtype) or
-// brings kernels of its own. Immutable and thread-safe.
+// brings kernels of its own, which the host registers into the backend. Thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <vector>
 #include <string>
 
+#include "abi_host/quant_1x.h"
 #include "core/plugin_host/plugin_loader.h"
 #include "tessera/quant.h"
 
@@ -26,14 +29,20 @@ class QuantScheme {
   // `rows` rows of `cols` values; out holds rows * row_bytes(cols) bytes.
   void quantize(const float* x, int64_t rows, int64_t cols, void* out) const;
   void dequantize(const void* in, int64_t rows, int64_t cols, float* out) const;
-  // The plugin's kernels for `backend`, or NULL.
-  const tsr_quant_kernels* kernels(const std::string& backend) const;
+  // The plugin's kernels for `backend`, or NULL. A plugin built for ABI 1.x has host-memory
+  // kernels, shown through the host's adapter (abi_host/quant_1x.h): `host_memory` says
+  // whether the backend's memory is host-visible; when not, such kernels are NULL.
+  const tsr_quant_kernels* kernels(const std::string& backend, bool host_memory) const;
 
  private:
   void check_dtype() const;
   std::shared_ptr<Plugin> plugin_;  // keeps the library loaded
   const tsr_quant_iface* iface_;
   std::string name_;
+  // Adapters over a 1.x plugin's kernels, made on first use; they live as long as the
+  // scheme (backends they are registered into keep the scheme alive, see Backend).
+  mutable std::mutex adapters_mutex_;
+  mutable std::vector<std::unique_ptr<abi::QuantKernels1x>> adapters_;
 };
 
 }  // namespace tsr

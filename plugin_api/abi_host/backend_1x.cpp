@@ -359,6 +359,7 @@ Backend1x::Backend1x(const void* table, uint32_t minor, const tsr_host_api* host
       graphs ? graph_begin : nullptr, graphs ? graph_end : nullptr, graphs ? graph_launch : nullptr,
       graphs ? graph_destroy : nullptr,
       packs ? weight_pack : nullptr,
+      nullptr,  // kernel_register came with 2.0
   };
   impl_->reg = {sizeof(tsr_backend_reg_iface), device_count, device_props, backend_create, get_proc,
                 &impl_->backend};

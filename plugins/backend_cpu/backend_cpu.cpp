@@ -124,9 +124,17 @@ class CpuBackend {
 
   bool supports(tsr_op op, std::span<const tsr_dtype> dtypes) const {
     for (const tsr_dtype d : dtypes) {
-      if (!op_supports(op, d)) return false;
+      const bool plugin = op == TSR_OP_MATMUL && ops_.plugin_kernels.find(d) != nullptr;
+      if (!plugin && !op_supports(op, d)) return false;
     }
     return true;
+  }
+
+  // A quant plugin's matmul for weights of a dtype the CPU kernels do not multiply.
+  void kernel_register(tsr_dtype dtype, const tsr_quant_kernels& kernels) {
+    require(!op_supports(TSR_OP_MATMUL, dtype),
+            "kernel_register: the CPU backend multiplies dtype " + std::to_string(int(dtype)) + " itself");
+    ops_.plugin_kernels.add(dtype, kernels);
   }
 
   // ---- memory ----

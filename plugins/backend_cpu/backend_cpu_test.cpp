@@ -24,6 +24,7 @@
 #include "core/plugin_host/plugin_loader.h"
 #include "core/plugin_host/tensor.h"
 #include "tessera/engine.h"
+#include "tessera/quant.h"
 #include "tessera/sdk/cpu_isa.hpp"
 
 namespace tsr {
@@ -1292,6 +1293,61 @@ TEST(CpuBadArgs, NullParamsThroughTheAbi) {
   cpu_reg()->backend->backend_destroy(b);
   bp.struct_size = 8;
   EXPECT_EQ(raw_create(bp), nullptr);
+}
+
+// ---- quant plugins' kernels registered into the backend ----
+
+// A scheme of its own (TSR_DTYPE_PLUGIN) whose "weights" are f32 rows: the kernel counts
+// its calls and multiplies, so that the test sees when and where it ran.
+struct CountingKernels {
+  static inline int calls = 0;
+  static tsr_status matmul(const tsr_quant_matmul_args* a, tsr_error**) {
+    ++calls;
+    const tsr_tensor &x = *a->params->x, &w = *a->params->w, &y = *a->params->out;
+    for (int64_t i = 0; i < x.shape[0]; ++i) {
+      for (int64_t j = 0; j < w.shape[0]; ++j) {
+        float s = 0;
+        for (int64_t c = 0; c < x.shape[1]; ++c) {
+          s += static_cast<const float*>(x.data)[i * x.shape[1] + c] * static_cast<const float*>(w.data)[j * x.shape[1] + c];
+        }
+        static_cast<float*>(y.data)[i * w.shape[0] + j] = s;
+      }
+    }
+    return a->stream == nullptr ? TSR_STATUS_OK : TSR_STATUS_INTERNAL;  // the CPU has no stream to pass
+  }
+  static inline const tsr_quant_kernels table = {sizeof(tsr_quant_kernels), "cpu", matmul};
+  static inline const tsr_quant_kernels other = {sizeof(tsr_quant_kernels), "cpu", matmul};
+};
+
+TEST(CpuQuantKernels, RunAsTheBackendsMatmulAlsoInGraphs) {
+  auto be = Backend::create(cpu_plugin(), 0, 1);
+  EXPECT_FALSE(be->supports(TSR_OP_MATMUL, TSR_DTYPE_PLUGIN));
+  be->register_kernels(TSR_DTYPE_PLUGIN, CountingKernels::table, nullptr);
+  be->register_kernels(TSR_DTYPE_PLUGIN, CountingKernels::table, nullptr);  // the same again: a no-op
+  EXPECT_TRUE(be->supports(TSR_OP_MATMUL, TSR_DTYPE_PLUGIN));
+  EXPECT_THROW(be->register_kernels(TSR_DTYPE_PLUGIN, CountingKernels::other, nullptr), Error);
+  EXPECT_THROW(be->register_kernels(TSR_DTYPE_Q8_0, CountingKernels::other, nullptr), Error);
+
+  const std::vector<float> x = {1, 2, 3, 4}, w = {1, 0, 0, 0, 0, 1, 1, 1};  // x [1, 4], w [2, 4]
+  const DevTensor dx = upload(x, TSR_DTYPE_F32, {1, 4}, 0, *be);
+  DevTensor dw = upload(w, TSR_DTYPE_F32, {2, 4}, 0, *be);
+  dw.t.dtype = TSR_DTYPE_PLUGIN;
+  const DevTensor out = make_tensor(TSR_DTYPE_F32, {1, 2}, nullptr, 0, *be);
+  CountingKernels::calls = 0;
+  be->matmul({sizeof(tsr_matmul_params), out.get(), dx.get(), dw.get()});
+  EXPECT_EQ(CountingKernels::calls, 1);
+  EXPECT_EQ(out.floats(), (std::vector<float>{1, 9}));
+
+  // Recorded, not run; each launch runs the kernel again on what the inputs hold then.
+  be->graph_begin();
+  be->matmul({sizeof(tsr_matmul_params), out.get(), dx.get(), dw.get()});
+  auto graph = be->graph_end();
+  EXPECT_EQ(CountingKernels::calls, 1);
+  const std::vector<float> x2 = {0, 0, 0, 2};
+  be->write(*dx.buf, 0, x2.data(), x2.size() * sizeof(float));
+  be->graph_launch(*graph);
+  EXPECT_EQ(CountingKernels::calls, 2);
+  EXPECT_EQ(out.floats(), (std::vector<float>{0, 2}));
 }
 
 // ---- thread counts: the same bits with 1 and 2 threads ----

@@ -17,6 +17,7 @@
 #include "cpu_quant_matmul.h"
 #include "cpu_simd.h"
 #include "cpu_tensor.h"
+#include "tessera/quant.h"
 #include "tessera/sdk/cpu_dot.hpp"
 #include "tessera/sdk/status.hpp"
 
@@ -170,7 +171,22 @@ void gemv_streaming(OpContext& ctx, const Matrix& out, const Matrix& x, const Ma
 
 }  // namespace
 
+// A matmul of a quant plugin's weights on that plugin's kernels; they check their operands.
+void plugin_matmul(OpContext& ctx, const tsr_quant_kernels& k, const tsr_matmul_params& p) {
+  const tsr_quant_matmul_args args{sizeof(args), &k, &p, nullptr, ctx.n_threads, 0};
+  tsr_error* error = nullptr;
+  const tsr_status status = k.matmul(&args, &error);
+  if (status == TSR_STATUS_OK) return;
+  const tsr_host_api* host = sdk::g_host;
+  const std::string message = error != nullptr && host != nullptr ? host->error_message(error) : "no details given";
+  if (host != nullptr) host->error_free(error);
+  throw sdk::Failure(status, "matmul on the kernels of a quant plugin: " + message);
+}
+
 void op_matmul(OpContext& ctx, const tsr_matmul_params& p) {
+  if (p.w != nullptr && p.w->struct_size >= sizeof(tsr_tensor)) {
+    if (const tsr_quant_kernels* k = ctx.plugin_kernels.find(p.w->dtype)) return plugin_matmul(ctx, *k, p);
+  }
   const Matrix out = as_matrix(p.out, TSR_DTYPE_F32, "matmul out");
   const Matrix x = as_matrix(p.x, TSR_DTYPE_F32, "matmul x");
   if (p.w != nullptr && p.w->dtype == TSR_DTYPE_PACKED) {

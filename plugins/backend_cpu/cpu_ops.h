@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "tessera/backend.h"
+#include "tessera/sdk/backend.hpp"
 
 namespace tsr::cpu {
 
@@ -17,6 +18,7 @@ struct MatmulCache;  // oneDNN primitives by shape (cpu_matmul.cpp)
 struct OpContext {
   int32_t n_threads = 1;
   std::unique_ptr<MatmulCache> matmul;
+  sdk::QuantKernelRegistry plugin_kernels;  // quant plugins' matmuls, by weight dtype
   OpContext();
   ~OpContext();
 };

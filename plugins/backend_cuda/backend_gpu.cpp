@@ -25,6 +25,7 @@
 #endif
 
 #include "gpu_kernels.h"
+#include "tessera/quant.h"
 #include "tessera/sdk/backend.hpp"
 
 namespace tsr::gpu {
@@ -355,9 +356,12 @@ class GpuBackend {
     for (const tsr_dtype d : dtypes) {
       int32_t v = 0;
       std::memcpy(&v, &d, sizeof(v));
-      if (v < 0 || v >= TSR_DTYPE_COUNT_) return false;
+      if ((v < 0 || v >= TSR_DTYPE_COUNT_) && plugin_kernels_.find(d) == nullptr) return false;
       switch (op) {
-        case TSR_OP_MATMUL: case TSR_OP_GET_ROWS:
+        case TSR_OP_MATMUL:
+          if (!is_weight_dtype(d) && plugin_kernels_.find(d) == nullptr) return false;
+          break;
+        case TSR_OP_GET_ROWS:
           if (!is_weight_dtype(d)) return false;
           break;
         case TSR_OP_COPY_BLOCKS:
@@ -525,7 +529,18 @@ class GpuBackend {
     end_op(s, "rms_norm", out);
   }
 
+  // A quant plugin's matmul for weights of a dtype these kernels do not multiply; it is
+  // enqueued on the stream of the op (and captured into graphs with it).
+  void kernel_register(tsr_dtype dtype, const tsr_quant_kernels& kernels) {
+    require(!is_weight_dtype(dtype), "kernel_register: this backend multiplies dtype " +
+                                         std::to_string(int(dtype)) + " itself");
+    plugin_kernels_.add(dtype, kernels);
+  }
+
   void matmul(Stream* sp, const tsr_matmul_params& p) {
+    if (p.w != nullptr && p.w->struct_size >= sizeof(tsr_tensor)) {
+      if (const tsr_quant_kernels* k = plugin_kernels_.find(p.w->dtype)) return plugin_matmul(sp, *k, p);
+    }
     Stream& s = begin_op(sp, true);
     const Mat out = view(p.out, TSR_DTYPE_F32, "matmul out");
     const Mat x = view(p.x, TSR_DTYPE_F32, "matmul x");
@@ -765,6 +780,20 @@ class GpuBackend {
  private:
   void activate() const { GPU_CHECK(cudaSetDevice(device_)); }
 
+  void plugin_matmul(Stream* sp, const tsr_quant_kernels& k, const tsr_matmul_params& p) {
+    Stream& s = begin_op(sp);
+    const Mat out = view(p.out, TSR_DTYPE_F32, "matmul out");
+    const tsr_quant_matmul_args args{sizeof(args), &k, &p, static_cast<void*>(s.handle), 0, 0};
+    tsr_error* error = nullptr;
+    const tsr_status status = k.matmul(&args, &error);
+    if (status != TSR_STATUS_OK) {
+      const std::string message = error != nullptr ? sdk::g_host->error_message(error) : "no details given";
+      sdk::g_host->error_free(error);
+      throw Failure(status, "matmul on the kernels of a quant plugin: " + message);
+    }
+    end_op(s, "matmul", out);
+  }
+
   Stream& stream(Stream* s) { return s != nullptr ? *s : *default_stream_; }
 
   // Only ops may be enqueued on a recording stream (backend.h).
@@ -937,6 +966,7 @@ class GpuBackend {
 
   int device_;
   int64_t sm_count_ = 1;
+  sdk::QuantKernelRegistry plugin_kernels_;  // quant plugins' matmuls, by weight dtype
   std::unique_ptr<Stream> default_stream_;
   std::shared_ptr<Mirrors> mirrors_ = std::make_shared<Mirrors>();
 };

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/plugin_host/plugin_loader.h"
+#include "core/plugin_host/tensor.h"
 #include "core/quant/quant.h"
 #include "core/quant/quant_scheme.h"
 
@@ -58,8 +59,8 @@ TEST_P(QuantPlugins, RoundTripWithinTheFormatsBound) {
 
 TEST_P(QuantPlugins, CpuKernelsMatchTheReference) {
   const QuantScheme q = scheme(GetParam().name);
-  EXPECT_EQ(q.kernels("cuda"), nullptr);
-  const tsr_quant_kernels* k = q.kernels("cpu");
+  EXPECT_EQ(q.kernels("cuda", false), nullptr);
+  const tsr_quant_kernels* k = q.kernels("cpu", true);
   if (!GetParam().cpu_kernels) {
     EXPECT_EQ(k, nullptr);  // the CPU backend runs this dtype itself
     return;
@@ -76,9 +77,19 @@ TEST_P(QuantPlugins, CpuKernelsMatchTheReference) {
     const int64_t x_stride = kdim + 3, y_stride = n + 5;
     const std::vector<float> x = gaussian(m * x_stride, 2 + m);
     std::vector<float> y(m * y_stride, -1.0f);
+    // The operands as the CPU backend passes them: tensors over rows further apart than
+    // they need.
+    tsr_tensor tx = tensor_make(TSR_DTYPE_F32, const_cast<float*>(x.data()), {m, kdim});
+    tsr_tensor tw = tensor_make(TSR_DTYPE_I8, packed.data(), {n, kdim});  // then the scheme's tag
+    tw.dtype = q.dtype();
+    tsr_tensor ty = tensor_make(TSR_DTYPE_F32, y.data(), {m, n});
+    tx.strides[0] = x_stride * 4;
+    tw.strides[0] = row_bytes;
+    ty.strides[0] = y_stride * 4;
+    const tsr_matmul_params p{sizeof(p), &ty, &tx, &tw};
+    const tsr_quant_matmul_args args{sizeof(args), k, &p, nullptr, 2, 0};
     tsr_error* e = nullptr;
-    ASSERT_EQ(k->matmul(x.data(), x_stride, m, kdim, packed.data(), row_bytes, n, y.data(), y_stride, 2, &e),
-              TSR_STATUS_OK);
+    ASSERT_EQ(k->matmul(&args, &e), TSR_STATUS_OK);
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) {
         double ref = 0;

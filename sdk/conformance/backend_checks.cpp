@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "conformance.h"
+#include "tessera/quant.h"
 #include "tessera/backend.h"
 
 namespace tsr::conformance {
@@ -1097,6 +1098,46 @@ void expect_refused(Call call, const std::string& what) {
 template <class P>
 void expect_op_refused(const P* p, const std::string& what, tsr_backend* b = dut().b) {
   expect_refused([&](tsr_error** e) { return dut().enqueue_status(p, e, b, dut().s); }, what);
+}
+
+// ---- kernels of quant plugins (optional: kernel_register) ----
+
+// A quant plugin's matmul, as the kit's stand-in: it records what reached it.
+struct SeenKernel {
+  static inline int calls = 0;
+  static inline tsr_dtype w_dtype = TSR_DTYPE_F32;
+  static inline int64_t w_rows = 0;
+  static tsr_status matmul(const tsr_quant_matmul_args* a, tsr_error**) {
+    ++calls;
+    w_dtype = a->params->w->dtype;
+    w_rows = a->params->w->shape[0];
+    return TSR_STATUS_OK;
+  }
+};
+
+// Registered kernels make supports() answer for their dtype, a matmul of that dtype
+// reaches them with the op's operands, and a dtype the backend multiplies itself is refused.
+TEST_F(BackendTest, QuantKernelsRunAsTheBackendsMatmul) {
+  if (dut().t.kernel_register == nullptr) GTEST_SKIP() << "kernel_register is optional and absent";
+  Device d(plugin());  // a backend of its own: what is registered lasts as long as the backend
+  static const tsr_quant_kernels kernels{sizeof(tsr_quant_kernels), plugin().desc->name, SeenKernel::matmul};
+  EXPECT_FALSE(d.supports(TSR_OP_MATMUL, TSR_DTYPE_PLUGIN));
+  tsr_kernel_register_args args{sizeof(args), d.b, TSR_DTYPE_PLUGIN, 0, &kernels};
+  tsr_error* e = nullptr;
+  check(d.t.kernel_register(&args, &e), &e, "kernel_register");
+  EXPECT_TRUE(d.supports(TSR_OP_MATMUL, TSR_DTYPE_PLUGIN));
+  const DevTensor x = upload(d, random_floats(32, rng), TSR_DTYPE_F32, {1, 32});
+  DevTensor w = upload(d, random_floats(3 * 32, rng), TSR_DTYPE_F32, {3, 32});
+  w.t.dtype = TSR_DTYPE_PLUGIN;
+  const DevTensor out = make_tensor(d, TSR_DTYPE_F32, {1, 3});
+  SeenKernel::calls = 0;
+  d.run(tsr_matmul_params{sizeof(tsr_matmul_params), out.get(), x.get(), w.get()}, "matmul (plugin kernels)");
+  d.sync();
+  EXPECT_EQ(SeenKernel::calls, 1);
+  EXPECT_EQ(SeenKernel::w_dtype, TSR_DTYPE_PLUGIN);
+  EXPECT_EQ(SeenKernel::w_rows, 3);
+  args.dtype = TSR_DTYPE_F32;
+  expect_refused([&](tsr_error** err) { return d.t.kernel_register(&args, err); }, "kernel_register of F32");
 }
 
 TEST_F(BackendTest, BadHandlesAndBuffersAreRefused) {

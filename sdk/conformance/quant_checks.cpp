@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "abi_host/quant_1x.h"
 #include "conformance.h"
 #include "tessera/quant.h"
 
@@ -227,6 +228,42 @@ TEST(QuantKernels, OfferedPerBackendByName) {
   }
 }
 
+// The plugin's CPU kernels as a 2.x host calls them: its own, or for a plugin built for
+// 1.x the host adapter's over them (abi_host/quant_1x.h). NULL when it has none.
+const tsr_quant_kernels* cpu_kernels() {
+  const tsr_quant_kernels* k = table().kernels("cpu");
+  if (k == nullptr || k->matmul == nullptr) return nullptr;
+  if (plugin().desc->abi_major == TSR_ABI_MAJOR) return k;
+  static const abi::QuantKernels1x adapter(k, host_api());
+  return adapter.kernels();
+}
+
+// A 2-d tensor over host rows `stride` bytes apart.
+tsr_tensor host_matrix(tsr_dtype dtype, const void* data, int64_t rows, int64_t cols, int64_t stride, int64_t elem) {
+  tsr_tensor t{};
+  t.struct_size = sizeof(t);
+  t.dtype = dtype;
+  t.ndim = 2;
+  t.shape[0] = rows;
+  t.shape[1] = cols;
+  t.strides[0] = stride;
+  t.strides[1] = elem;
+  t.data = const_cast<void*>(data);
+  return t;
+}
+
+// y[i, j] = sum_k x[i, k] * W[j, k] on `kern`, with the operands as the backend passes them.
+tsr_status call_matmul(const tsr_quant_kernels& kern, const float* x, int64_t x_stride, int64_t m, int64_t k,
+                       const void* w, int64_t w_row_bytes, int64_t n, float* y, int64_t y_stride, int32_t threads,
+                       tsr_error** e) {
+  const tsr_tensor tx = host_matrix(TSR_DTYPE_F32, x, m, k, x_stride * 4, 4);
+  const tsr_tensor tw = host_matrix(table().dtype, w, n, k, w_row_bytes, 1);
+  const tsr_tensor ty = host_matrix(TSR_DTYPE_F32, y, m, n, y_stride * 4, 4);
+  const tsr_matmul_params p{sizeof(p), &ty, &tx, &tw};
+  const tsr_quant_matmul_args args{sizeof(args), &kern, &p, nullptr, threads, 0};
+  return kern.matmul(&args, e);
+}
+
 struct MatmulCase {
   int64_t m, n, k;
   int64_t x_pad, y_pad, w_pad;  // row strides beyond the rows: floats, floats, bytes
@@ -263,8 +300,8 @@ void check_matmul(const tsr_quant_kernels& kern, const MatmulCase& c, int32_t th
   constexpr float kUntouched = -12345.0f;
   std::vector<float> y(static_cast<size_t>((c.m + 1) * y_stride), kUntouched);  // one row past the end
   tsr_error* e = nullptr;
-  ok("matmul", kern.matmul(x.data(), x_stride, c.m, c.k, w.packed.data(), w.row_bytes, c.n, y.data(), y_stride,
-                           threads, &e), e);
+  ok("matmul", call_matmul(kern, x.data(), x_stride, c.m, c.k, w.packed.data(), w.row_bytes, c.n, y.data(),
+                            y_stride, threads, &e), e);
   std::vector<double> ref(static_cast<size_t>(c.m * c.n));
   double err = 0, ref_max = 1;
   for (int64_t i = 0; i < c.m; ++i) {
@@ -284,11 +321,6 @@ void check_matmul(const tsr_quant_kernels& kern, const MatmulCase& c, int32_t th
       ASSERT_EQ(y[i * y_stride + j], kUntouched) << shape << ": wrote y[" << i << ", " << j << "] outside the output";
     }
   }
-}
-
-const tsr_quant_kernels* cpu_kernels() {
-  const tsr_quant_kernels* k = table().kernels("cpu");
-  return k != nullptr && k->matmul != nullptr ? k : nullptr;
 }
 
 TEST(QuantKernels, CpuMatmulMatchesTheReference) {
@@ -354,7 +386,7 @@ TEST(QuantErrors, CpuMatmulRefusesBadShapesAndNull) {
   const std::vector<uint8_t> w = quantize(weights(n * k, 3), n, k);
   const auto mm = [&](const float* xp, int64_t xs, int64_t mm_m, int64_t kk, const void* wp, int64_t wrb,
                       float* yp, int64_t ys) {
-    return [=](tsr_error** e) { return kern->matmul(xp, xs, mm_m, kk, wp, wrb, n, yp, ys, 1, e); };
+    return [=](tsr_error** e) { return call_matmul(*kern, xp, xs, mm_m, kk, wp, wrb, n, yp, ys, 1, e); };
   };
   if (block() > 1) expect_refused("k not whole blocks", mm(x.data(), k, m, k - 1, w.data(), rb, y.data(), n));
   expect_refused("k=0", mm(x.data(), k, m, 0, w.data(), rb, y.data(), n));

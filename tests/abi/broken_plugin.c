@@ -64,7 +64,7 @@ static const tsr_backend_iface g_backend = {
 #else
     NULL, NULL, NULL, NULL,
 #endif
-    NULL,
+    NULL, NULL,
 };
 
 static const tsr_backend_reg_iface g_iface = {

@@ -309,11 +309,13 @@ TEST(QuantizeStoriesQ8_0, ComputesAsItsDequantizedF32File) {
   }
 }
 
-std::unique_ptr<Engine> load_quantized_at_load(const std::string& path, const std::string& scheme) {
+std::unique_ptr<Engine> load_quantized_at_load(const std::string& path, const std::string& scheme,
+                                               const std::string& graphs = "auto") {
   Config c;
   c.model.path = path;
   c.plugin_dir = TESSERA_PLUGIN_DIR;
   c.backend.threads = 1;
+  c.backend.graphs = graphs;
   c.quant.scheme = scheme;
   return Engine::create(c);
 }
@@ -353,15 +355,20 @@ TEST(QuantAtLoad, Fp8FollowsTheF32GreedyIds) {
 }
 
 // int4_g128 converts the synthesized tiny model's 128-wide FFN rows and runs them on the
-// plugin's CPU kernel; a scheme is refused where it cannot run.
+// plugin's CPU kernel, registered into the CPU backend: decode graphs record it like any
+// op and replay the eager steps' ids.
 TEST(QuantAtLoad, Int4RunsOnThePluginKernels) {
   TSR_REQUIRE_SHARED(kDonor);
   const std::string path = synth("f32", 5);
   auto f32 = load(path);
-  auto int4 = load_quantized_at_load(path, "int4_g128");
+  auto int4 = load_quantized_at_load(path, "int4_g128", "off");
   EXPECT_LT(int4->weight_bytes(), f32->weight_bytes());
   const std::vector<int32_t> prompt = f32->tokenize("Once upon a time");
-  EXPECT_EQ(greedy(*int4, prompt, 16).size(), 16u);
+  const std::vector<int32_t> eager = greedy(*int4, prompt, 16);
+  EXPECT_EQ(eager.size(), 16u);
+  auto graphed = load_quantized_at_load(path, "int4_g128", "on");
+  EXPECT_EQ(greedy(*graphed, prompt, 16), eager);
+  EXPECT_GT(graphed->stats().graph_replays, 0) << "decode steps did not replay graphs";
 }
 
 // `tessera perplexity --kl-base`: Q8_0 at load stays within 1e-3 of the F32 model in KL

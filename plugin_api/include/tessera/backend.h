@@ -345,6 +345,20 @@ typedef struct tsr_weight_pack_args {
 } tsr_weight_pack_args;
 TSR_ABI_PIN_SIZE(tsr_weight_pack_args, 40);
 
+typedef struct tsr_quant_kernels tsr_quant_kernels; /* quant.h */
+
+/* Gives the backend a quant plugin's kernels (quant.h) for weights of `dtype`. */
+typedef struct tsr_kernel_register_args {
+  size_t struct_size;
+  tsr_backend* backend;
+  tsr_dtype dtype;                  /* the weight dtype the kernels multiply */
+  int32_t reserved;
+  /* Static data of a loaded quant plugin, kernels->backend naming this backend; the
+   * caller keeps the plugin loaded while the backend lives. */
+  const tsr_quant_kernels* kernels;
+} tsr_kernel_register_args;
+TSR_ABI_PIN_SIZE(tsr_kernel_register_args, 32);
+
 /* ---- the backend level: one table for every backend a registry creates ---- */
 typedef struct tsr_backend_iface {
   size_t struct_size;
@@ -411,8 +425,16 @@ typedef struct tsr_backend_iface {
    * such a weight and leaves the outs alone. The call completes before it returns (no
    * stream). */
   tsr_status (*weight_pack)(tsr_weight_pack_args* args, tsr_error** error);
+
+  /* ---- kernels of quant plugins (NULL: the backend takes none) ----
+   * After it, supports(MATMUL, {dtype}) answers 1 and every matmul whose weight has that
+   * dtype runs on kernels->matmul, called by the backend on the stream of the enqueue
+   * (recorded into graphs like any op). A dtype the backend multiplies itself, or one that
+   * has other kernels already, is refused (TSR_STATUS_INVALID_ARGUMENT); registering the
+   * same kernels again does nothing. One thread at a time, as the backend. */
+  tsr_status (*kernel_register)(const tsr_kernel_register_args* args, tsr_error** error);
 } tsr_backend_iface;
-TSR_ABI_PIN_SIZE(tsr_backend_iface, 192);
+TSR_ABI_PIN_SIZE(tsr_backend_iface, 200);
 
 /* ---- the registry level: devices without a backend, named optional features ----
  * A backend plugin's tsr_plugin_desc.iface points at its static registry. Every entry is

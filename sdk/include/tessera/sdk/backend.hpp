@@ -27,6 +27,8 @@
 //   std::unique_ptr<Buffer> weight_pack(const tsr_tensor& w, tsr_tensor& packed);
 //                                  // optional (ABI 1.3): nullptr keeps w as stored
 //   void op_refused(Stream*);      // optional: an op's entry failed (e.g. to void a recording)
+//   void kernel_register(tsr_dtype, const tsr_quant_kernels&);  // optional (ABI 2.0): take a
+//                                  // quant plugin's matmul for weights of that dtype
 //   bool supports(const tsr_op_support_query&) const;   // optional (ABI 2.0): answers for
 //                                  // the operands too; else supports(op, dtypes) answers
 //   static void* get_proc(const char* name);            // optional (ABI 2.0): named features
@@ -41,9 +43,14 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tessera/backend.h"
 #include "tessera/sdk/plugin.hpp"
+#if TSR_SDK_ABI_AT_LEAST(2, 0)
+#include "tessera/quant.h"
+#endif
 
 namespace tsr::sdk {
 
@@ -57,6 +64,32 @@ constexpr const char* op_name(const tsr_attention_params*) { return "attention";
 constexpr const char* op_name(const tsr_silu_mul_params*) { return "silu_mul"; }
 constexpr const char* op_name(const tsr_add_params*) { return "add"; }
 constexpr const char* op_name(const tsr_copy_blocks_params*) { return "copy_blocks"; }
+
+#if TSR_SDK_ABI_AT_LEAST(2, 0)
+// The quant plugins' kernels a backend was given (kernel_register), by weight dtype.
+class QuantKernelRegistry {
+ public:
+  // Refuses a dtype that has other kernels already; the same kernels again are a no-op.
+  void add(tsr_dtype dtype, const tsr_quant_kernels& kernels) {
+    if (const tsr_quant_kernels* had = find(dtype)) {
+      require(had == &kernels, "kernel_register: dtype " + std::to_string(int(dtype)) +
+                                   " has the kernels of another quant plugin already");
+      return;
+    }
+    entries_.emplace_back(dtype, &kernels);
+  }
+  // NULL when the dtype has no registered kernels.
+  const tsr_quant_kernels* find(tsr_dtype dtype) const {
+    for (const auto& [d, k] : entries_) {
+      if (d == dtype) return k;
+    }
+    return nullptr;
+  }
+
+ private:
+  std::vector<std::pair<tsr_dtype, const tsr_quant_kernels*>> entries_;
+};
+#endif
 
 template <class Impl>
 class BackendPlugin {
@@ -91,6 +124,7 @@ class BackendPlugin {
         graph_entry(&graph_begin_v2), graph_entry(&graph_end_v2), graph_entry(&graph_launch_v2),
         graph_entry(&graph_destroy),
         weight_pack_entry(),
+        kernel_register_entry(),
     };
     return t;
   }
@@ -462,6 +496,27 @@ class BackendPlugin {
   static constexpr auto weight_pack_entry() {
     using Entry = decltype(&weight_pack_v2);
     return kPacks ? Entry{&weight_pack_v2} : Entry{nullptr};
+  }
+
+  // Quant plugins' kernels when Impl takes them, else the entry is NULL.
+  static constexpr bool kTakesKernels = requires(Impl& i, const tsr_quant_kernels& k) {
+    i.kernel_register(TSR_DTYPE_PLUGIN, k);
+  };
+
+  static tsr_status kernel_register_v2(const tsr_kernel_register_args* a, tsr_error** error) {
+    return boundary(error, [&] {
+      if constexpr (kTakesKernels) {
+        Impl& impl = self(checked(a, "kernel_register").backend);
+        require(a->kernels != nullptr && a->kernels->struct_size >= sizeof(tsr_quant_kernels) &&
+                    a->kernels->matmul != nullptr,
+                "kernel_register: kernels NULL, too small or without a matmul");
+        impl.kernel_register(a->dtype, *a->kernels);
+      }
+    });
+  }
+  static constexpr auto kernel_register_entry() {
+    using Entry = decltype(&kernel_register_v2);
+    return kTakesKernels ? Entry{&kernel_register_v2} : Entry{nullptr};
   }
 #else
   // ---- ABI 1.x entries: the table of the kept minor's headers ----

@@ -8,7 +8,8 @@
 //   static int64_t row_bytes(int64_t n);                  // n: a positive multiple of kBlock
 //   static void quantize_row(const float* x, uint8_t* row, int64_t n);
 //   static void dequantize_row(const uint8_t* row, float* y, int64_t n);
-// and optionally a matmul on host memory, offered as kernels("cpu"):
+// and optionally a matmul on host memory, offered as kernels("cpu") (in ABI 2.0 the SDK
+// unpacks the tensors of tsr_quant_matmul_args into it; the CPU backend calls it):
 //   static void cpu_matmul(const tsr::sdk::QuantMatmul& args);
 // All of them must be thread-safe: the host calls them from several threads at once.
 //
@@ -101,19 +102,52 @@ class QuantPlugin {
     });
   }
 
+  static void run_cpu_matmul(const QuantMatmul& a) {
+    check_shape(a.n, a.k, "matmul");
+    require(a.m >= 0, "matmul: m is negative");
+    require(a.x != nullptr && a.w != nullptr && a.y != nullptr, "matmul: NULL buffer");
+    require(a.x_stride >= a.k && a.y_stride >= a.n && a.w_row_bytes >= Impl::row_bytes(a.k),
+            "matmul: strides smaller than the rows");
+    Impl::cpu_matmul(a);
+  }
+
+#if TSR_SDK_ABI_AT_LEAST(2, 0)
+  // A 2-d tensor of non-negative shape and row stride.
+  static const tsr_tensor& matrix(const tsr_tensor* t, const char* what) {
+    require(t != nullptr && t->struct_size >= sizeof(tsr_tensor) && t->ndim == 2,
+            std::string("matmul: ") + what + " must be a 2-d tensor");
+    require(t->shape[0] >= 0 && t->shape[1] >= 0 && t->strides[0] >= 0, std::string("matmul: ") + what + " has a negative shape or stride");
+    return *t;
+  }
+
+  // The tensors of the call as QuantMatmul's rows and strides; CPU kernels only (the
+  // stream is NULL: they run before they return).
+  static tsr_status cpu_matmul(const tsr_quant_matmul_args* args, tsr_error** error) {
+    return boundary(error, [&] {
+      const tsr_quant_matmul_args& a = checked(args, "matmul");
+      const tsr_matmul_params& p = checked(a.params, "matmul params");
+      const tsr_tensor &x = matrix(p.x, "x"), &w = matrix(p.w, "w"), &y = matrix(p.out, "out");
+      require(x.dtype == TSR_DTYPE_F32 && y.dtype == TSR_DTYPE_F32 && x.strides[1] == 4 && y.strides[1] == 4 &&
+                  x.strides[0] % 4 == 0 && y.strides[0] % 4 == 0,
+              "matmul: x and out must be contiguous f32 rows");
+      require(w.dtype == Impl::kDtype, "matmul: w is not of this scheme's dtype");
+      require(y.shape[0] == x.shape[0] && y.shape[1] == w.shape[0] && w.shape[1] == x.shape[1],
+              "matmul: out must be [rows of x, rows of w] and w as wide as x");
+      run_cpu_matmul(QuantMatmul{static_cast<const float*>(x.data), x.strides[0] / 4, x.shape[0], x.shape[1],
+                                 static_cast<const uint8_t*>(w.data), w.strides[0], w.shape[0],
+                                 static_cast<float*>(y.data), y.strides[0] / 4, a.n_threads});
+    });
+  }
+#else
   static tsr_status cpu_matmul(const float* x, int64_t x_stride, int64_t m, int64_t k, const void* w,
                                int64_t w_row_bytes, int64_t n, float* y, int64_t y_stride, int32_t n_threads,
                                tsr_error** error) {
     return boundary(error, [&] {
-      check_shape(n, k, "matmul");
-      require(m >= 0, "matmul: m is negative");
-      require(x != nullptr && w != nullptr && y != nullptr, "matmul: NULL buffer");
-      require(x_stride >= k && y_stride >= n && w_row_bytes >= Impl::row_bytes(k),
-              "matmul: strides smaller than the rows");
-      Impl::cpu_matmul(QuantMatmul{x, x_stride, m, k, static_cast<const uint8_t*>(w), w_row_bytes, n, y,
-                                   y_stride, n_threads});
+      run_cpu_matmul(QuantMatmul{x, x_stride, m, k, static_cast<const uint8_t*>(w), w_row_bytes, n, y, y_stride,
+                                 n_threads});
     });
   }
+#endif
 
   static const tsr_quant_kernels* kernels(const char* backend) {
     if (backend == nullptr || std::strcmp(backend, "cpu") != 0) return nullptr;
