@@ -133,10 +133,12 @@ void Backend::synchronize() {
 
 namespace {
 
-// The op's name for messages: the entry names of ABI 1.x, which logs and tests know.
+// The op's name for messages (the entry names of ABI 1.x for its ops, which logs and tests know).
 const char* op_name(tsr_op op) {
-  static const char* const names[] = {"get_rows", "rms_norm", "matmul", "rope", "kv_write",
-                                      "attention", "silu_mul", "add", "copy_blocks"};
+  static const char* const names[] = {"get_rows", "rms_norm", "matmul", "rope", "kv_write", "attention",
+                                      "silu_mul", "add", "copy_blocks", "mul", "scale", "gelu", "gelu_mul",
+                                      "layer_norm", "bias_add", "softmax", "top_k", "matmul_id", "softcap",
+                                      "cast"};
   static_assert(std::size(names) == TSR_OP_COUNT_);
   return op >= 0 && op < TSR_OP_COUNT_ ? names[op] : "unknown op";
 }

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstring>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -195,11 +196,23 @@ void backend_destroy(tsr_backend* b) {
   delete self;
 }
 
-// Ops after copy_blocks and rope's freq_factors before 1.4 are not in the plugin's ABI.
-bool in_abi(const Impl& adapter, tsr_op op, const void* params) {
-  if (op < 0 || op >= TSR_OP_COUNT_) return false;
-  if (op == TSR_OP_ROPE && adapter.minor < 4 && params != nullptr) {
-    return static_cast<const tsr_rope_params*>(params)->freq_factors == nullptr;
+// What 1.x had: the ops up to copy_blocks, rope without 2.0's YaRN fields (and without
+// freq_factors before 1.4), attention without 2.0's window, softcap and sinks.
+bool in_abi(const Impl& adapter, const tsr_op& op_value, const void* params) {
+  int32_t raw = 0;  // a C caller may pass any int: loading it as a tsr_op could be undefined
+  std::memcpy(&raw, &op_value, sizeof(raw));
+  if (raw < 0 || raw > TSR_OP_COPY_BLOCKS) return false;
+  const auto op = static_cast<tsr_op>(raw);
+  if (params == nullptr) return true;  // the plugin refuses NULL params itself
+  if (op == TSR_OP_ROPE) {
+    const auto& p = *static_cast<const tsr_rope_params*>(params);
+    if (p.struct_size < sizeof(p)) return true;  // too short to carry them; the plugin checks
+    const bool yarn = p.ext_factor != 0 || (p.attn_factor != 0 && p.attn_factor != 1);
+    return !yarn && (adapter.minor >= 4 || p.freq_factors == nullptr);
+  }
+  if (op == TSR_OP_ATTENTION) {
+    const auto& p = *static_cast<const tsr_attention_params*>(params);
+    return p.struct_size < sizeof(p) || (p.window == 0 && p.softcap == 0 && p.sinks == nullptr);
   }
   return true;
 }
@@ -278,6 +291,21 @@ tsr_status event_synchronize(const tsr_event_args* a, tsr_error** error) {
   return t.event_synchronize(self.inner, a->event, error);
 }
 
+// Why in_abi said no, for the error.
+std::string refusal(const tsr_op& op_value, const void* params, const std::string& abi) {
+  const std::string built = "the backend was built for " + abi;
+  int32_t raw = 0;
+  std::memcpy(&raw, &op_value, sizeof(raw));
+  if (raw < 0 || raw > TSR_OP_COPY_BLOCKS) return "op " + std::to_string(raw) + " is not in " + abi + ", which the backend was built for";
+  const auto op = static_cast<tsr_op>(raw);
+  if (op == TSR_OP_ROPE) {
+    const auto& p = *static_cast<const tsr_rope_params*>(params);
+    if (p.ext_factor != 0 || (p.attn_factor != 0 && p.attn_factor != 1)) return built + ", which has no YaRN RoPE (2.0)";
+    return built + ", which has no RoPE frequency factors (they came with 1.4)";
+  }
+  return built + ", whose attention has no sliding window, softcap or sinks (2.0)";
+}
+
 template <class P>
 tsr_status call(OpEntry<P> entry, const Adapted& self, tsr_stream* s, const void* params, tsr_error** error) {
   return entry(self.inner, s, static_cast<const P*>(params), error);
@@ -292,11 +320,7 @@ tsr_status enqueue(tsr_backend* b, tsr_stream* s, const tsr_op_desc* d, tsr_erro
   const Table1x& t = *adapter.t;
   if (!in_abi(adapter, d->op, d->params)) {
     const std::string abi = "ABI 1." + std::to_string(adapter.minor);
-    return fail(error, TSR_STATUS_UNSUPPORTED,
-                d->op == TSR_OP_ROPE
-                    ? "the backend was built for " + abi + ", which has no RoPE frequency factors (they came with 1.4)"
-                    : "op " + std::to_string(static_cast<int>(d->op)) + " is not in " + abi +
-                          ", which the backend was built for");
+    return fail(error, TSR_STATUS_UNSUPPORTED, refusal(d->op, d->params, abi));
   }
   switch (d->op) {
     case TSR_OP_GET_ROWS: return call(t.get_rows, self, s, d->params, error);

@@ -123,8 +123,9 @@ class CpuBackend {
   }
 
   bool supports(tsr_op op, std::span<const tsr_dtype> dtypes) const {
+    if (op == TSR_OP_CAST && dtypes.size() == 2) return cast_supports(dtypes[0], dtypes[1]);
     for (const tsr_dtype d : dtypes) {
-      const bool plugin = op == TSR_OP_MATMUL && ops_.plugin_kernels.find(d) != nullptr;
+      const bool plugin = (op == TSR_OP_MATMUL || op == TSR_OP_MATMUL_ID) && ops_.plugin_kernels.find(d) != nullptr;
       if (!plugin && !op_supports(op, d)) return false;
     }
     return true;
@@ -189,6 +190,17 @@ class CpuBackend {
   void silu_mul(Stream* s, const tsr_silu_mul_params& p) { run(s, p, op_silu_mul); }
   void add(Stream* s, const tsr_add_params& p) { run(s, p, op_add); }
   void copy_blocks(Stream* s, const tsr_copy_blocks_params& p) { run(s, p, op_copy_blocks); }
+  void mul(Stream* s, const tsr_mul_params& p) { run(s, p, op_mul); }
+  void scale(Stream* s, const tsr_scale_params& p) { run(s, p, op_scale); }
+  void gelu(Stream* s, const tsr_gelu_params& p) { run_gelu(s, p, false); }
+  void gelu_mul(Stream* s, const tsr_gelu_params& p) { run_gelu(s, p, true); }
+  void layer_norm(Stream* s, const tsr_layer_norm_params& p) { run(s, p, op_layer_norm); }
+  void bias_add(Stream* s, const tsr_bias_add_params& p) { run(s, p, op_bias_add); }
+  void softmax(Stream* s, const tsr_softmax_params& p) { run(s, p, op_softmax); }
+  void top_k(Stream* s, const tsr_top_k_params& p) { run(s, p, op_top_k); }
+  void matmul_id(Stream* s, const tsr_matmul_id_params& p) { run(s, p, op_matmul_id); }
+  void softcap(Stream* s, const tsr_softcap_params& p) { run(s, p, op_softcap); }
+  void cast(Stream* s, const tsr_cast_params& p) { run(s, p, op_cast); }
 
   // The SDK calls this when an op's entry fails, also before the op reached us (a NULL or
   // short params struct): a recording missing that op must not end as a graph.
@@ -246,6 +258,14 @@ class CpuBackend {
       s->recording->add(p);
     } else {
       kernel(ops_, p);
+    }
+  }
+
+  void run_gelu(Stream* s, const tsr_gelu_params& p, bool mul) {
+    if (s != nullptr && s->recording) {
+      s->recording->add(p, mul);
+    } else {
+      (mul ? op_gelu_mul : op_gelu)(ops_, p);
     }
   }
 

@@ -761,7 +761,7 @@ TEST(CpuRope, FreqFactorsChecked) {
   const DevTensor df = upload(halves, TSR_DTYPE_F32, {4});
   tsr_rope_params p{offsetof(tsr_rope_params, freq_factors), dx.get(), dp.get(), 8, TSR_ROPE_NORMAL,
                     10000, 1, df.get()};
-  expect_invalid(p, "smaller than the 48 bytes");
+  expect_invalid(p, "smaller than the 64 bytes");
 
   const DevTensor wrong_length = upload(std::vector<float>(3, 1.0f), TSR_DTYPE_F32, {3});
   const DevTensor zero = upload(std::vector<float>{1, 1, 0, 1}, TSR_DTYPE_F32, {4});

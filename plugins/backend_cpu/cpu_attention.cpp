@@ -70,23 +70,34 @@ struct KeySource {
   int64_t slot(int64_t t) const { return int64_t(table[t / block_size]) * block_size + t % block_size; }
 };
 
+// The optional parts of attention (ABI 2.0; backend.h): keys before `first_key` are
+// outside the sliding window, logits are softcapped when softcap > 0, and `sink` (a
+// per-head logit, -inf for none) joins the denominator. All off: plain causal attention.
+struct AttendExtras {
+  int64_t first_key = 0;
+  float softcap = 0;
+  float sink = -INFINITY;
+};
+
 // Portable kernel for one (query row, head) pair: scores, then the weighted values.
 // `scores` holds n_keys floats.
-void attend_portable(const float* q, float* out, int64_t n_keys, const KeySource& src, float scale, float* scores) {
+void attend_portable(const float* q, float* out, int64_t n_keys, const KeySource& src, float scale, float* scores,
+                     const AttendExtras& x = {}) {
   const int64_t hd = src.head_dim;
-  float max_score = -INFINITY;
-  for (int64_t t = 0; t < n_keys; ++t) {
+  float max_score = x.sink;
+  for (int64_t t = x.first_key; t < n_keys; ++t) {
     const float* k = src.k + src.slot(t) * src.row_floats;
     float dot = 0;
 #pragma omp simd reduction(+ : dot)
     for (int64_t d = 0; d < hd; ++d) dot += q[d] * k[d];
     scores[t] = dot * scale;
+    if (x.softcap > 0) scores[t] = x.softcap * std::tanh(scores[t] / x.softcap);
     max_score = std::max(max_score, scores[t]);
   }
-  float denom = 0;
-  for (int64_t t = 0; t < n_keys; ++t) denom += (scores[t] = std::exp(scores[t] - max_score));
+  float denom = x.sink == -INFINITY ? 0.0f : std::exp(x.sink - max_score);
+  for (int64_t t = x.first_key; t < n_keys; ++t) denom += (scores[t] = std::exp(scores[t] - max_score));
   std::fill(out, out + hd, 0.0f);
-  for (int64_t t = 0; t < n_keys; ++t) {
+  for (int64_t t = x.first_key; t < n_keys; ++t) {
     const float* v = src.v + src.slot(t) * src.row_floats;
 #pragma omp simd
     for (int64_t d = 0; d < hd; ++d) out[d] += scores[t] * v[d];
@@ -338,6 +349,18 @@ struct AttentionCall {
   int32_t block_size;
   float scale;
   int threads;
+  int32_t window = 0;              // the optional parts (AttendExtras), off when zero / NULL
+  float softcap = 0;
+  const float* sinks = nullptr;    // [heads]
+
+  bool plain() const { return window == 0 && softcap == 0 && sinks == nullptr; }
+  AttendExtras extras(int64_t row, int64_t head) const {
+    AttendExtras x;
+    if (window > 0) x.first_key = std::max<int64_t>(0, int64_t(pos[row]) + 1 - window);
+    x.softcap = softcap;
+    if (sinks != nullptr) x.sink = sinks[head];
+    return x;
+  }
 
   int64_t group() const { return s.heads / s.kv_heads; }
   KeySource keys(int64_t seq, int64_t kv_head) const {
@@ -405,7 +428,7 @@ void attention_portable(const AttentionCall& c) {
       for (int64_t h = 0; h < c.s.heads; ++h) {
         const KeySource keys = c.keys(seq_of[i], h / group);
         attend_portable(c.q.row<float>(i) + h * hd, c.out.row<float>(i) + h * hd, c.pos[i] + 1, keys, c.scale,
-                        scores.data());
+                        scores.data(), c.extras(i, h));
       }
     }
   }
@@ -442,9 +465,20 @@ void op_attention(OpContext& ctx, const tsr_attention_params& p) {
 
   int64_t work = 0;  // multiply-adds, to keep small steps off the thread pool
   for (int64_t i = 0; i < s.n; ++i) work += (pos[i] + 1) * s.heads * s.head_dim * 2;
-  const AttentionCall call{s, q, out, kc, vc, tables, qsl, pos, p.block_size, p.scale,
-                           ctx.n_threads > 1 && work >= kParallelMin ? ctx.n_threads : 1};
-  if (has_avx512() && s.head_dim <= kMaxHeadDim) return attention_avx512(call);
+  AttentionCall call{s, q, out, kc, vc, tables, qsl, pos, p.block_size, p.scale,
+                     ctx.n_threads > 1 && work >= kParallelMin ? ctx.n_threads : 1};
+  require(p.window >= 0, "attention: window must be >= 0");
+  require(std::isfinite(p.softcap) && p.softcap >= 0, "attention: softcap must be finite and >= 0");
+  call.window = p.window;
+  call.softcap = p.softcap;
+  if (p.sinks != nullptr) {
+    const Matrix sinks = as_matrix(p.sinks, TSR_DTYPE_F32, "attention sinks");
+    require(sinks.rows * sinks.cols == s.heads, "attention: sinks must be [heads]");
+    call.sinks = sinks.row<float>(0);
+    for (int64_t h = 0; h < s.heads; ++h) require(std::isfinite(call.sinks[h]), "attention: sinks must be finite");
+  }
+  // The AVX-512 kernels implement plain attention; the optional parts run on the portable one.
+  if (call.plain() && has_avx512() && s.head_dim <= kMaxHeadDim) return attention_avx512(call);
   attention_portable(call);
 }
 

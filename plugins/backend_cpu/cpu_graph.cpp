@@ -69,7 +69,7 @@ void Recording::add(const tsr_kv_write_params& p) {
 void Recording::add(const tsr_attention_params& p) {
   using P = tsr_attention_params;
   ops_.push_back(record(p, op_attention, &P::out, &P::q, &P::k_cache, &P::v_cache, &P::block_tables,
-                        &P::seq_lens, &P::query_start_loc, &P::positions));
+                        &P::seq_lens, &P::query_start_loc, &P::positions, &P::sinks));
 }
 
 void Recording::add(const tsr_silu_mul_params& p) {
@@ -90,6 +90,56 @@ void Recording::add(const tsr_copy_blocks_params& p) {
     r->params.caches = r->caches.data();
   }
   ops_.push_back([r](OpContext& ctx) { op_copy_blocks(ctx, r->params); });
+}
+
+void Recording::add(const tsr_mul_params& p) {
+  using P = tsr_mul_params;
+  ops_.push_back(record(p, op_mul, &P::out, &P::a, &P::b));
+}
+
+void Recording::add(const tsr_scale_params& p) {
+  using P = tsr_scale_params;
+  ops_.push_back(record(p, op_scale, &P::out, &P::x));
+}
+
+void Recording::add(const tsr_gelu_params& p, bool mul) {
+  using P = tsr_gelu_params;
+  ops_.push_back(record(p, mul ? op_gelu_mul : op_gelu, &P::out, &P::x, &P::up));
+}
+
+void Recording::add(const tsr_layer_norm_params& p) {
+  using P = tsr_layer_norm_params;
+  ops_.push_back(record(p, op_layer_norm, &P::out, &P::x, &P::weight, &P::bias));
+}
+
+void Recording::add(const tsr_bias_add_params& p) {
+  using P = tsr_bias_add_params;
+  ops_.push_back(record(p, op_bias_add, &P::out, &P::x, &P::bias));
+}
+
+void Recording::add(const tsr_softmax_params& p) {
+  using P = tsr_softmax_params;
+  ops_.push_back(record(p, op_softmax, &P::out, &P::x));
+}
+
+void Recording::add(const tsr_top_k_params& p) {
+  using P = tsr_top_k_params;
+  ops_.push_back(record(p, op_top_k, &P::ids, &P::values, &P::x));
+}
+
+void Recording::add(const tsr_matmul_id_params& p) {
+  using P = tsr_matmul_id_params;
+  ops_.push_back(record(p, op_matmul_id, &P::out, &P::x, &P::w, &P::ids));
+}
+
+void Recording::add(const tsr_softcap_params& p) {
+  using P = tsr_softcap_params;
+  ops_.push_back(record(p, op_softcap, &P::out, &P::x));
+}
+
+void Recording::add(const tsr_cast_params& p) {
+  using P = tsr_cast_params;
+  ops_.push_back(record(p, op_cast, &P::out, &P::x));
 }
 
 void Recording::run(OpContext& ctx) const {

@@ -23,6 +23,17 @@ class Recording {
   void add(const tsr_silu_mul_params& p);
   void add(const tsr_add_params& p);
   void add(const tsr_copy_blocks_params& p);
+  void add(const tsr_mul_params& p);
+  void add(const tsr_scale_params& p);
+  // GELU and GELU_MUL share their params: the op says which.
+  void add(const tsr_gelu_params& p, bool mul);
+  void add(const tsr_layer_norm_params& p);
+  void add(const tsr_bias_add_params& p);
+  void add(const tsr_softmax_params& p);
+  void add(const tsr_top_k_params& p);
+  void add(const tsr_matmul_id_params& p);
+  void add(const tsr_softcap_params& p);
+  void add(const tsr_cast_params& p);
 
   void run(OpContext& ctx) const;
 

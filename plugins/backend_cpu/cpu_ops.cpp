@@ -21,13 +21,6 @@ namespace {
 // the pool costs more than it saves, and far more when the cores are busy.
 constexpr int64_t kParallelMin = 1 << 15;
 
-void require_same_shape(const Matrix& a, const Matrix& b, const char* what) {
-  require(a.rows == b.rows && a.cols == b.cols,
-          std::string(what) + ": operand shapes differ (" + std::to_string(a.rows) + "x" +
-              std::to_string(a.cols) + " vs " + std::to_string(b.rows) + "x" +
-              std::to_string(b.cols) + ")");
-}
-
 }  // namespace
 
 void op_get_rows(OpContext& ctx, const tsr_get_rows_params& p) {
@@ -67,6 +60,33 @@ void op_rms_norm(OpContext& ctx, const tsr_rms_norm_params& p) {
   }
 }
 
+namespace {
+
+// YaRN's mix of interpolated and extrapolated angles, and its scale of cos and sin
+// (backend.h; llama.cpp's rope_yarn). Off (theta = the interpolated angle) when
+// ext_factor is 0.
+struct RopeYarn {
+  double ext, low, high, mscale;
+  explicit RopeYarn(const tsr_rope_params& p)
+      : ext(p.ext_factor), low(p.corr_low), high(p.corr_high), mscale(p.attn_factor == 0 ? 1.0 : p.attn_factor) {
+    require(std::isfinite(p.ext_factor) && p.ext_factor >= 0 && p.ext_factor <= 1,
+            "rope: ext_factor must be in [0, 1]");
+    require(std::isfinite(p.attn_factor) && p.attn_factor >= 0, "rope: attn_factor must be finite and >= 0");
+    require(std::isfinite(p.corr_low) && std::isfinite(p.corr_high) && p.corr_low <= p.corr_high &&
+                p.corr_low >= 0 && p.corr_high <= float(p.n_rot),
+            "rope: corr_low and corr_high must lie in [0, n_rot] with corr_low <= corr_high");
+    if (ext != 0) mscale *= 1.0 + 0.1 * std::log(1.0 / p.freq_scale);
+  }
+  double theta(int pair, double interp, double extrap) const {
+    if (ext == 0) return interp;
+    const double y = (pair - low) / std::max(0.001, high - low);
+    const double mix = (1.0 - std::min(1.0, std::max(0.0, y))) * ext;
+    return interp * (1 - mix) + extrap * mix;
+  }
+};
+
+}  // namespace
+
 void op_rope(OpContext& ctx, const tsr_rope_params& p) {
   require(p.x != nullptr && p.x->ndim == 3, "rope: x must be [n, heads, head_dim]");
   const Matrix x = as_matrix(p.x, TSR_DTYPE_F32, "rope x");
@@ -93,13 +113,15 @@ void op_rope(OpContext& ctx, const tsr_rope_params& p) {
       inv_freq[i] /= factors[i];
     }
   }
+  const RopeYarn yarn(p);
 #pragma omp parallel for num_threads(ctx.n_threads) if (x.rows * x.cols >= kParallelMin)
   for (int64_t r = 0; r < x.rows; ++r) {
     std::vector<float> cs(half), sn(half);
     for (int i = 0; i < half; ++i) {
-      const double theta = double(pos[r]) * p.freq_scale * inv_freq[i];
-      cs[i] = static_cast<float>(std::cos(theta));
-      sn[i] = static_cast<float>(std::sin(theta));
+      const double extrap = double(pos[r]) * inv_freq[i];
+      const double theta = yarn.theta(i, extrap * p.freq_scale, extrap);
+      cs[i] = static_cast<float>(std::cos(theta) * yarn.mscale);
+      sn[i] = static_cast<float>(std::sin(theta) * yarn.mscale);
     }
     for (int64_t h = 0; h < heads; ++h) {
       float* v = x.row<float>(r) + h * head_dim;
@@ -220,11 +242,14 @@ void op_copy_blocks(OpContext& ctx, const tsr_copy_blocks_params& p) {
 
 bool op_supports(tsr_op op, tsr_dtype dtype) {
   switch (op) {
-    case TSR_OP_MATMUL:
+    case TSR_OP_MATMUL: case TSR_OP_MATMUL_ID:
     case TSR_OP_GET_ROWS: return is_weight_dtype(dtype);
     case TSR_OP_COPY_BLOCKS: return row_bytes(dtype, 32) > 0;
+    case TSR_OP_CAST: return cast_supports(dtype, dtype);
     case TSR_OP_RMS_NORM: case TSR_OP_ROPE: case TSR_OP_KV_WRITE: case TSR_OP_ATTENTION:
-    case TSR_OP_SILU_MUL: case TSR_OP_ADD: return dtype == TSR_DTYPE_F32;
+    case TSR_OP_SILU_MUL: case TSR_OP_ADD: case TSR_OP_MUL: case TSR_OP_SCALE: case TSR_OP_GELU:
+    case TSR_OP_GELU_MUL: case TSR_OP_LAYER_NORM: case TSR_OP_BIAS_ADD: case TSR_OP_SOFTMAX: case TSR_OP_TOP_K:
+    case TSR_OP_SOFTCAP: return dtype == TSR_DTYPE_F32;
     default: return false;
   }
 }

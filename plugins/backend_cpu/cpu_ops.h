@@ -32,6 +32,20 @@ void op_attention(OpContext& ctx, const tsr_attention_params& p);
 void op_silu_mul(OpContext& ctx, const tsr_silu_mul_params& p);
 void op_add(OpContext& ctx, const tsr_add_params& p);
 void op_copy_blocks(OpContext& ctx, const tsr_copy_blocks_params& p);
+// ABI 2.0 (cpu_elementwise.cpp, cpu_row_ops.cpp, cpu_matmul_id.cpp).
+void op_mul(OpContext& ctx, const tsr_mul_params& p);
+void op_scale(OpContext& ctx, const tsr_scale_params& p);
+void op_gelu(OpContext& ctx, const tsr_gelu_params& p);
+void op_gelu_mul(OpContext& ctx, const tsr_gelu_params& p);
+void op_layer_norm(OpContext& ctx, const tsr_layer_norm_params& p);
+void op_bias_add(OpContext& ctx, const tsr_bias_add_params& p);
+void op_softmax(OpContext& ctx, const tsr_softmax_params& p);
+void op_top_k(OpContext& ctx, const tsr_top_k_params& p);
+void op_matmul_id(OpContext& ctx, const tsr_matmul_id_params& p);
+void op_softcap(OpContext& ctx, const tsr_softcap_params& p);
+void op_cast(OpContext& ctx, const tsr_cast_params& p);
+// Whether cast converts `from` into `to`.
+bool cast_supports(tsr_dtype from, tsr_dtype to);
 
 bool op_supports(tsr_op op, tsr_dtype dtype);
 

@@ -74,4 +74,11 @@ const int32_t* as_i32(const tsr_tensor* t, int64_t n, const char* what, int64_t*
   return reinterpret_cast<const int32_t*>(m.data);
 }
 
+void require_same_shape(const Matrix& a, const Matrix& b, const char* what) {
+  sdk::require(a.rows == b.rows && a.cols == b.cols, [&] {
+    return std::string(what) + ": operand shapes differ (" + std::to_string(a.rows) + "x" + std::to_string(a.cols) +
+           " vs " + std::to_string(b.rows) + "x" + std::to_string(b.cols) + ")";
+  });
+}
+
 }  // namespace tsr::cpu

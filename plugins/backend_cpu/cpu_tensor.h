@@ -31,4 +31,7 @@ const int32_t* as_i32(const tsr_tensor* t, int64_t n, const char* what, int64_t*
 
 std::string shape_string(const tsr_tensor& t);
 
+// Throws sdk::Failure naming `what` unless a and b have the same rows and columns.
+void require_same_shape(const Matrix& a, const Matrix& b, const char* what);
+
 }  // namespace tsr::cpu

@@ -529,6 +529,14 @@ class GpuBackend {
     end_op(s, "rms_norm", out);
   }
 
+  // The optional params of 2.0 these kernels do not implement yet (YaRN RoPE; attention's
+  // sliding window, softcap and sinks) are unsupported: said here and refused at enqueue.
+  bool supports(const tsr_op_support_query& q) const {
+    if (q.dtypes == nullptr || q.n_dtypes < 1) return false;
+    if (!supports(q.op, std::span(q.dtypes, static_cast<size_t>(q.n_dtypes)))) return false;
+    return q.params == nullptr || extras_unsupported(q.op, q.params) == nullptr;
+  }
+
   // A quant plugin's matmul for weights of a dtype these kernels do not multiply; it is
   // enqueued on the stream of the op (and captured into graphs with it).
   void kernel_register(tsr_dtype dtype, const tsr_quant_kernels& kernels) {
@@ -575,6 +583,7 @@ class GpuBackend {
   }
 
   void rope(Stream* sp, const tsr_rope_params& p) {
+    if (const char* what = extras_unsupported(TSR_OP_ROPE, &p)) throw Failure(TSR_STATUS_UNSUPPORTED, what);
     Stream& s = begin_op(sp);
     require(p.x != nullptr && p.x->ndim == 3, "rope: x must be [n, heads, head_dim]");
     const Mat x = view(p.x, TSR_DTYPE_F32, "rope x");
@@ -616,6 +625,7 @@ class GpuBackend {
   }
 
   void attention(Stream* sp, const tsr_attention_params& p) {
+    if (const char* what = extras_unsupported(TSR_OP_ATTENTION, &p)) throw Failure(TSR_STATUS_UNSUPPORTED, what);
     Stream& s = begin_op(sp);
     require(p.q != nullptr && p.q->ndim == 3, "attention: q must be [n, heads, head_dim]");
     require(p.k_cache != nullptr && p.k_cache->ndim == 3,
@@ -779,6 +789,21 @@ class GpuBackend {
 
  private:
   void activate() const { GPU_CHECK(cudaSetDevice(device_)); }
+
+  // Names the optional param of `op` that is set and not implemented here, or NULL.
+  static const char* extras_unsupported(tsr_op op, const void* params) {
+    if (op == TSR_OP_ROPE) {
+      const auto& p = *static_cast<const tsr_rope_params*>(params);
+      if (p.ext_factor != 0 || (p.attn_factor != 0 && p.attn_factor != 1)) return "rope: YaRN is not implemented on this backend yet";
+    }
+    if (op == TSR_OP_ATTENTION) {
+      const auto& p = *static_cast<const tsr_attention_params*>(params);
+      if (p.window != 0 || p.softcap != 0 || p.sinks != nullptr) {
+        return "attention: sliding window, softcap and sinks are not implemented on this backend yet";
+      }
+    }
+    return nullptr;
+  }
 
   void plugin_matmul(Stream* sp, const tsr_quant_kernels& k, const tsr_matmul_params& p) {
     Stream& s = begin_op(sp);

@@ -204,6 +204,16 @@ constexpr tsr_op op_of(const tsr_attention_params*) { return TSR_OP_ATTENTION; }
 constexpr tsr_op op_of(const tsr_silu_mul_params*) { return TSR_OP_SILU_MUL; }
 constexpr tsr_op op_of(const tsr_add_params*) { return TSR_OP_ADD; }
 constexpr tsr_op op_of(const tsr_copy_blocks_params*) { return TSR_OP_COPY_BLOCKS; }
+constexpr tsr_op op_of(const tsr_mul_params*) { return TSR_OP_MUL; }
+constexpr tsr_op op_of(const tsr_scale_params*) { return TSR_OP_SCALE; }
+constexpr tsr_op op_of(const tsr_gelu_params*) { return TSR_OP_GELU; }  // GELU_MUL is enqueued by its id
+constexpr tsr_op op_of(const tsr_layer_norm_params*) { return TSR_OP_LAYER_NORM; }
+constexpr tsr_op op_of(const tsr_bias_add_params*) { return TSR_OP_BIAS_ADD; }
+constexpr tsr_op op_of(const tsr_softmax_params*) { return TSR_OP_SOFTMAX; }
+constexpr tsr_op op_of(const tsr_top_k_params*) { return TSR_OP_TOP_K; }
+constexpr tsr_op op_of(const tsr_matmul_id_params*) { return TSR_OP_MATMUL_ID; }
+constexpr tsr_op op_of(const tsr_softcap_params*) { return TSR_OP_SOFTCAP; }
+constexpr tsr_op op_of(const tsr_cast_params*) { return TSR_OP_CAST; }
 
 // A backend handle of the plugin with a stream of its own, and the entries the tests call,
 // each with its args struct filled in. The *_status forms return what the plugin did.
@@ -521,7 +531,7 @@ TEST_F(BackendTest, EventsOrderStreams) {
 }
 
 TEST_F(BackendTest, SupportsWhatAModelNeeds) {
-  for (int op = 0; op < TSR_OP_COUNT_; ++op) {
+  for (int op = 0; op <= TSR_OP_COPY_BLOCKS; ++op) {  // a Llama forward's; later ops are optional
     if (op == TSR_OP_MATMUL || op == TSR_OP_GET_ROWS) continue;
     EXPECT_TRUE(dut().supports(static_cast<tsr_op>(op), TSR_DTYPE_F32)) << "op " << op << " F32";
   }
@@ -533,10 +543,16 @@ TEST_F(BackendTest, SupportsWhatAModelNeeds) {
   EXPECT_FALSE(dut().supports(TSR_OP_MATMUL, bogus));
   const tsr_op_support_query none{sizeof(none), TSR_OP_MATMUL, 0, nullptr, nullptr};
   EXPECT_EQ(dut().t.supports(dut().b, &none), 0);
-  // An op this ABI does not define is unsupported, and enqueuing it fails cleanly.
-  const auto unknown = static_cast<tsr_op>(1000);
-  EXPECT_FALSE(dut().supports(unknown, TSR_DTYPE_F32));
-  const tsr_op_desc desc{sizeof(desc), unknown, 0, nullptr, nullptr};
+  // An op this ABI does not define is unsupported, and enqueuing it fails cleanly. A C
+  // caller can pass any int; the kit writes it as bytes (a tsr_op of 1000 is not valid C++).
+  const int32_t unknown = 1000;
+  tsr_op_support_query q{sizeof(q), TSR_OP_MATMUL, 1, &bogus, nullptr};
+  const tsr_dtype f32 = TSR_DTYPE_F32;
+  q.dtypes = &f32;
+  std::memcpy(&q.op, &unknown, sizeof(unknown));
+  EXPECT_EQ(dut().t.supports(dut().b, &q), 0);
+  tsr_op_desc desc{sizeof(desc), TSR_OP_MATMUL, 0, nullptr, nullptr};
+  std::memcpy(&desc.op, &unknown, sizeof(unknown));
   tsr_error* e = nullptr;
   EXPECT_EQ(dut().t.enqueue(dut().b, dut().s, &desc, &e), TSR_STATUS_UNSUPPORTED);
   EXPECT_NE(e, nullptr) << "an unknown op refused without an error object";
@@ -676,37 +692,6 @@ TEST_F(BackendTest, RmsNormMatchesReference) {
   }
 }
 
-// The binary elementwise ops, with the output fresh or aliasing either operand.
-void check_binary(std::mt19937& rng, tsr_op op, double (*f)(double, double)) {
-  for (int alias = 0; alias < 3; ++alias) {
-    const int64_t n = pick(rng, 1, 6), d = pick(rng, 1, 300);
-    const std::vector<float> a = random_floats(static_cast<size_t>(n * d), rng, -6, 6);
-    const std::vector<float> b = random_floats(static_cast<size_t>(n * d), rng, -2, 2);
-    std::vector<double> ref(a.size());
-    for (size_t i = 0; i < a.size(); ++i) ref[i] = f(a[i], b[i]);
-    expect_matches(ref, [&](Device& dev) {
-      const DevTensor da = upload(dev, a, TSR_DTYPE_F32, {n, d}, 4);
-      const DevTensor db = upload(dev, b, TSR_DTYPE_F32, {n, d});
-      const DevTensor fresh = make_tensor(dev, TSR_DTYPE_F32, {n, d}, nullptr, 8);
-      const DevTensor& out = alias == 1 ? da : alias == 2 ? db : fresh;
-      if (op == TSR_OP_ADD) {
-        dev.run(tsr_add_params{sizeof(tsr_add_params), out.get(), da.get(), db.get()}, "add");
-      } else {
-        dev.run(tsr_silu_mul_params{sizeof(tsr_silu_mul_params), out.get(), da.get(), db.get()}, "silu_mul");
-      }
-      EXPECT_TRUE(out.pad_untouched());
-      return out.packed_rows();
-    });
-  }
-}
-
-TEST_F(BackendTest, AddMatchesReference) {
-  check_binary(rng, TSR_OP_ADD, [](double a, double b) { return a + b; });
-}
-
-TEST_F(BackendTest, SiluMulMatchesReference) {
-  check_binary(rng, TSR_OP_SILU_MUL, [](double g, double u) { return g / (1 + std::exp(-g)) * u; });
-}
 
 // ---- graphs (ABI 1.2, optional: all four entries or none) ----
 
@@ -799,6 +784,7 @@ struct RopeCase {
   float base, scale;
   std::vector<int32_t> pos;
   std::vector<float> x, factors;
+  float ext = 0, attn = 0, corr_low = 0, corr_high = 0;  // YaRN (ABI 2.0): off
 
   RopeCase(std::mt19937& rng, tsr_rope_mode m, bool with_factors)
       : n(pick(rng, 1, 6)), heads(pick(rng, 1, 4)), hd(8 * pick(rng, 1, 8)), mode(m) {
@@ -816,12 +802,19 @@ struct RopeCase {
     for (int64_t r = 0; r < n * heads; ++r) {
       double* v = &ref[static_cast<size_t>(r * hd)];
       for (int i = 0; i < half; ++i) {
-        const double theta = pos[r / heads] * double(scale) * std::pow(double(base), -2.0 * i / n_rot) /
-                             (factors.empty() ? 1.0 : double(factors[size_t(i)]));
+        const double extrap = pos[r / heads] * std::pow(double(base), -2.0 * i / n_rot) /
+                              (factors.empty() ? 1.0 : double(factors[size_t(i)]));
+        double theta = extrap * scale, mscale = attn == 0 ? 1.0 : attn;
+        if (ext != 0) {  // llama.cpp's rope_yarn
+          const double y = (i - corr_low) / std::max(0.001, double(corr_high - corr_low));
+          const double mix = (1 - std::min(1.0, std::max(0.0, y))) * ext;
+          theta = theta * (1 - mix) + extrap * mix;
+          mscale *= 1 + 0.1 * std::log(1.0 / scale);
+        }
         const int a = mode == TSR_ROPE_NORMAL ? 2 * i : i, b = mode == TSR_ROPE_NORMAL ? 2 * i + 1 : i + half;
         const double x0 = v[a], x1 = v[b];
-        v[a] = x0 * std::cos(theta) - x1 * std::sin(theta);
-        v[b] = x0 * std::sin(theta) + x1 * std::cos(theta);
+        v[a] = (x0 * std::cos(theta) - x1 * std::sin(theta)) * mscale;
+        v[b] = (x0 * std::sin(theta) + x1 * std::cos(theta)) * mscale;
       }
     }
     return ref;
@@ -832,7 +825,7 @@ struct RopeCase {
     const DevTensor dp = upload_i32(dev, pos);
     const DevTensor df = factors.empty() ? DevTensor{} : upload(dev, factors, TSR_DTYPE_F32, {int64_t(factors.size())});
     const tsr_rope_params p{sizeof(tsr_rope_params), dx.get(), dp.get(), n_rot, mode, base, scale,
-                            factors.empty() ? nullptr : df.get()};
+                            factors.empty() ? nullptr : df.get(), ext, attn, corr_low, corr_high};
     dev.run(p, "rope");
     EXPECT_TRUE(dx.pad_untouched());
     return dx.packed_rows();
@@ -843,6 +836,26 @@ TEST_F(BackendTest, RopeMatchesReference) {
   for (const tsr_rope_mode mode : {TSR_ROPE_NORMAL, TSR_ROPE_NEOX, TSR_ROPE_NORMAL, TSR_ROPE_NEOX}) {
     const RopeCase c(rng, mode, false);
     SCOPED_TRACE("mode " + std::to_string(mode) + " n_rot " + std::to_string(c.n_rot) + " head_dim " + std::to_string(c.hd));
+    expect_matches(c.reference(), [&](Device& dev) { return c.run(dev); });
+  }
+}
+
+// YaRN context extension (Qwen, DeepSeek, gpt-oss): the interpolated and extrapolated
+// angles mixed by the ramp between corr_low and corr_high, cos and sin scaled; partial
+// rotary included (n_rot < head_dim in most cases).
+TEST_F(BackendTest, RopeYarnMatchesReference) {
+  for (const tsr_rope_mode mode : {TSR_ROPE_NORMAL, TSR_ROPE_NEOX, TSR_ROPE_NEOX}) {
+    RopeCase c(rng, mode, mode == TSR_ROPE_NORMAL);
+    c.scale = 0.25f;
+    c.ext = 1.0f;
+    c.attn = 0.9f;
+    c.corr_low = static_cast<float>(pick(rng, 0, c.n_rot / 4));
+    c.corr_high = static_cast<float>(pick(rng, c.n_rot / 4 + 1, c.n_rot / 2 + 1));
+    const tsr_rope_params probe{sizeof(probe), nullptr, nullptr, c.n_rot, mode, c.base, c.scale, nullptr,
+                                c.ext, c.attn, c.corr_low, c.corr_high};
+    if (!dut().supports(TSR_OP_ROPE, TSR_DTYPE_F32, &probe)) GTEST_SKIP() << "YaRN RoPE is not supported (optional)";
+    SCOPED_TRACE("mode " + std::to_string(mode) + " n_rot " + std::to_string(c.n_rot) + " corr " +
+                 std::to_string(c.corr_low) + ".." + std::to_string(c.corr_high));
     expect_matches(c.reference(), [&](Device& dev) { return c.run(dev); });
   }
 }
@@ -987,7 +1000,15 @@ Batch mixed_batch(const Paged& c) {
   return b;
 }
 
-std::vector<double> ref_attention(const Paged& c, const Batch& b, const std::vector<float>& q) {
+// Attention's optional parts (ABI 2.0): all off by default.
+struct AttentionExtras {
+  int32_t window = 0;
+  float softcap = 0;
+  std::vector<float> sinks;  // [heads], empty for none
+};
+
+std::vector<double> ref_attention(const Paged& c, const Batch& b, const std::vector<float>& q,
+                                  const AttentionExtras& x = {}) {
   const double scale = 1 / std::sqrt(double(c.head_dim));
   std::vector<double> out;
   for (size_t s = 0; s < c.lens.size(); ++s) {
@@ -995,14 +1016,18 @@ std::vector<double> ref_attention(const Paged& c, const Batch& b, const std::vec
       for (int64_t h = 0; h < c.heads; ++h) {
         const float* qv = &q[(r * c.heads + h) * c.head_dim];
         const int64_t off = h / (c.heads / c.kv_heads) * c.head_dim;
-        std::vector<double> w(static_cast<size_t>(b.pos[r] + 1));
-        for (int64_t t = 0; t <= b.pos[r]; ++t) {
+        const int64_t first = x.window > 0 ? std::max<int64_t>(0, b.pos[r] + 1 - x.window) : 0;
+        std::vector<double> w(static_cast<size_t>(b.pos[r] + 1), -INFINITY);
+        for (int64_t t = first; t <= b.pos[r]; ++t) {
+          w[t] = 0;
           for (int64_t d = 0; d < c.head_dim; ++d) w[t] += double(qv[d]) * c.k[s][t * c.row() + off + d];
           w[t] *= scale;
+          if (x.softcap > 0) w[t] = x.softcap * std::tanh(w[t] / x.softcap);
         }
-        const double mx = *std::max_element(w.begin(), w.end());
-        double denom = 0;
-        for (double& x : w) denom += (x = std::exp(x - mx));
+        const double sink = x.sinks.empty() ? -INFINITY : double(x.sinks[size_t(h)]);
+        const double mx = std::max(sink, *std::max_element(w.begin(), w.end()));
+        double denom = x.sinks.empty() ? 0.0 : std::exp(sink - mx);
+        for (double& v : w) denom += (v = std::exp(v - mx));
         for (int64_t d = 0; d < c.head_dim; ++d) {
           double acc = 0;
           for (int64_t t = 0; t <= b.pos[r]; ++t) acc += w[t] * c.v[s][t * c.row() + off + d];
@@ -1052,6 +1077,40 @@ TEST_P(AttentionTest, PagedGqaMatchesContiguousReference) {
       return a.out.packed_rows();
     });
   }
+}
+
+// Sliding window, logit softcap and per-head sinks, alone and together, where supports()
+// says the backend implements them for these operands.
+TEST_P(AttentionTest, WindowSoftcapAndSinksMatchReference) {
+  const Paged c = make_paged(rng, GetParam());
+  const Batch b = mixed_batch(c);
+  const std::vector<float> q = random_floats(static_cast<size_t>(b.rows() * c.heads * c.head_dim), rng);
+  const std::vector<float> sinks = random_floats(static_cast<size_t>(c.heads), rng, -2, 2);
+  const AttentionExtras cases[] = {{3, 0, {}}, {0, 1.5f, {}}, {0, 0, sinks}, {5, 2.0f, sinks}};
+  int ran = 0;
+  for (const AttentionExtras& x : cases) {
+    SCOPED_TRACE("window " + std::to_string(x.window) + " softcap " + std::to_string(x.softcap) + " sinks " +
+                 std::to_string(x.sinks.size()));
+    const tsr_tensor any{};  // supports() is asked about the params' presence only
+    tsr_attention_params probe{};
+    probe.struct_size = sizeof(probe);
+    probe.window = x.window;
+    probe.softcap = x.softcap;
+    probe.sinks = x.sinks.empty() ? nullptr : &any;
+    if (!dut().supports(TSR_OP_ATTENTION, TSR_DTYPE_F32, &probe)) continue;
+    ++ran;
+    expect_matches(ref_attention(c, b, q, x), [&](Device& dev) {
+      const AttentionCall a = make_attention(dev, c, b, q);
+      const DevTensor ds = x.sinks.empty() ? DevTensor{} : upload(dev, x.sinks, TSR_DTYPE_F32, {c.heads});
+      tsr_attention_params p = a.params();
+      p.window = x.window;
+      p.softcap = x.softcap;
+      p.sinks = x.sinks.empty() ? nullptr : ds.get();
+      dev.run(p, "attention");
+      return a.out.packed_rows();
+    });
+  }
+  if (ran == 0) GTEST_SKIP() << "the backend implements none of attention's optional parts";
 }
 
 INSTANTIATE_TEST_SUITE_P(Backend, AttentionTest, ::testing::Values(4, 16),
@@ -1257,6 +1316,242 @@ TEST_F(BackendTest, OutOfRangeIdsAndSlotsAreRefused) {
   const tsr_tensor* caches[] = {a.cache.k.get()};
   const tsr_copy_blocks_params cp{sizeof(cp), caches, 1, 4, pairs.get()};
   expect_op_refused(&cp, "copy_blocks block id out of range");
+}
+
+// ---- the ops ABI 2.0 added, each where supports() says the backend has it ----
+
+// Skips the test unless the backend runs `op` on f32 rows.
+#define TSR_REQUIRE_OP(op)                                                                  \
+  if (!dut().supports(op, TSR_DTYPE_F32)) GTEST_SKIP() << #op " is not supported (optional)"
+
+double gelu_ref(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
+
+// An elementwise op over [n, d] rows with the output fresh or aliasing either operand;
+// `enqueue` runs it on (out, a, b).
+void check_elementwise(std::mt19937& rng, const std::function<double(double, double)>& f,
+                       const std::function<void(Device&, const DevTensor&, const DevTensor&, const DevTensor&)>& enqueue) {
+  for (int alias = 0; alias < 3; ++alias) {
+    const int64_t n = pick(rng, 1, 6), d = pick(rng, 1, 300);
+    const std::vector<float> a = random_floats(static_cast<size_t>(n * d), rng, -4, 4);
+    const std::vector<float> b = random_floats(static_cast<size_t>(n * d), rng, -2, 2);
+    std::vector<double> ref(a.size());
+    for (size_t i = 0; i < a.size(); ++i) ref[i] = f(a[i], b[i]);
+    expect_matches(ref, [&](Device& dev) {
+      const DevTensor da = upload(dev, a, TSR_DTYPE_F32, {n, d}, 4);
+      const DevTensor db = upload(dev, b, TSR_DTYPE_F32, {n, d});
+      const DevTensor fresh = make_tensor(dev, TSR_DTYPE_F32, {n, d}, nullptr, 8);
+      const DevTensor& out = alias == 1 ? da : alias == 2 ? db : fresh;
+      enqueue(dev, out, da, db);
+      EXPECT_TRUE(out.pad_untouched());
+      return out.packed_rows();
+    });
+  }
+}
+
+TEST_F(BackendTest, AddMatchesReference) {
+  check_elementwise(rng, [](double a, double b) { return a + b; }, [](Device& dev, auto& o, auto& a, auto& b) {
+    dev.run(tsr_add_params{sizeof(tsr_add_params), o.get(), a.get(), b.get()}, "add");
+  });
+}
+
+TEST_F(BackendTest, SiluMulMatchesReference) {
+  check_elementwise(rng, [](double g, double u) { return g / (1 + std::exp(-g)) * u; },
+                    [](Device& dev, auto& o, auto& a, auto& b) {
+                      dev.run(tsr_silu_mul_params{sizeof(tsr_silu_mul_params), o.get(), a.get(), b.get()}, "silu_mul");
+                    });
+}
+
+TEST_F(BackendTest, MulMatchesReference) {
+  TSR_REQUIRE_OP(TSR_OP_MUL);
+  check_elementwise(rng, [](double a, double b) { return a * b; }, [](Device& dev, auto& o, auto& a, auto& b) {
+    dev.run(tsr_mul_params{sizeof(tsr_mul_params), o.get(), a.get(), b.get()}, "mul");
+  });
+}
+
+TEST_F(BackendTest, ScaleMatchesReference) {
+  TSR_REQUIRE_OP(TSR_OP_SCALE);
+  check_elementwise(rng, [](double a, double) { return a * -0.37; }, [](Device& dev, auto& o, auto& a, auto&) {
+    dev.run(tsr_scale_params{sizeof(tsr_scale_params), o.get(), a.get(), -0.37f, 0}, "scale");
+  });
+}
+
+TEST_F(BackendTest, GeluMatchesReference) {
+  TSR_REQUIRE_OP(TSR_OP_GELU);
+  check_elementwise(rng, [](double a, double) { return gelu_ref(a); }, [](Device& dev, auto& o, auto& a, auto&) {
+    dev.run(tsr_gelu_params{sizeof(tsr_gelu_params), o.get(), a.get(), nullptr}, "gelu");
+  });
+}
+
+TEST_F(BackendTest, GeluMulMatchesReference) {
+  TSR_REQUIRE_OP(TSR_OP_GELU_MUL);
+  check_elementwise(rng, [](double a, double b) { return gelu_ref(a) * b; }, [](Device& dev, auto& o, auto& a, auto& b) {
+    const tsr_gelu_params p{sizeof(tsr_gelu_params), o.get(), a.get(), b.get()};
+    const tsr_op_desc desc{sizeof(desc), TSR_OP_GELU_MUL, 0, &p, nullptr};
+    tsr_error* e = nullptr;
+    check(dev.t.enqueue(dev.b, dev.s, &desc, &e), &e, "gelu_mul");
+  });
+}
+
+TEST_F(BackendTest, SoftcapMatchesReference) {
+  TSR_REQUIRE_OP(TSR_OP_SOFTCAP);
+  check_elementwise(rng, [](double a, double) { return 3.0 * std::tanh(a / 3.0); }, [](Device& dev, auto& o, auto& a, auto&) {
+    dev.run(tsr_softcap_params{sizeof(tsr_softcap_params), o.get(), a.get(), 3.0f, 0}, "softcap");
+  });
+  const DevTensor x = upload(dut(), random_floats(8, rng), TSR_DTYPE_F32, {1, 8});
+  tsr_softcap_params bad{sizeof(bad), x.get(), x.get(), 0.0f, 0};
+  expect_refused([&](tsr_error** e) { return dut().enqueue_status(&bad, e, dut().b, dut().s); }, "softcap cap 0");
+}
+
+TEST_F(BackendTest, BiasAddMatchesReference) {
+  TSR_REQUIRE_OP(TSR_OP_BIAS_ADD);
+  const int64_t n = pick(rng, 1, 6), d = pick(rng, 1, 300);
+  const std::vector<float> x = random_floats(static_cast<size_t>(n * d), rng), bias = random_floats(static_cast<size_t>(d), rng);
+  std::vector<double> ref(x.size());
+  for (int64_t i = 0; i < n * d; ++i) ref[i] = double(x[i]) + bias[i % d];
+  expect_matches(ref, [&](Device& dev) {
+    const DevTensor dx = upload(dev, x, TSR_DTYPE_F32, {n, d}, 4), db = upload(dev, bias, TSR_DTYPE_F32, {d});
+    dev.run(tsr_bias_add_params{sizeof(tsr_bias_add_params), dx.get(), dx.get(), db.get()}, "bias_add");
+    return dx.packed_rows();
+  });
+}
+
+TEST_F(BackendTest, LayerNormMatchesReference) {
+  TSR_REQUIRE_OP(TSR_OP_LAYER_NORM);
+  for (const bool with_bias : {false, true}) {
+    const int64_t n = pick(rng, 1, 6), d = pick(rng, 2, 300);
+    const float eps = 1e-5f;
+    const std::vector<float> x = random_floats(static_cast<size_t>(n * d), rng, -3, 5);
+    const std::vector<float> w = random_floats(static_cast<size_t>(d), rng, 0.5f, 1.5f), b = random_floats(static_cast<size_t>(d), rng);
+    std::vector<double> ref(x.size());
+    for (int64_t r = 0; r < n; ++r) {
+      double mean = 0, var = 0;
+      for (int64_t c = 0; c < d; ++c) mean += x[r * d + c];
+      mean /= double(d);
+      for (int64_t c = 0; c < d; ++c) var += (x[r * d + c] - mean) * (x[r * d + c] - mean);
+      const double inv = 1 / std::sqrt(var / double(d) + eps);
+      for (int64_t c = 0; c < d; ++c) ref[r * d + c] = (x[r * d + c] - mean) * inv * w[c] + (with_bias ? b[c] : 0.0);
+    }
+    expect_matches(ref, [&](Device& dev) {
+      const DevTensor dx = upload(dev, x, TSR_DTYPE_F32, {n, d}, 8), dw = upload(dev, w, TSR_DTYPE_F32, {d});
+      const DevTensor db = upload(dev, b, TSR_DTYPE_F32, {d});
+      const DevTensor out = make_tensor(dev, TSR_DTYPE_F32, {n, d}, nullptr, 4);
+      dev.run(tsr_layer_norm_params{sizeof(tsr_layer_norm_params), out.get(), dx.get(), dw.get(),
+                                    with_bias ? db.get() : nullptr, eps, 0},
+              "layer_norm");
+      EXPECT_TRUE(out.pad_untouched());
+      return out.packed_rows();
+    });
+  }
+}
+
+TEST_F(BackendTest, SoftmaxMatchesReference) {
+  TSR_REQUIRE_OP(TSR_OP_SOFTMAX);
+  const int64_t n = pick(rng, 1, 6), d = pick(rng, 1, 500);
+  const float scale = 0.75f;
+  const std::vector<float> x = random_floats(static_cast<size_t>(n * d), rng, -20, 20);
+  std::vector<double> ref(x.size());
+  for (int64_t r = 0; r < n; ++r) {
+    double mx = -INFINITY, sum = 0;
+    for (int64_t c = 0; c < d; ++c) mx = std::max(mx, double(x[r * d + c]) * scale);
+    for (int64_t c = 0; c < d; ++c) sum += std::exp(double(x[r * d + c]) * scale - mx);
+    for (int64_t c = 0; c < d; ++c) ref[r * d + c] = std::exp(double(x[r * d + c]) * scale - mx) / sum;
+  }
+  expect_matches(ref, [&](Device& dev) {
+    const DevTensor dx = upload(dev, x, TSR_DTYPE_F32, {n, d}, 4);
+    dev.run(tsr_softmax_params{sizeof(tsr_softmax_params), dx.get(), dx.get(), scale, 0}, "softmax");
+    return dx.packed_rows();
+  });
+}
+
+// MoE routing: the k largest per row, largest first, the lower index first among equals.
+TEST_F(BackendTest, TopKPicksTheLargestLowerIndexFirst) {
+  TSR_REQUIRE_OP(TSR_OP_TOP_K);
+  const int64_t n = 5, d = pick(rng, 8, 64);
+  const int32_t k = static_cast<int32_t>(pick(rng, 1, 8));
+  std::vector<float> x = random_floats(static_cast<size_t>(n * d), rng);
+  for (int64_t c = 0; c < d; ++c) x[c] = float(c % 3);  // row 0: ties everywhere
+  std::vector<int32_t> want_ids;
+  std::vector<float> want_values;
+  for (int64_t r = 0; r < n; ++r) {
+    std::vector<int32_t> order(static_cast<size_t>(d));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return x[r * d + a] > x[r * d + b]; });
+    for (int32_t j = 0; j < k; ++j) {
+      want_ids.push_back(order[size_t(j)]);
+      want_values.push_back(x[r * d + order[size_t(j)]]);
+    }
+  }
+  const DevTensor dx = upload(dut(), x, TSR_DTYPE_F32, {n, d});
+  const DevTensor ids = make_tensor(dut(), TSR_DTYPE_I32, {n, k}), values = make_tensor(dut(), TSR_DTYPE_F32, {n, k});
+  dut().run(tsr_top_k_params{sizeof(tsr_top_k_params), ids.get(), values.get(), dx.get(), k, 0}, "top_k");
+  EXPECT_EQ(ids.packed_rows<int32_t>(), want_ids);
+  EXPECT_EQ(values.packed_rows(), want_values);
+  tsr_top_k_params bad{sizeof(bad), ids.get(), values.get(), dx.get(), static_cast<int32_t>(d + 1), 0};
+  expect_refused([&](tsr_error** e) { return dut().enqueue_status(&bad, e, dut().b, dut().s); }, "top_k k > d");
+}
+
+// The grouped matmul of MoE layers, with x shared by a token's slots or one row per slot,
+// and an expert id out of range refused.
+TEST_P(WeightOpTest, MatmulIdMatchesReference) {
+  if (!dut().supports(TSR_OP_MATMUL_ID, GetParam())) GTEST_SKIP() << "matmul_id of this dtype is not supported";
+  for (const bool per_slot : {false, true}) {
+    const int64_t n = pick(rng, 1, 7), n_used = pick(rng, 1, 3), n_expert = 4, k = 32 * pick(rng, 1, 3), m = pick(rng, 1, 20);
+    SCOPED_TRACE("n=" + std::to_string(n) + " used=" + std::to_string(n_used) + " per_slot=" + std::to_string(per_slot));
+    const std::vector<float> x = random_floats(static_cast<size_t>(n * (per_slot ? n_used : 1) * k), rng);
+    Weights w = encode(GetParam(), random_floats(static_cast<size_t>(n_expert * m * k), rng));
+    if (GetParam() == TSR_DTYPE_Q8_0) add_q8_minimum(w);
+    std::vector<int32_t> ids(static_cast<size_t>(n * n_used));
+    for (int32_t& e : ids) e = static_cast<int32_t>(pick(rng, 0, n_expert - 1));
+    std::vector<double> ref(static_cast<size_t>(n * n_used * m));
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t s = 0; s < n_used; ++s) {
+        const float* xr = &x[(per_slot ? i * n_used + s : i) * k];
+        for (int64_t j = 0; j < m; ++j) {
+          for (int64_t c = 0; c < k; ++c) ref[(i * n_used + s) * m + j] += double(xr[c]) * w.value[(ids[i * n_used + s] * m + j) * k + c];
+        }
+      }
+    }
+    expect_matches(ref, [&](Device& dev) {
+      const DevTensor dx = per_slot ? upload(dev, x, TSR_DTYPE_F32, {n, n_used, k}) : upload(dev, x, TSR_DTYPE_F32, {n, k});
+      const DevTensor dw = upload(dev, w.bytes, GetParam(), {n_expert, m, k});
+      const DevTensor di = upload(dev, ids, TSR_DTYPE_I32, {n, n_used});
+      const DevTensor out = make_tensor(dev, TSR_DTYPE_F32, {n, n_used, m});
+      dev.run(tsr_matmul_id_params{sizeof(tsr_matmul_id_params), out.get(), dx.get(), dw.get(), di.get()}, "matmul_id");
+      return out.packed_rows();
+    }, GetParam() == TSR_DTYPE_F32 ? kTol : kLowPrecisionTol);
+  }
+  const DevTensor dx = upload(dut(), random_floats(32, rng), TSR_DTYPE_F32, {1, 32});
+  const DevTensor dw = upload(dut(), random_floats(2 * 32, rng), TSR_DTYPE_F32, {2, 1, 32});
+  const DevTensor di = upload(dut(), std::vector<int32_t>{2}, TSR_DTYPE_I32, {1, 1});
+  const DevTensor out = make_tensor(dut(), TSR_DTYPE_F32, {1, 1, 1});
+  if (dut().supports(TSR_OP_MATMUL_ID, TSR_DTYPE_F32)) {
+    tsr_matmul_id_params bad{sizeof(bad), out.get(), dx.get(), dw.get(), di.get()};
+    expect_refused([&](tsr_error** e) { return dut().enqueue_status(&bad, e, dut().b, dut().s); }, "matmul_id expert 2 of 2");
+  }
+}
+
+// F32 to F16 and BF16 round to nearest even, and back is exact; same-dtype is a copy.
+TEST_F(BackendTest, CastConvertsBetweenFloatTypes) {
+  const tsr_dtype pair_f16[] = {TSR_DTYPE_F32, TSR_DTYPE_F16};
+  const tsr_op_support_query q{sizeof(q), TSR_OP_CAST, 2, pair_f16, nullptr};
+  if (!dut().t.supports(dut().b, &q)) GTEST_SKIP() << "cast is not supported (optional)";
+  const int64_t n = 3, d = 37;
+  const std::vector<float> x = random_floats(static_cast<size_t>(n * d), rng, -100, 100);
+  for (const tsr_dtype half : {TSR_DTYPE_F16, TSR_DTYPE_BF16}) {
+    SCOPED_TRACE(dtype_name(half));
+    const Weights rounded = encode(half, x);  // the kit's own rounding, as stored weights are made
+    const DevTensor dx = upload(dut(), x, TSR_DTYPE_F32, {n, d}, 4);
+    const DevTensor dh = make_tensor(dut(), half, {n, d}, nullptr, 6);
+    const DevTensor back = make_tensor(dut(), TSR_DTYPE_F32, {n, d});
+    dut().run(tsr_cast_params{sizeof(tsr_cast_params), dh.get(), dx.get()}, "cast to half");
+    dut().run(tsr_cast_params{sizeof(tsr_cast_params), back.get(), dh.get()}, "cast to f32");
+    EXPECT_EQ(dh.packed_rows<uint8_t>(), rounded.bytes);
+    EXPECT_TRUE(dh.pad_untouched());
+    EXPECT_EQ(back.packed_rows(), std::vector<float>(rounded.value.begin(), rounded.value.end()));
+  }
+  const DevTensor a = upload(dut(), x, TSR_DTYPE_F32, {n, d}), copy = make_tensor(dut(), TSR_DTYPE_F32, {n, d});
+  dut().run(tsr_cast_params{sizeof(tsr_cast_params), copy.get(), a.get()}, "cast f32 to f32");
+  EXPECT_EQ(copy.packed_rows(), x);
 }
 
 }  // namespace

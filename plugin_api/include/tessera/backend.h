@@ -76,7 +76,19 @@ typedef enum tsr_op {
   TSR_OP_SILU_MUL = 6,
   TSR_OP_ADD = 7,
   TSR_OP_COPY_BLOCKS = 8,
-  TSR_OP_COUNT_ = 9
+  /* 2.0 */
+  TSR_OP_MUL = 9,
+  TSR_OP_SCALE = 10,
+  TSR_OP_GELU = 11,
+  TSR_OP_GELU_MUL = 12,
+  TSR_OP_LAYER_NORM = 13,
+  TSR_OP_BIAS_ADD = 14,
+  TSR_OP_SOFTMAX = 15,
+  TSR_OP_TOP_K = 16,
+  TSR_OP_MATMUL_ID = 17,
+  TSR_OP_SOFTCAP = 18,
+  TSR_OP_CAST = 19,
+  TSR_OP_COUNT_ = 20
 } tsr_op;
 
 typedef enum tsr_rope_mode {
@@ -130,8 +142,21 @@ typedef struct tsr_rope_params {
   /* Can be NULL (all factors 1): [n_rot / 2] f32, each finite and > 0 (Llama 3.1's
    * rope_freqs.weight, llama.cpp's ggml_rope_ext freq_factors). */
   const tsr_tensor* freq_factors;
+  /* YaRN (llama.cpp's ggml_rope_ext): with ext_factor 0 the angle is the one above. Else
+   * pair i's angle mixes the interpolated angle (with freq_scale) and the extrapolated one
+   * (without) by ramp(i) * ext_factor, ramp(i) = 1 - clamp((i - corr_low) /
+   * max(0.001, corr_high - corr_low), 0, 1), and cos and sin are scaled by attn_factor *
+   * (1 + 0.1 ln(1 / freq_scale)). corr_low and corr_high are the pair indices the host
+   * derives from the trained context and beta_fast / beta_slow (ggml_rope_yarn_corr_dims),
+   * in [0, n_rot].
+   * attn_factor scales cos and sin without YaRN too; 0 stands for 1, so that a struct
+   * that leaves these fields zero is plain RoPE. Partial rotary is n_rot < head_dim. */
+  float ext_factor;
+  float attn_factor;
+  float corr_low;
+  float corr_high;
 } tsr_rope_params;
-TSR_ABI_PIN_SIZE(tsr_rope_params, 48);
+TSR_ABI_PIN_SIZE(tsr_rope_params, 64);
 
 /* k_cache[slot_mapping[i]] = k[i]; likewise v. k, v: [n, kv_heads, head_dim];
  * caches: [num_slots, kv_heads, head_dim]; slot_mapping: [n] i32, -1 skips the row. */
@@ -166,8 +191,19 @@ typedef struct tsr_attention_params {
   const tsr_tensor* positions;
   int32_t block_size;
   float scale;                /* usually 1/sqrt(head_dim) */
+  /* Optional, each off when zero or NULL (supports() with the params says whether a
+   * backend implements them):
+   * - window > 0: query row at position p attends to keys at positions > p - window
+   *   only (sliding-window layers of Gemma 2/3, Mistral);
+   * - softcap > 0: each logit (after scale) becomes softcap * tanh(logit / softcap)
+   *   (Gemma 2);
+   * - sinks: [heads] f32, one extra logit per head that joins the softmax's denominator
+   *   and attends to nothing (gpt-oss attention sinks). */
+  int32_t window;
+  float softcap;
+  const tsr_tensor* sinks;
 } tsr_attention_params;
-TSR_ABI_PIN_SIZE(tsr_attention_params, 80);
+TSR_ABI_PIN_SIZE(tsr_attention_params, 96);
 
 /* out = silu(gate) * up, elementwise; all [n, d] f32. out may alias gate or up. */
 typedef struct tsr_silu_mul_params {
@@ -198,6 +234,116 @@ typedef struct tsr_copy_blocks_params {
 } tsr_copy_blocks_params;
 TSR_ABI_PIN_SIZE(tsr_copy_blocks_params, 32);
 
+/* ---- ops of ABI 2.0 ----
+ * Row ops: tensors are [n, d] f32 rows (strided rows, contiguous elements) unless a
+ * comment says otherwise; out may alias an input of its shape. */
+
+/* out = a * b, elementwise. */
+typedef struct tsr_mul_params {
+  size_t struct_size;
+  const tsr_tensor* out;
+  const tsr_tensor* a;
+  const tsr_tensor* b;
+} tsr_mul_params;
+TSR_ABI_PIN_SIZE(tsr_mul_params, 32);
+
+/* out = x * scale. */
+typedef struct tsr_scale_params {
+  size_t struct_size;
+  const tsr_tensor* out;
+  const tsr_tensor* x;
+  float scale;
+  int32_t reserved;
+} tsr_scale_params;
+TSR_ABI_PIN_SIZE(tsr_scale_params, 32);
+
+/* GELU, tanh form (llama.cpp's ggml_gelu): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+ * GELU: out = gelu(x); `up` is NULL. GELU_MUL: out = gelu(x) * up (GeGLU). */
+typedef struct tsr_gelu_params {
+  size_t struct_size;
+  const tsr_tensor* out;
+  const tsr_tensor* x;
+  const tsr_tensor* up;
+} tsr_gelu_params;
+TSR_ABI_PIN_SIZE(tsr_gelu_params, 32);
+
+/* out = (x - mean) / sqrt(var + eps) * weight + bias per row (var the biased variance);
+ * weight, bias: [d] f32; bias can be NULL. */
+typedef struct tsr_layer_norm_params {
+  size_t struct_size;
+  const tsr_tensor* out;
+  const tsr_tensor* x;
+  const tsr_tensor* weight;
+  const tsr_tensor* bias;
+  float eps;
+  int32_t reserved;
+} tsr_layer_norm_params;
+TSR_ABI_PIN_SIZE(tsr_layer_norm_params, 48);
+
+/* out[i, :] = x[i, :] + bias[:]; bias: [d] f32. */
+typedef struct tsr_bias_add_params {
+  size_t struct_size;
+  const tsr_tensor* out;
+  const tsr_tensor* x;
+  const tsr_tensor* bias;
+} tsr_bias_add_params;
+TSR_ABI_PIN_SIZE(tsr_bias_add_params, 32);
+
+/* out = softmax(x * scale) over each row. */
+typedef struct tsr_softmax_params {
+  size_t struct_size;
+  const tsr_tensor* out;
+  const tsr_tensor* x;
+  float scale;
+  int32_t reserved;
+} tsr_softmax_params;
+TSR_ABI_PIN_SIZE(tsr_softmax_params, 32);
+
+/* The k largest values of each row of x ([n, d] f32, 0 < k <= d), largest first, the
+ * lower index first among equal values: ids [n, k] i32, values [n, k] f32 (MoE routing). */
+typedef struct tsr_top_k_params {
+  size_t struct_size;
+  const tsr_tensor* ids;
+  const tsr_tensor* values;
+  const tsr_tensor* x;
+  int32_t k;
+  int32_t reserved;
+} tsr_top_k_params;
+TSR_ABI_PIN_SIZE(tsr_top_k_params, 40);
+
+/* Grouped matmul of MoE layers (llama.cpp's ggml_mul_mat_id): for token i and slot s,
+ * out[i, s, :] = x[i, s or 0, :] · w[ids[i, s]]ᵀ. w: [n_expert, m, k] in any dtype matmul
+ * supports (one expert's matrix per outer index, GGUF row layout); ids: [n, n_used] i32,
+ * each in [0, n_expert); x: [n, k] (every slot reads the token's row) or [n, n_used, k];
+ * out: [n, n_used, m] f32. */
+typedef struct tsr_matmul_id_params {
+  size_t struct_size;
+  const tsr_tensor* out;
+  const tsr_tensor* x;
+  const tsr_tensor* w;
+  const tsr_tensor* ids;
+} tsr_matmul_id_params;
+TSR_ABI_PIN_SIZE(tsr_matmul_id_params, 40);
+
+/* out = cap * tanh(x / cap), cap > 0 (Gemma 2's final-logit softcapping). */
+typedef struct tsr_softcap_params {
+  size_t struct_size;
+  const tsr_tensor* out;
+  const tsr_tensor* x;
+  float cap;
+  int32_t reserved;
+} tsr_softcap_params;
+TSR_ABI_PIN_SIZE(tsr_softcap_params, 32);
+
+/* out = x converted elementwise between F32, F16 and BF16 (round to nearest even; a copy
+ * when the dtypes are equal). Same shape, any rank; rows strided, elements contiguous. */
+typedef struct tsr_cast_params {
+  size_t struct_size;
+  const tsr_tensor* out;
+  const tsr_tensor* x;
+} tsr_cast_params;
+TSR_ABI_PIN_SIZE(tsr_cast_params, 24);
+
 /* ---- ops as data (ABI 2.0) ----
  * An op is its identifier and a pointer to its params struct above (the one its comment
  * names), both size-prefixed so either can grow in a later minor; `next` chains typed
@@ -211,9 +357,9 @@ typedef struct tsr_op_desc {
 } tsr_op_desc;
 TSR_ABI_PIN_SIZE(tsr_op_desc, 32);
 
-/* What supports() is asked. `dtypes` are the operand dtypes that select a kernel (MATMUL:
- * {weight}; GET_ROWS: {table}; ATTENTION, KV_WRITE, COPY_BLOCKS: {cache}; others:
- * {TSR_DTYPE_F32}). `params` can be NULL: "ops of these dtypes in general"; when set it
+/* What supports() is asked. `dtypes` are the operand dtypes that select a kernel (MATMUL,
+ * MATMUL_ID: {weight}; GET_ROWS: {table}; ATTENTION, KV_WRITE, COPY_BLOCKS: {cache};
+ * CAST: {x, out}; others: {TSR_DTYPE_F32}). `params` can be NULL: "ops of these dtypes in general"; when set it
  * is the op's params struct, and the answer is for those operands (their shapes and the
  * optional params they set, such as rope's freq_factors). */
 typedef struct tsr_op_support_query {

@@ -87,10 +87,32 @@ class ExampleBackend {
       switch (op) {
         case TSR_OP_MATMUL: case TSR_OP_GET_ROWS: return is_weight_dtype(d);
         case TSR_OP_COPY_BLOCKS: return tsr::sdk::dtype_unit_bytes(d) != 0;
-        default: return op < TSR_OP_COUNT_ && d == TSR_DTYPE_F32;
+        default: return op <= TSR_OP_COPY_BLOCKS && d == TSR_DTYPE_F32;  // the ops of ABI 1.0
       }
     });
   }
+
+#if TSR_SDK_ABI_AT_LEAST(2, 0)
+  // Asked with the params too (ABI 2.0): this example implements none of the optional
+  // params 2.0 added (YaRN RoPE; attention's window, softcap and sinks), and refuses them.
+  bool supports(const tsr_op_support_query& q) const {
+    if (q.dtypes == nullptr || q.n_dtypes < 1) return false;
+    return supports(q.op, std::span(q.dtypes, static_cast<size_t>(q.n_dtypes))) &&
+           (q.params == nullptr || optional_params_unset(q.op, q.params));
+  }
+
+  static bool optional_params_unset(tsr_op op, const void* params) {
+    if (op == TSR_OP_ROPE) {
+      const auto& p = *static_cast<const tsr_rope_params*>(params);
+      return p.ext_factor == 0 && (p.attn_factor == 0 || p.attn_factor == 1);
+    }
+    if (op == TSR_OP_ATTENTION) {
+      const auto& p = *static_cast<const tsr_attention_params*>(params);
+      return p.window == 0 && p.softcap == 0 && p.sinks == nullptr;
+    }
+    return true;
+  }
+#endif
 
   // ---- memory, streams, events ----
 
@@ -164,6 +186,9 @@ class ExampleBackend {
   }
 
   void rope(Stream*, const tsr_rope_params& p) {
+#if TSR_SDK_ABI_AT_LEAST(2, 0)
+    if (!optional_params_unset(TSR_OP_ROPE, &p)) throw Failure(TSR_STATUS_UNSUPPORTED, "rope: YaRN is not implemented");
+#endif
     const Rows x = rows(p.x, 3, TSR_DTYPE_F32, "rope x");
     const Rows pos = rows(p.positions, 1, TSR_DTYPE_I32, "rope positions");
     const int64_t heads = x.dim(1), head_dim = x.dim(2);
@@ -219,6 +244,11 @@ class ExampleBackend {
   }
 
   void attention(Stream*, const tsr_attention_params& p) {
+#if TSR_SDK_ABI_AT_LEAST(2, 0)
+    if (!optional_params_unset(TSR_OP_ATTENTION, &p)) {
+      throw Failure(TSR_STATUS_UNSUPPORTED, "attention: window, softcap and sinks are not implemented");
+    }
+#endif
     const Attention a(p);
     for (int64_t s = 0; s < a.num_seqs; ++s) {
       for (int32_t r = a.qsl[s]; r < a.qsl[s + 1]; ++r) a.row(s, r);

@@ -20,7 +20,10 @@
 //   std::unique_ptr<Stream> stream_create();   void stream_synchronize(Stream&);
 //   std::unique_ptr<Event> event_create();     void event_record(Event&, Stream*);
 //   void event_wait(Stream*, Event&);           void event_synchronize(Event&);
-//   void get_rows(Stream*, const tsr_get_rows_params&);  ... one per op, same pattern.
+//   void get_rows(Stream*, const tsr_get_rows_params&);  ... one per op of ABI 1.0, same
+//   pattern; the ops 2.0 added (mul, scale, gelu, gelu_mul, layer_norm, bias_add, softmax,
+//   top_k, matmul_id, softcap, cast) are optional members: without one, that op is
+//   unsupported (answer supports() accordingly).
 //   struct Graph;                                        // optional (ABI 1.2), with:
 //   void graph_begin(Stream&);  std::unique_ptr<Graph> graph_end(Stream&);
 //   void graph_launch(Stream&, const Graph&);
@@ -64,6 +67,18 @@ constexpr const char* op_name(const tsr_attention_params*) { return "attention";
 constexpr const char* op_name(const tsr_silu_mul_params*) { return "silu_mul"; }
 constexpr const char* op_name(const tsr_add_params*) { return "add"; }
 constexpr const char* op_name(const tsr_copy_blocks_params*) { return "copy_blocks"; }
+#if TSR_SDK_ABI_AT_LEAST(2, 0)
+constexpr const char* op_name(const tsr_mul_params*) { return "mul"; }
+constexpr const char* op_name(const tsr_scale_params*) { return "scale"; }
+constexpr const char* op_name(const tsr_gelu_params*) { return "gelu"; }
+constexpr const char* op_name(const tsr_layer_norm_params*) { return "layer_norm"; }
+constexpr const char* op_name(const tsr_bias_add_params*) { return "bias_add"; }
+constexpr const char* op_name(const tsr_softmax_params*) { return "softmax"; }
+constexpr const char* op_name(const tsr_top_k_params*) { return "top_k"; }
+constexpr const char* op_name(const tsr_matmul_id_params*) { return "matmul_id"; }
+constexpr const char* op_name(const tsr_softcap_params*) { return "softcap"; }
+constexpr const char* op_name(const tsr_cast_params*) { return "cast"; }
+#endif
 
 #if TSR_SDK_ABI_AT_LEAST(2, 0)
 // The quant plugins' kernels a backend was given (kernel_register), by weight dtype.
@@ -90,6 +105,15 @@ class QuantKernelRegistry {
   std::vector<std::pair<tsr_dtype, const tsr_quant_kernels*>> entries_;
 };
 #endif
+
+// The op a caller named, as an int: a C caller may pass any value in an enum, and loading
+// a tsr_op outside the enum's range is undefined in C++. -1 for values this header does not
+// define, which no backend runs.
+inline int32_t known_op(const tsr_op& op) {
+  int32_t id = 0;
+  std::memcpy(&id, &op, sizeof(id));
+  return id >= 0 && id < TSR_OP_COUNT_ ? id : -1;
+}
 
 template <class Impl>
 class BackendPlugin {
@@ -200,7 +224,7 @@ class BackendPlugin {
   static void backend_destroy(tsr_backend* b) { delete from_handle<Impl>(b); }
 
   static bool supported(const tsr_backend* b, tsr_op op, const tsr_dtype* dtypes, int32_t n) {
-    if (b == nullptr || dtypes == nullptr || n < 1) return false;
+    if (b == nullptr || dtypes == nullptr || n < 1 || known_op(op) < 0) return false;
     return from_handle<const Impl>(b)->supports(op, std::span(dtypes, static_cast<size_t>(n)));
   }
 
@@ -375,7 +399,7 @@ class BackendPlugin {
   // supports() has no error channel: a failure means "no". Impl answers for the operands
   // where it can, else for the dtypes.
   static int32_t supports_v2(const tsr_backend* b, const tsr_op_support_query* q) {
-    if (b == nullptr || q == nullptr || q->struct_size < sizeof(tsr_op_support_query)) return 0;
+    if (b == nullptr || q == nullptr || q->struct_size < sizeof(tsr_op_support_query) || known_op(q->op) < 0) return 0;
     try {
       if constexpr (requires(const Impl& i) { { i.supports(*q) } -> std::same_as<bool>; }) {
         return from_handle<const Impl>(b)->supports(*q);
@@ -452,7 +476,8 @@ class BackendPlugin {
       Impl& impl = self(b);
       const tsr_op_desc& desc = checked(d, "enqueue");
       const void* p = desc.params;
-      switch (desc.op) {
+      const int32_t id = known_op(desc.op);
+      switch (id) {
         case TSR_OP_GET_ROWS: return run<tsr_get_rows_params, &Impl::get_rows>(impl, s, static_cast<const tsr_get_rows_params*>(p));
         case TSR_OP_RMS_NORM: return run<tsr_rms_norm_params, &Impl::rms_norm>(impl, s, static_cast<const tsr_rms_norm_params*>(p));
         case TSR_OP_MATMUL: return run<tsr_matmul_params, &Impl::matmul>(impl, s, static_cast<const tsr_matmul_params*>(p));
@@ -462,10 +487,30 @@ class BackendPlugin {
         case TSR_OP_SILU_MUL: return run<tsr_silu_mul_params, &Impl::silu_mul>(impl, s, static_cast<const tsr_silu_mul_params*>(p));
         case TSR_OP_ADD: return run<tsr_add_params, &Impl::add>(impl, s, static_cast<const tsr_add_params*>(p));
         case TSR_OP_COPY_BLOCKS: return run<tsr_copy_blocks_params, &Impl::copy_blocks>(impl, s, static_cast<const tsr_copy_blocks_params*>(p));
+        // The ops 2.0 added reach Impl where it has the member; else they are unknown to it.
+#define TSR_SDK_OPTIONAL_OP(id, P, member)                                                    \
+  case id:                                                                                    \
+    if constexpr (requires(Impl& i, Stream* st, const P& q) { i.member(st, q); }) {           \
+      return run<P, &Impl::member>(impl, s, static_cast<const P*>(p));                        \
+    }                                                                                         \
+    break;
+        TSR_SDK_OPTIONAL_OP(TSR_OP_MUL, tsr_mul_params, mul)
+        TSR_SDK_OPTIONAL_OP(TSR_OP_SCALE, tsr_scale_params, scale)
+        TSR_SDK_OPTIONAL_OP(TSR_OP_GELU, tsr_gelu_params, gelu)
+        TSR_SDK_OPTIONAL_OP(TSR_OP_GELU_MUL, tsr_gelu_params, gelu_mul)
+        TSR_SDK_OPTIONAL_OP(TSR_OP_LAYER_NORM, tsr_layer_norm_params, layer_norm)
+        TSR_SDK_OPTIONAL_OP(TSR_OP_BIAS_ADD, tsr_bias_add_params, bias_add)
+        TSR_SDK_OPTIONAL_OP(TSR_OP_SOFTMAX, tsr_softmax_params, softmax)
+        TSR_SDK_OPTIONAL_OP(TSR_OP_TOP_K, tsr_top_k_params, top_k)
+        TSR_SDK_OPTIONAL_OP(TSR_OP_MATMUL_ID, tsr_matmul_id_params, matmul_id)
+        TSR_SDK_OPTIONAL_OP(TSR_OP_SOFTCAP, tsr_softcap_params, softcap)
+        TSR_SDK_OPTIONAL_OP(TSR_OP_CAST, tsr_cast_params, cast)
+#undef TSR_SDK_OPTIONAL_OP
         default: break;
       }
-      throw Failure(TSR_STATUS_UNSUPPORTED,
-                    "enqueue: op " + std::to_string(static_cast<int>(desc.op)) + " is unknown to this backend");
+      int32_t raw = 0;
+      std::memcpy(&raw, &desc.op, sizeof(raw));
+      throw Failure(TSR_STATUS_UNSUPPORTED, "enqueue: op " + std::to_string(raw) + " is unknown to this backend");
     }), b, s);
   }
 

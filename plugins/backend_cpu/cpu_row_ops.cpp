@@ -1,0 +1,106 @@
+// The CPU backend's per-row reductions of ABI 2.0: layer norm (with optional bias),
+// softmax and top-k (MoE routing). Sums accumulate in double, as rms_norm's do.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "cpu_ops.h"
+#include "cpu_tensor.h"
+#include "tessera/sdk/status.hpp"
+
+namespace tsr::cpu {
+
+using sdk::require;
+
+namespace {
+
+constexpr int64_t kParallelMin = 1 << 15;
+
+void require_rows_like(const Matrix& out, const Matrix& x, const char* what) {
+  require(out.rows == x.rows && out.cols == x.cols, std::string(what) + ": out and x shapes differ");
+}
+
+// A [d] f32 vector, or NULL when `t` is NULL and `optional`.
+const float* vector_of(const tsr_tensor* t, int64_t d, bool optional, const char* what) {
+  if (t == nullptr && optional) return nullptr;
+  const Matrix v = as_matrix(t, TSR_DTYPE_F32, what);
+  require(v.rows * v.cols == d, std::string(what) + " length differs from the row length");
+  return v.row<float>(0);
+}
+
+}  // namespace
+
+void op_layer_norm(OpContext& ctx, const tsr_layer_norm_params& p) {
+  const Matrix out = as_matrix(p.out, TSR_DTYPE_F32, "layer_norm out");
+  const Matrix x = as_matrix(p.x, TSR_DTYPE_F32, "layer_norm x");
+  require_rows_like(out, x, "layer_norm");
+  const float* w = vector_of(p.weight, x.cols, false, "layer_norm weight");
+  const float* b = vector_of(p.bias, x.cols, true, "layer_norm bias");
+  require(std::isfinite(p.eps) && p.eps >= 0, "layer_norm: eps must be finite and >= 0");
+#pragma omp parallel for num_threads(ctx.n_threads) if (x.rows * x.cols >= kParallelMin)
+  for (int64_t r = 0; r < x.rows; ++r) {
+    const float* in = x.row<float>(r);
+    double sum = 0, sq = 0;
+    for (int64_t c = 0; c < x.cols; ++c) sum += in[c];
+    const double mean = sum / double(x.cols);
+    for (int64_t c = 0; c < x.cols; ++c) sq += (in[c] - mean) * (in[c] - mean);
+    const double inv = 1.0 / std::sqrt(sq / double(x.cols) + p.eps);
+    float* o = out.row<float>(r);
+    for (int64_t c = 0; c < x.cols; ++c) {
+      o[c] = static_cast<float>((in[c] - mean) * inv * w[c] + (b != nullptr ? b[c] : 0.0f));
+    }
+  }
+}
+
+void op_softmax(OpContext& ctx, const tsr_softmax_params& p) {
+  const Matrix out = as_matrix(p.out, TSR_DTYPE_F32, "softmax out");
+  const Matrix x = as_matrix(p.x, TSR_DTYPE_F32, "softmax x");
+  require_rows_like(out, x, "softmax");
+  require(std::isfinite(p.scale), "softmax: scale must be finite");
+#pragma omp parallel for num_threads(ctx.n_threads) if (x.rows * x.cols >= kParallelMin)
+  for (int64_t r = 0; r < x.rows; ++r) {
+    const float* in = x.row<float>(r);
+    float* o = out.row<float>(r);
+    float mx = -INFINITY;
+    for (int64_t c = 0; c < x.cols; ++c) mx = std::max(mx, in[c] * p.scale);
+    double sum = 0;
+    for (int64_t c = 0; c < x.cols; ++c) {
+      o[c] = std::exp(in[c] * p.scale - mx);
+      sum += o[c];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t c = 0; c < x.cols; ++c) o[c] *= inv;
+  }
+}
+
+void op_top_k(OpContext& ctx, const tsr_top_k_params& p) {
+  const Matrix x = as_matrix(p.x, TSR_DTYPE_F32, "top_k x");
+  const Matrix ids = as_matrix(p.ids, TSR_DTYPE_I32, "top_k ids");
+  const Matrix values = as_matrix(p.values, TSR_DTYPE_F32, "top_k values");
+  require(p.k > 0 && p.k <= x.cols, "top_k: k must be in [1, row length]");
+  require(ids.rows == x.rows && ids.cols == p.k && values.rows == x.rows && values.cols == p.k,
+          "top_k: ids and values must be [n, k]");
+  const int64_t k = p.k;
+#pragma omp parallel for num_threads(ctx.n_threads) if (x.rows * x.cols >= kParallelMin)
+  for (int64_t r = 0; r < x.rows; ++r) {
+    const float* in = x.row<float>(r);
+    std::vector<int32_t> order(static_cast<size_t>(x.cols));
+    std::iota(order.begin(), order.end(), 0);
+    // NaN sorts last, so that it is never routed to while a number is left.
+    const auto before = [in](int32_t a, int32_t b) {
+      const bool na = std::isnan(in[a]), nb = std::isnan(in[b]);
+      if (na != nb) return nb;
+      return in[a] > in[b] || (!(in[b] > in[a]) && a < b);
+    };
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
+    for (int64_t j = 0; j < k; ++j) {
+      ids.row<int32_t>(r)[j] = order[static_cast<size_t>(j)];
+      values.row<float>(r)[j] = in[order[static_cast<size_t>(j)]];
+    }
+  }
+}
+
+}  // namespace tsr::cpu
