@@ -5,45 +5,30 @@
 namespace tsr {
 
 const char* dtype_name(tsr_dtype dtype) {
-  switch (dtype) {
-    case TSR_DTYPE_F32: return "f32";
-    case TSR_DTYPE_F16: return "f16";
-    case TSR_DTYPE_BF16: return "bf16";
-    case TSR_DTYPE_I32: return "i32";
-    case TSR_DTYPE_I64: return "i64";
-    case TSR_DTYPE_I8: return "i8";
-    case TSR_DTYPE_Q8_0: return "q8_0";
-    case TSR_DTYPE_Q4_0: return "q4_0";
-    case TSR_DTYPE_INT4_G128: return "int4_g128";
-    case TSR_DTYPE_FP8_E4M3: return "fp8_e4m3";
-    case TSR_DTYPE_PLUGIN: return "plugin";
-    default: return "unknown";
-  }
+  const char* name = tsr_dtype_name(dtype);
+  return name != nullptr ? name : "unknown";
 }
 
 int64_t dtype_block_elems(tsr_dtype dtype) {
-  return dtype == TSR_DTYPE_Q8_0 || dtype == TSR_DTYPE_Q4_0 ? 32 : 1;
+  int64_t elems = 0;
+  return tsr_dtype_block(dtype, &elems, nullptr) ? elems : 1;
 }
 
 int64_t dtype_block_bytes(tsr_dtype dtype) {
-  switch (dtype) {
-    case TSR_DTYPE_F32: case TSR_DTYPE_I32: return 4;
-    case TSR_DTYPE_F16: case TSR_DTYPE_BF16: return 2;
-    case TSR_DTYPE_I64: return 8;
-    case TSR_DTYPE_I8: return 1;
-    case TSR_DTYPE_Q8_0: return 34;
-    case TSR_DTYPE_Q4_0: return 18;
-    default: throw Error("unknown dtype " + std::to_string(static_cast<int>(dtype)));
+  int64_t bytes = 0;
+  if (!tsr_dtype_block(dtype, nullptr, &bytes)) {
+    throw Error("dtype " + std::to_string(static_cast<int>(dtype)) + " (" + dtype_name(dtype) + ") has no fixed layout");
   }
+  return bytes;
 }
 
 int64_t dtype_row_bytes(tsr_dtype dtype, int64_t n) {
-  const int64_t block = dtype_block_elems(dtype);
-  if (n % block != 0) {
+  const int64_t bytes = n / dtype_block_elems(dtype) * dtype_block_bytes(dtype);
+  if (tsr_dtype_row_bytes(dtype, n) != bytes) {
     throw Error(std::string("row of ") + std::to_string(n) + " elements is not a multiple of " +
-                dtype_name(dtype) + "'s block of " + std::to_string(block));
+                dtype_name(dtype) + "'s block of " + std::to_string(dtype_block_elems(dtype)));
   }
-  return n / block * dtype_block_bytes(dtype);
+  return bytes;
 }
 
 tsr_tensor tensor_make(tsr_dtype dtype, void* data, std::initializer_list<int64_t> shape) {

@@ -15,6 +15,7 @@
 #include "cpu_ops.h"
 #include "cpu_simd.h"
 #include "cpu_tensor.h"
+#include "tessera/sdk/op_checks.hpp"
 #include "tessera/sdk/status.hpp"
 
 namespace tsr::cpu {
@@ -467,8 +468,7 @@ void op_attention(OpContext& ctx, const tsr_attention_params& p) {
   for (int64_t i = 0; i < s.n; ++i) work += (pos[i] + 1) * s.heads * s.head_dim * 2;
   AttentionCall call{s, q, out, kc, vc, tables, qsl, pos, p.block_size, p.scale,
                      ctx.n_threads > 1 && work >= kParallelMin ? ctx.n_threads : 1};
-  require(p.window >= 0, "attention: window must be >= 0");
-  require(std::isfinite(p.softcap) && p.softcap >= 0, "attention: softcap must be finite and >= 0");
+  sdk::check_attention_scalars(p);
   call.window = p.window;
   call.softcap = p.softcap;
   if (p.sinks != nullptr) {

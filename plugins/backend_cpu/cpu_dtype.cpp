@@ -2,15 +2,7 @@
 
 namespace tsr::cpu {
 
-int64_t row_bytes(tsr_dtype dtype, int64_t n) {
-  switch (dtype) {
-    case TSR_DTYPE_F32: case TSR_DTYPE_I32: return n * 4;
-    case TSR_DTYPE_F16: case TSR_DTYPE_BF16: return n * 2;
-    case TSR_DTYPE_Q8_0: return n / kQBlock * static_cast<int64_t>(sizeof(BlockQ8_0));
-    case TSR_DTYPE_Q4_0: return n / kQBlock * static_cast<int64_t>(sizeof(BlockQ4_0));
-    default: return -1;
-  }
-}
+int64_t row_bytes(tsr_dtype dtype, int64_t n) { return tsr_dtype_row_bytes(dtype, n); }
 
 bool is_weight_dtype(tsr_dtype dtype) {
   return dtype == TSR_DTYPE_F32 || dtype == TSR_DTYPE_F16 || dtype == TSR_DTYPE_BF16 ||

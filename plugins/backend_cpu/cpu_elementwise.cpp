@@ -9,6 +9,7 @@
 #include "cpu_ops.h"
 #include "cpu_tensor.h"
 #include "quant_formats/float_convert.h"
+#include "tessera/sdk/op_checks.hpp"
 #include "tessera/sdk/status.hpp"
 
 namespace tsr::cpu {
@@ -51,7 +52,7 @@ void op_scale(OpContext& ctx, const tsr_scale_params& p) {
   const Matrix out = as_matrix(p.out, TSR_DTYPE_F32, "scale out");
   const Matrix x = as_matrix(p.x, TSR_DTYPE_F32, "scale x");
   require_same_shape(out, x, "scale");
-  require(std::isfinite(p.scale), "scale: the factor must be finite");
+  sdk::check_scale_scalars(p);
   const float s = p.scale;
   map_rows(ctx, out, x, nullptr, [s](float u, float) { return u * s; });
 }
@@ -91,7 +92,7 @@ void op_softcap(OpContext& ctx, const tsr_softcap_params& p) {
   const Matrix out = as_matrix(p.out, TSR_DTYPE_F32, "softcap out");
   const Matrix x = as_matrix(p.x, TSR_DTYPE_F32, "softcap x");
   require_same_shape(out, x, "softcap");
-  require(std::isfinite(p.cap) && p.cap > 0, "softcap: cap must be finite and > 0");
+  sdk::check_softcap_scalars(p);
   const float cap = p.cap;
   map_rows(ctx, out, x, nullptr, [cap](float u, float) { return cap * std::tanh(u / cap); });
 }

@@ -9,6 +9,7 @@
 #include "cpu_ops.h"
 #include "cpu_simd.h"
 #include "cpu_tensor.h"
+#include "tessera/sdk/op_checks.hpp"
 #include "tessera/sdk/status.hpp"
 
 namespace tsr::cpu {
@@ -62,28 +63,14 @@ void op_rms_norm(OpContext& ctx, const tsr_rms_norm_params& p) {
 
 namespace {
 
-// YaRN's mix of interpolated and extrapolated angles, and its scale of cos and sin
-// (backend.h; llama.cpp's rope_yarn). Off (theta = the interpolated angle) when
-// ext_factor is 0.
-struct RopeYarn {
-  double ext, low, high, mscale;
-  explicit RopeYarn(const tsr_rope_params& p)
-      : ext(p.ext_factor), low(p.corr_low), high(p.corr_high), mscale(p.attn_factor == 0 ? 1.0 : p.attn_factor) {
-    require(std::isfinite(p.ext_factor) && p.ext_factor >= 0 && p.ext_factor <= 1,
-            "rope: ext_factor must be in [0, 1]");
-    require(std::isfinite(p.attn_factor) && p.attn_factor >= 0, "rope: attn_factor must be finite and >= 0");
-    require(std::isfinite(p.corr_low) && std::isfinite(p.corr_high) && p.corr_low <= p.corr_high &&
-                p.corr_low >= 0 && p.corr_high <= float(p.n_rot),
-            "rope: corr_low and corr_high must lie in [0, n_rot] with corr_low <= corr_high");
-    if (ext != 0) mscale *= 1.0 + 0.1 * std::log(1.0 / p.freq_scale);
-  }
-  double theta(int pair, double interp, double extrap) const {
-    if (ext == 0) return interp;
-    const double y = (pair - low) / std::max(0.001, high - low);
-    const double mix = (1.0 - std::min(1.0, std::max(0.0, y))) * ext;
-    return interp * (1 - mix) + extrap * mix;
-  }
-};
+// YaRN's mix of the interpolated and the extrapolated angle (backend.h; llama.cpp's
+// rope_yarn). Off (theta = the interpolated angle) when ext_factor is 0.
+double yarn_theta(const tsr_rope_params& p, int pair, double interp, double extrap) {
+  if (p.ext_factor == 0) return interp;
+  const double y = (pair - double(p.corr_low)) / std::max(0.001, double(p.corr_high) - p.corr_low);
+  const double mix = (1.0 - std::min(1.0, std::max(0.0, y))) * p.ext_factor;
+  return interp * (1 - mix) + extrap * mix;
+}
 
 }  // namespace
 
@@ -92,12 +79,7 @@ void op_rope(OpContext& ctx, const tsr_rope_params& p) {
   const Matrix x = as_matrix(p.x, TSR_DTYPE_F32, "rope x");
   const int64_t heads = p.x->shape[1], head_dim = p.x->shape[2];
   const int32_t* pos = as_i32(p.positions, x.rows, "rope positions");
-  require(p.n_rot > 0 && p.n_rot % 2 == 0 && p.n_rot <= head_dim,
-          "rope: n_rot must be even and at most head_dim");
-  int32_t mode = 0;  // read as an int: a C caller may pass any (see as_matrix on dtype)
-  std::memcpy(&mode, &p.mode, sizeof(mode));
-  require(mode == TSR_ROPE_NORMAL || mode == TSR_ROPE_NEOX, "rope: unknown mode");
-  require(p.freq_base > 0 && p.freq_scale > 0, "rope: frequency base and scale must be > 0");
+  const sdk::RopeScalars rs = sdk::check_rope_scalars(p, head_dim);
   const int half = p.n_rot / 2;
   const float* factors = nullptr;  // ABI 1.4; absent from an older caller's struct
   if (TSR_STRUCT_HAS(&p, tsr_rope_params, freq_factors) && p.freq_factors != nullptr) {
@@ -113,22 +95,21 @@ void op_rope(OpContext& ctx, const tsr_rope_params& p) {
       inv_freq[i] /= factors[i];
     }
   }
-  const RopeYarn yarn(p);
 #pragma omp parallel for num_threads(ctx.n_threads) if (x.rows * x.cols >= kParallelMin)
   for (int64_t r = 0; r < x.rows; ++r) {
     std::vector<float> cs(half), sn(half);
     for (int i = 0; i < half; ++i) {
       const double extrap = double(pos[r]) * inv_freq[i];
-      const double theta = yarn.theta(i, extrap * p.freq_scale, extrap);
-      cs[i] = static_cast<float>(std::cos(theta) * yarn.mscale);
-      sn[i] = static_cast<float>(std::sin(theta) * yarn.mscale);
+      const double theta = yarn_theta(p, i, extrap * p.freq_scale, extrap);
+      cs[i] = static_cast<float>(std::cos(theta) * rs.mscale);
+      sn[i] = static_cast<float>(std::sin(theta) * rs.mscale);
     }
     for (int64_t h = 0; h < heads; ++h) {
       float* v = x.row<float>(r) + h * head_dim;
       for (int i = 0; i < half; ++i) {
         // NORMAL pairs adjacent dims, NEOX pairs dim i with dim i + n_rot/2.
-        const int a = mode == TSR_ROPE_NORMAL ? 2 * i : i;
-        const int b = mode == TSR_ROPE_NORMAL ? 2 * i + 1 : i + half;
+        const int a = rs.neox ? i : 2 * i;
+        const int b = rs.neox ? i + half : 2 * i + 1;
         const float x0 = v[a], x1 = v[b];
         v[a] = x0 * cs[i] - x1 * sn[i];
         v[b] = x0 * sn[i] + x1 * cs[i];

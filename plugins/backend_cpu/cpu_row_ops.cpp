@@ -9,6 +9,7 @@
 
 #include "cpu_ops.h"
 #include "cpu_tensor.h"
+#include "tessera/sdk/op_checks.hpp"
 #include "tessera/sdk/status.hpp"
 
 namespace tsr::cpu {
@@ -39,7 +40,7 @@ void op_layer_norm(OpContext& ctx, const tsr_layer_norm_params& p) {
   require_rows_like(out, x, "layer_norm");
   const float* w = vector_of(p.weight, x.cols, false, "layer_norm weight");
   const float* b = vector_of(p.bias, x.cols, true, "layer_norm bias");
-  require(std::isfinite(p.eps) && p.eps >= 0, "layer_norm: eps must be finite and >= 0");
+  sdk::check_layer_norm_scalars(p);
 #pragma omp parallel for num_threads(ctx.n_threads) if (x.rows * x.cols >= kParallelMin)
   for (int64_t r = 0; r < x.rows; ++r) {
     const float* in = x.row<float>(r);
@@ -59,7 +60,7 @@ void op_softmax(OpContext& ctx, const tsr_softmax_params& p) {
   const Matrix out = as_matrix(p.out, TSR_DTYPE_F32, "softmax out");
   const Matrix x = as_matrix(p.x, TSR_DTYPE_F32, "softmax x");
   require_rows_like(out, x, "softmax");
-  require(std::isfinite(p.scale), "softmax: scale must be finite");
+  sdk::check_softmax_scalars(p);
 #pragma omp parallel for num_threads(ctx.n_threads) if (x.rows * x.cols >= kParallelMin)
   for (int64_t r = 0; r < x.rows; ++r) {
     const float* in = x.row<float>(r);
@@ -80,7 +81,7 @@ void op_top_k(OpContext& ctx, const tsr_top_k_params& p) {
   const Matrix x = as_matrix(p.x, TSR_DTYPE_F32, "top_k x");
   const Matrix ids = as_matrix(p.ids, TSR_DTYPE_I32, "top_k ids");
   const Matrix values = as_matrix(p.values, TSR_DTYPE_F32, "top_k values");
-  require(p.k > 0 && p.k <= x.cols, "top_k: k must be in [1, row length]");
+  sdk::check_top_k_scalars(p, x.cols);
   require(ids.rows == x.rows && ids.cols == p.k && values.rows == x.rows && values.cols == p.k,
           "top_k: ids and values must be [n, k]");
   const int64_t k = p.k;

@@ -35,10 +35,10 @@ Matrix as_matrix(const tsr_tensor* t, const char* what) {
   require(dtype_value >= 0 && dtype_value < TSR_DTYPE_COUNT_, unsupported);
   const auto dtype = static_cast<tsr_dtype>(dtype_value);
   const int64_t elems_per_row_last = t->shape[t->ndim - 1];
+  int64_t block = 0;
+  require(tsr_dtype_block(dtype, &block, nullptr) != 0, unsupported);
+  require(elems_per_row_last % block == 0, [&] { return name(": row length not a multiple of the block size"); });
   const int64_t last_row_bytes = row_bytes(dtype, elems_per_row_last);
-  require(last_row_bytes > 0, unsupported);
-  require(elems_per_row_last % (dtype == TSR_DTYPE_Q8_0 || dtype == TSR_DTYPE_Q4_0 ? 32 : 1) == 0,
-          [&] { return name(": row length not a multiple of the block size"); });
   // Inner dims (1..ndim-2) must be packed so a row is contiguous.
   int64_t packed = last_row_bytes;
   for (int d = t->ndim - 2; d >= 1; --d) {

@@ -27,6 +27,7 @@
 #include "gpu_kernels.h"
 #include "tessera/quant.h"
 #include "tessera/sdk/backend.hpp"
+#include "tessera/sdk/op_checks.hpp"
 
 namespace tsr::gpu {
 
@@ -65,15 +66,7 @@ void check_blas(cublasStatus_t st, const char* what) {
 }
 #endif
 
-int64_t row_bytes(tsr_dtype dtype, int64_t n) {
-  switch (dtype) {
-    case TSR_DTYPE_F32: case TSR_DTYPE_I32: return n * 4;
-    case TSR_DTYPE_F16: case TSR_DTYPE_BF16: return n * 2;
-    case TSR_DTYPE_Q8_0: return n / 32 * 34;
-    case TSR_DTYPE_Q4_0: return n / 32 * 18;
-    default: return -1;
-  }
-}
+int64_t row_bytes(tsr_dtype dtype, int64_t n) { return tsr_dtype_row_bytes(dtype, n); }
 
 bool is_quantized(tsr_dtype d) { return d == TSR_DTYPE_Q8_0 || d == TSR_DTYPE_Q4_0; }
 
@@ -102,9 +95,9 @@ Mat view(const tsr_tensor* t, const std::string& what) {
           what + ": unsupported dtype " + std::to_string(dtype_value));
   const auto dtype = static_cast<tsr_dtype>(dtype_value);
   const int64_t last = t->shape[t->ndim - 1];
+  require(!is_quantized(dtype) || last % 32 == 0, what + ": row length not a multiple of the block size");
   const int64_t last_bytes = row_bytes(dtype, last);
   require(last_bytes > 0, what + ": unsupported dtype " + std::to_string(dtype_value));
-  require(!is_quantized(dtype) || last % 32 == 0, what + ": row length not a multiple of the block size");
   int64_t packed = last_bytes;
   for (int d = t->ndim - 2; d >= 1; --d) {
     require(t->strides[d] == packed, what + " " + shape_string(*t) + " is not contiguous");
@@ -367,8 +360,16 @@ class GpuBackend {
         case TSR_OP_COPY_BLOCKS:
           if (row_bytes(d, 32) <= 0) return false;
           break;
+        case TSR_OP_MATMUL_ID:
+          if (!is_weight_dtype(d)) return false;
+          break;
+        case TSR_OP_CAST:
+          if (d != TSR_DTYPE_F32 && d != TSR_DTYPE_F16 && d != TSR_DTYPE_BF16) return false;
+          break;
         case TSR_OP_RMS_NORM: case TSR_OP_ROPE: case TSR_OP_KV_WRITE: case TSR_OP_ATTENTION:
-        case TSR_OP_SILU_MUL: case TSR_OP_ADD:
+        case TSR_OP_SILU_MUL: case TSR_OP_ADD: case TSR_OP_MUL: case TSR_OP_SCALE: case TSR_OP_GELU:
+        case TSR_OP_GELU_MUL: case TSR_OP_LAYER_NORM: case TSR_OP_BIAS_ADD: case TSR_OP_SOFTMAX:
+        case TSR_OP_TOP_K: case TSR_OP_SOFTCAP:
           if (d != TSR_DTYPE_F32) return false;
           break;
         default: return false;
@@ -529,12 +530,10 @@ class GpuBackend {
     end_op(s, "rms_norm", out);
   }
 
-  // The optional params of 2.0 these kernels do not implement yet (YaRN RoPE; attention's
-  // sliding window, softcap and sinks) are unsupported: said here and refused at enqueue.
+  // Every optional param of the op set is implemented, so the answer depends on dtypes only.
   bool supports(const tsr_op_support_query& q) const {
     if (q.dtypes == nullptr || q.n_dtypes < 1) return false;
-    if (!supports(q.op, std::span(q.dtypes, static_cast<size_t>(q.n_dtypes)))) return false;
-    return q.params == nullptr || extras_unsupported(q.op, q.params) == nullptr;
+    return supports(q.op, std::span(q.dtypes, static_cast<size_t>(q.n_dtypes)));
   }
 
   // A quant plugin's matmul for weights of a dtype these kernels do not multiply; it is
@@ -583,26 +582,28 @@ class GpuBackend {
   }
 
   void rope(Stream* sp, const tsr_rope_params& p) {
-    if (const char* what = extras_unsupported(TSR_OP_ROPE, &p)) throw Failure(TSR_STATUS_UNSUPPORTED, what);
     Stream& s = begin_op(sp);
     require(p.x != nullptr && p.x->ndim == 3, "rope: x must be [n, heads, head_dim]");
     const Mat x = view(p.x, TSR_DTYPE_F32, "rope x");
-    const int64_t heads = p.x->shape[1], head_dim = p.x->shape[2];
-    const int32_t* pos = index_view(p.positions, x.rows, "rope positions");
-    require(p.n_rot > 0 && p.n_rot % 2 == 0 && p.n_rot <= head_dim,
-            "rope: n_rot must be even and at most head_dim");
-    int32_t mode = 0;
-    std::memcpy(&mode, &p.mode, sizeof(mode));
-    require(mode == TSR_ROPE_NORMAL || mode == TSR_ROPE_NEOX, "rope: unknown mode");
-    require(p.freq_base > 0 && p.freq_scale > 0, "rope: frequency base and scale must be > 0");
-    const float* factors = nullptr;  // ABI 1.4; their values live on the device, unchecked
-    if (TSR_STRUCT_HAS(&p, tsr_rope_params, freq_factors) && p.freq_factors != nullptr) {
+    const sdk::RopeScalars rs = sdk::check_rope_scalars(p, p.x->shape[2]);
+    RopeArgs a;
+    a.heads = p.x->shape[1];
+    a.head_dim = p.x->shape[2];
+    a.pos = index_view(p.positions, x.rows, "rope positions");
+    a.n_rot = p.n_rot;
+    a.neox = rs.neox;
+    a.freq_base = p.freq_base;
+    a.freq_scale = p.freq_scale;
+    if (p.freq_factors != nullptr) {  // their values live on the device, unchecked
       const Mat f = view(p.freq_factors, TSR_DTYPE_F32, "rope freq_factors");
       require(f.rows == 1 && f.cols == p.n_rot / 2, "rope: freq_factors must be [n_rot / 2]");
-      factors = static_cast<const float*>(f.data);
+      a.factors = static_cast<const float*>(f.data);
     }
-    gpu::rope(s.handle, x, heads, head_dim, pos, p.n_rot, mode == TSR_ROPE_NEOX, p.freq_base,
-              p.freq_scale, factors);
+    a.ext_factor = p.ext_factor;
+    a.corr_low = p.corr_low;
+    a.corr_high = p.corr_high;
+    a.mscale = static_cast<float>(rs.mscale);
+    gpu::rope(s.handle, x, a);
     end_op(s, "rope", x);
   }
 
@@ -625,8 +626,8 @@ class GpuBackend {
   }
 
   void attention(Stream* sp, const tsr_attention_params& p) {
-    if (const char* what = extras_unsupported(TSR_OP_ATTENTION, &p)) throw Failure(TSR_STATUS_UNSUPPORTED, what);
     Stream& s = begin_op(sp);
+    sdk::check_attention_scalars(p);
     require(p.q != nullptr && p.q->ndim == 3, "attention: q must be [n, heads, head_dim]");
     require(p.k_cache != nullptr && p.k_cache->ndim == 3,
             "attention: caches must be [slots, kv_heads, head_dim]");
@@ -679,6 +680,13 @@ class GpuBackend {
     a.head_dim = static_cast<int32_t>(head_dim);
     a.n = n;
     a.scale = p.scale;
+    a.window = p.window;
+    a.softcap = p.softcap;
+    if (p.sinks != nullptr) {  // their values live on the device, unchecked
+      const Mat sinks = view(p.sinks, TSR_DTYPE_F32, "attention sinks");
+      require(sinks.rows * sinks.cols == heads && (sinks.rows == 1 || sinks.stride == 4), "attention: sinks must be [heads]");
+      a.sinks = static_cast<const float*>(sinks.data);
+    }
 
     // Tiles: each sequence's query rows in runs of rows_per_tile. Decode steps (one row per
     // sequence) need no list: tile y is sequence y.
@@ -734,7 +742,7 @@ class GpuBackend {
     const Mat u = view(p.up, TSR_DTYPE_F32, "silu_mul up");
     require_same_shape(out, g, "silu_mul");
     require_same_shape(out, u, "silu_mul");
-    gpu::silu_mul(s.handle, out, g, u);
+    gpu::binary(s.handle, Binary::kSiluMul, out, g, u);
     end_op(s, "silu_mul", out);
   }
 
@@ -745,8 +753,141 @@ class GpuBackend {
     const Mat b = view(p.b, TSR_DTYPE_F32, "add b");
     require_same_shape(out, a, "add");
     require_same_shape(out, b, "add");
-    gpu::add(s.handle, out, a, b);
+    gpu::binary(s.handle, Binary::kAdd, out, a, b);
     end_op(s, "add", out);
+  }
+
+  void mul(Stream* sp, const tsr_mul_params& p) {
+    Stream& s = begin_op(sp);
+    const Mat out = view(p.out, TSR_DTYPE_F32, "mul out");
+    const Mat a = view(p.a, TSR_DTYPE_F32, "mul a");
+    const Mat b = view(p.b, TSR_DTYPE_F32, "mul b");
+    require_same_shape(out, a, "mul");
+    require_same_shape(out, b, "mul");
+    gpu::binary(s.handle, Binary::kMul, out, a, b);
+    end_op(s, "mul", out);
+  }
+
+  void scale(Stream* sp, const tsr_scale_params& p) {
+    sdk::check_scale_scalars(p);
+    unary_op(sp, Unary::kScale, p.out, p.x, p.scale, "scale");
+  }
+
+  void softcap(Stream* sp, const tsr_softcap_params& p) {
+    sdk::check_softcap_scalars(p);
+    unary_op(sp, Unary::kSoftcap, p.out, p.x, p.cap, "softcap");
+  }
+
+  void gelu(Stream* sp, const tsr_gelu_params& p) { unary_op(sp, Unary::kGelu, p.out, p.x, 0, "gelu"); }
+
+  void gelu_mul(Stream* sp, const tsr_gelu_params& p) {
+    Stream& s = begin_op(sp);
+    const Mat out = view(p.out, TSR_DTYPE_F32, "gelu_mul out");
+    const Mat x = view(p.x, TSR_DTYPE_F32, "gelu_mul x");
+    const Mat up = view(p.up, TSR_DTYPE_F32, "gelu_mul up");
+    require_same_shape(out, x, "gelu_mul");
+    require_same_shape(out, up, "gelu_mul");
+    gpu::binary(s.handle, Binary::kGeluMul, out, x, up);
+    end_op(s, "gelu_mul", out);
+  }
+
+  void bias_add(Stream* sp, const tsr_bias_add_params& p) {
+    Stream& s = begin_op(sp);
+    const Mat out = view(p.out, TSR_DTYPE_F32, "bias_add out");
+    const Mat x = view(p.x, TSR_DTYPE_F32, "bias_add x");
+    require_same_shape(out, x, "bias_add");
+    gpu::bias_add(s.handle, out, x, row_vector(p.bias, x.cols, "bias_add bias"));
+    end_op(s, "bias_add", out);
+  }
+
+  void layer_norm(Stream* sp, const tsr_layer_norm_params& p) {
+    Stream& s = begin_op(sp);
+    const Mat out = view(p.out, TSR_DTYPE_F32, "layer_norm out");
+    const Mat x = view(p.x, TSR_DTYPE_F32, "layer_norm x");
+    require_same_shape(out, x, "layer_norm");
+    const float* w = row_vector(p.weight, x.cols, "layer_norm weight");
+    const float* b = p.bias != nullptr ? row_vector(p.bias, x.cols, "layer_norm bias") : nullptr;
+    sdk::check_layer_norm_scalars(p);
+    gpu::layer_norm(s.handle, out, x, w, b, p.eps);
+    end_op(s, "layer_norm", out);
+  }
+
+  void softmax(Stream* sp, const tsr_softmax_params& p) {
+    Stream& s = begin_op(sp);
+    const Mat out = view(p.out, TSR_DTYPE_F32, "softmax out");
+    const Mat x = view(p.x, TSR_DTYPE_F32, "softmax x");
+    require_same_shape(out, x, "softmax");
+    sdk::check_softmax_scalars(p);
+    gpu::softmax(s.handle, out, x, p.scale);
+    end_op(s, "softmax", out);
+  }
+
+  void top_k(Stream* sp, const tsr_top_k_params& p) {
+    Stream& s = begin_op(sp);
+    const Mat x = view(p.x, TSR_DTYPE_F32, "top_k x");
+    const Mat ids = view(p.ids, TSR_DTYPE_I32, "top_k ids");
+    const Mat values = view(p.values, TSR_DTYPE_F32, "top_k values");
+    sdk::check_top_k_scalars(p, x.cols);
+    require(ids.rows == x.rows && ids.cols == p.k && values.rows == x.rows && values.cols == p.k,
+            "top_k: ids and values must be [n, k]");
+    gpu::top_k(s.handle, ids, values, x, p.k);
+    end_op(s, "top_k", values);
+    wrote(ids);
+  }
+
+  // Ids the host wrote are checked as on the CPU; ids written on the device (top_k's) are
+  // not read back, which would wait for the stream: the kernel turns a bad one into NaNs.
+  void matmul_id(Stream* sp, const tsr_matmul_id_params& p) {
+    Stream& s = begin_op(sp);
+    require(p.w != nullptr && p.w->struct_size >= sizeof(tsr_tensor) && p.w->ndim == 3,
+            "matmul_id: w must be [n_expert, m, k]");
+    require(p.out != nullptr && p.out->ndim == 3, "matmul_id: out must be [n, n_used, m]");
+    require(p.x != nullptr && (p.x->ndim == 2 || p.x->ndim == 3), "matmul_id: x must be [n, k] or [n, n_used, k]");
+    const Mat w0 = view(p.w, "matmul_id w");  // rows: experts, each one packed [m, k]
+    require(is_weight_dtype(w0.dtype), "matmul_id: unsupported weight dtype " + std::to_string(w0.dtype));
+    ExpertWeights w;
+    w.data = w0.data;
+    w.dtype = w0.dtype;
+    w.n_expert = p.w->shape[0];
+    w.rows = p.w->shape[1];
+    w.cols = p.w->shape[2];
+    w.expert_stride = w0.stride;
+    w.row_stride = p.w->strides[1];
+    const Mat ids = view(p.ids, TSR_DTYPE_I32, "matmul_id ids");
+    require(ids.rows == 1 || ids.stride == ids.cols * 4, "matmul_id ids is not contiguous");
+    const int64_t n = ids.rows, n_used = ids.cols;
+    require(p.out->dtype == TSR_DTYPE_F32 && p.out->shape[0] == n && p.out->shape[1] == n_used &&
+                p.out->shape[2] == w.rows,
+            "matmul_id: out must be f32 [n, n_used, m] with contiguous rows");
+    const Mat out = view(p.out, TSR_DTYPE_F32, "matmul_id out");  // [n, n_used * m], slots packed
+    const bool per_slot = p.x->ndim == 3;
+    const Mat x = view(p.x, TSR_DTYPE_F32, "matmul_id x");
+    require(per_slot ? (p.x->shape[0] == n && p.x->shape[1] == n_used && p.x->shape[2] == w.cols)
+                     : (x.rows == n && x.cols == w.cols),
+            "matmul_id: x must be [n, k] or [n, n_used, k] with k = w's columns");
+    const auto* ids_d = static_cast<const int32_t*>(ids.data);
+    if (const std::vector<int32_t> host = mirrored_ints(ids_d, n * n_used); !host.empty()) {
+      for (const int32_t e : host) {
+        require(e >= 0 && e < w.n_expert, "matmul_id: expert id " + std::to_string(e) + " out of range [0, " +
+                                              std::to_string(w.n_expert) + ")");
+      }
+    }
+    const MatmulIdArgs a{static_cast<float*>(out.data), static_cast<const float*>(x.data), ids_d, n, n_used,
+                         out.stride, p.out->strides[1], x.stride, per_slot ? p.x->strides[1] : 0};
+    gpu::matmul_id(s.handle, a, w);
+    end_op(s, "matmul_id", out);
+  }
+
+  void cast(Stream* sp, const tsr_cast_params& p) {
+    Stream& s = begin_op(sp);
+    const Mat out = view(p.out, "cast out");
+    const Mat x = view(p.x, "cast x");
+    const auto is_float = [](tsr_dtype d) { return d == TSR_DTYPE_F32 || d == TSR_DTYPE_F16 || d == TSR_DTYPE_BF16; };
+    require(is_float(x.dtype) && is_float(out.dtype), "cast: only F32, F16 and BF16 convert");
+    require(p.x->ndim == p.out->ndim && x.rows == out.rows && x.cols == out.cols, "cast: shapes differ");
+    for (int i = 0; i < p.x->ndim; ++i) require(p.x->shape[i] == p.out->shape[i], "cast: shapes differ");
+    gpu::cast(s.handle, out, x);
+    end_op(s, "cast", out);
   }
 
   void copy_blocks(Stream* sp, const tsr_copy_blocks_params& p) {
@@ -790,19 +931,21 @@ class GpuBackend {
  private:
   void activate() const { GPU_CHECK(cudaSetDevice(device_)); }
 
-  // Names the optional param of `op` that is set and not implemented here, or NULL.
-  static const char* extras_unsupported(tsr_op op, const void* params) {
-    if (op == TSR_OP_ROPE) {
-      const auto& p = *static_cast<const tsr_rope_params*>(params);
-      if (p.ext_factor != 0 || (p.attn_factor != 0 && p.attn_factor != 1)) return "rope: YaRN is not implemented on this backend yet";
-    }
-    if (op == TSR_OP_ATTENTION) {
-      const auto& p = *static_cast<const tsr_attention_params*>(params);
-      if (p.window != 0 || p.softcap != 0 || p.sinks != nullptr) {
-        return "attention: sliding window, softcap and sinks are not implemented on this backend yet";
-      }
-    }
-    return nullptr;
+  void unary_op(Stream* sp, Unary op, const tsr_tensor* out_t, const tsr_tensor* x_t, float arg, const char* name) {
+    Stream& s = begin_op(sp);
+    const Mat out = view(out_t, TSR_DTYPE_F32, std::string(name) + " out");
+    const Mat x = view(x_t, TSR_DTYPE_F32, std::string(name) + " x");
+    require_same_shape(out, x, name);
+    gpu::unary(s.handle, op, out, x, arg);
+    end_op(s, name, out);
+  }
+
+  // A [d] f32 vector (weights, biases): contiguous, d elements.
+  static const float* row_vector(const tsr_tensor* t, int64_t d, const std::string& what) {
+    const Mat v = view(t, TSR_DTYPE_F32, what);
+    require(v.rows * v.cols == d, what + " length differs from the row length");
+    require(v.rows == 1 || v.stride == v.cols * 4, what + " is not contiguous");
+    return static_cast<const float*>(v.data);
   }
 
   void plugin_matmul(Stream* sp, const tsr_quant_kernels& k, const tsr_matmul_params& p) {
@@ -899,21 +1042,27 @@ class GpuBackend {
     return addr < it->first + std::max<uint64_t>(it->second->size_, 1) ? it->second : nullptr;
   }
 
+  // `n` i32 values at device address `p` when a valid mirror holds them; else empty.
+  std::vector<int32_t> mirrored_ints(const int32_t* p, int64_t n) {
+    Buffer* b = mirrored(p);
+    const size_t bytes = static_cast<size_t>(n) * sizeof(int32_t);
+    const uint64_t offset = b ? reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(b->ptr_) : 0;
+    if (b == nullptr || !b->mirror_valid_ || offset + bytes > b->size_) return {};
+    std::vector<int32_t> v(static_cast<size_t>(n));
+    std::memcpy(v.data(), b->mirror_.data() + offset, bytes);
+    return v;
+  }
+
   // `n` i32 values at device address `p`: from the mirror when it holds them, else read
   // back (waiting for the stream, so that earlier ops that write them have run).
   std::vector<int32_t> host_ints(Stream& s, const int32_t* p, int64_t n) {
-    std::vector<int32_t> v(static_cast<size_t>(n));
-    const size_t bytes = v.size() * sizeof(int32_t);
-    Buffer* b = mirrored(p);
-    const uint64_t offset = b ? reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(b->ptr_) : 0;
-    if (b != nullptr && b->mirror_valid_ && offset + bytes <= b->size_) {
-      std::memcpy(v.data(), b->mirror_.data() + offset, bytes);
-    } else if (bytes > 0) {
-      require(!s.recording, "an index operand that the host did not write with buffer_write "
-                            "cannot be checked while recording a graph");
-      GPU_CHECK(cudaMemcpyAsync(v.data(), p, bytes, cudaMemcpyDeviceToHost, s.handle));
-      GPU_CHECK(cudaStreamSynchronize(s.handle));
-    }
+    std::vector<int32_t> v = mirrored_ints(p, n);
+    if (!v.empty() || n <= 0) return v;
+    require(!s.recording, "an index operand that the host did not write with buffer_write "
+                          "cannot be checked while recording a graph");
+    v.resize(static_cast<size_t>(n));
+    GPU_CHECK(cudaMemcpyAsync(v.data(), p, v.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, s.handle));
+    GPU_CHECK(cudaStreamSynchronize(s.handle));
     return v;
   }
 

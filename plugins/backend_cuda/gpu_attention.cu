@@ -5,6 +5,7 @@
 // [QR*QH][T] and the running max / sum / rescale factor per query head and row.
 // Accumulators live in registers: at most kMaxAcc per thread (QR*QH*hd <= kThreads*kMaxAcc).
 #include <cfloat>
+#include <climits>
 
 #include "gpu_kernels.h"
 
@@ -20,16 +21,34 @@ constexpr int kMaxHeadsRows = 64;                // (row, head) pairs per block
 
 struct Tile {
   int32_t seq, row0, rows, max_pos;
+  int32_t first_key;  // the first key any row of the tile sees (sliding window)
 };
+
+// The first key a query at `pos` attends to.
+__device__ __forceinline__ int32_t first_key(const AttentionArgs& a, int32_t pos) {
+  return a.window > 0 ? max(0, pos + 1 - a.window) : 0;
+}
 
 // The sequence and rows of tile `y`.
 __device__ Tile find_tile(const AttentionArgs& a, int32_t qr, int32_t y) {
-  Tile t{y, 0, 0, -1};
+  Tile t{y, 0, 0, -1, INT_MAX};
   if (a.tile_map != nullptr) t.seq = a.tile_map[2 * y], t.row0 = a.tile_map[2 * y + 1];
   else t.row0 = a.qsl[y];
   t.rows = min(qr, a.qsl[t.seq + 1] - t.row0);
-  for (int32_t r = 0; r < t.rows; ++r) t.max_pos = max(t.max_pos, a.pos[t.row0 + r]);
+  for (int32_t r = 0; r < t.rows; ++r) {
+    t.max_pos = max(t.max_pos, a.pos[t.row0 + r]);
+    t.first_key = min(t.first_key, first_key(a, a.pos[t.row0 + r]));
+  }
   return t;
+}
+
+// out = acc / l, with the head's sink logit (if any) joining the denominator l at the
+// running max m: rescaled to max(m, sink) so that neither exponential overflows.
+__device__ __forceinline__ float finish(const AttentionArgs& a, int h, float acc, float m, float l) {
+  if (a.sinks == nullptr) return acc / l;
+  const float sink = a.sinks[h], top = fmaxf(m, sink);
+  const float r = m == -INFINITY ? 0.0f : expf(m - top);
+  return acc * r / (l * r + expf(sink - top));
 }
 
 __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a, AttentionPlan p) {
@@ -56,7 +75,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a, At
   for (int i = threadIdx.x; i < nq; i += kThreads) m_run[i] = -INFINITY, l_run[i] = 0.0f;
 
   const int32_t* table = a.tables + int64_t(tile.seq) * a.max_blocks;
-  const int key_begin = blockIdx.z * p.split_keys;
+  const int key_begin = max(int(blockIdx.z) * p.split_keys, tile.first_key);
   const int key_end = min(tile.max_pos + 1, key_begin + p.split_keys);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   float acc[kMaxAcc] = {};
@@ -78,9 +97,11 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a, At
     for (int i = threadIdx.x; i < nq * T; i += kThreads) {
       const int qi = i / T, t = i % T, r = qi / qh;
       float score = -INFINITY;
-      if (t < nt && r < tile.rows && t0 + t <= a.pos[tile.row0 + r]) {
+      const int key = t0 + t;
+      if (t < nt && r < tile.rows && key <= a.pos[tile.row0 + r] && key >= first_key(a, a.pos[tile.row0 + r])) {
         score = 0.0f;
         for (int d = 0; d < hd; ++d) score += qs[qi * hd + d] * kv[t * ld + d];
+        if (a.softcap > 0) score = a.softcap * tanhf(score / a.softcap);
       }
       S[i] = score;
     }
@@ -123,7 +144,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a, At
     const int64_t row = tile.row0 + r;
     const int h = h0 + qi % qh;
     if (p.splits == 1) {
-      a.out[row * a.out_stride + h * hd + d] = acc[j] / l_run[qi];
+      a.out[row * a.out_stride + h * hd + d] = finish(a, h, acc[j], m_run[qi], l_run[qi]);
     } else {
       float* part = a.partial + ((row * a.heads + h) * p.splits + blockIdx.z) * (hd + 2);
       part[d] = acc[j];
@@ -150,7 +171,7 @@ __global__ void combine_kernel(AttentionArgs a, int32_t splits) {
       const float mz = part[z * (hd + 2) + hd];
       if (mz != -INFINITY) v += part[z * (hd + 2) + d] * expf(mz - m);
     }
-    a.out[row * a.out_stride + h * hd + d] = v / l;
+    a.out[row * a.out_stride + h * hd + d] = finish(a, h, v, m, l);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "gpu_device.cuh"
 #include "gpu_runtime.h"
 #include "tessera/abi.h"
 
@@ -58,10 +59,6 @@ void dispatch_dtype(tsr_dtype dtype, F&& f) {
     case TSR_DTYPE_Q4_0: f(DtypeTag<TSR_DTYPE_Q4_0>{}); break;
     default: break;  // the caller checked the dtype
   }
-}
-
-inline unsigned grid_for(int64_t n, int threads) {
-  return static_cast<unsigned>((n + threads - 1) / threads);
 }
 
 }  // namespace tsr::gpu

@@ -25,13 +25,38 @@ cudaError_t probe_kernels();
 // cudaGetLastError; faults during execution surface at the next synchronization.
 void get_rows(cudaStream_t s, const Mat& out, const Mat& table, const int32_t* ids);
 void rms_norm(cudaStream_t s, const Mat& out, const Mat& x, const float* weight, float eps);
-// factors: n_rot / 2 divisors of the pairs' angles (can be NULL: none).
-void rope(cudaStream_t s, const Mat& x, int64_t heads, int64_t head_dim, const int32_t* pos,
-          int32_t n_rot, bool neox, float freq_base, float freq_scale, const float* factors);
+
+// tsr_rope_params, checked: angles as the CPU backend computes them (YaRN included).
+struct RopeArgs {
+  int64_t heads = 0, head_dim = 0;
+  const int32_t* pos = nullptr;
+  int32_t n_rot = 0;
+  bool neox = false;
+  float freq_base = 10000, freq_scale = 1;
+  const float* factors = nullptr;  // n_rot / 2 divisors of the pairs' angles, or NULL
+  float ext_factor = 0, corr_low = 0, corr_high = 0;
+  float mscale = 1;  // the factor of cos and sin: attn_factor, with YaRN's own term
+};
+void rope(cudaStream_t s, const Mat& x, const RopeArgs& a);
 void kv_write(cudaStream_t s, const Mat& k_cache, const Mat& v_cache, const Mat& k, const Mat& v,
               const int32_t* slots);
-void silu_mul(cudaStream_t s, const Mat& out, const Mat& gate, const Mat& up);
-void add(cudaStream_t s, const Mat& out, const Mat& a, const Mat& b);
+
+// Elementwise f32 ops (gpu_elementwise.cu); out may alias an input.
+enum class Binary { kAdd, kMul, kSiluMul, kGeluMul };
+enum class Unary { kScale, kGelu, kSoftcap };
+void binary(cudaStream_t s, Binary op, const Mat& out, const Mat& a, const Mat& b);
+// kScale: x * arg; kGelu: gelu(x) (tanh form); kSoftcap: arg * tanh(x / arg).
+void unary(cudaStream_t s, Unary op, const Mat& out, const Mat& x, float arg);
+void bias_add(cudaStream_t s, const Mat& out, const Mat& x, const float* bias);
+// Between F32, F16 and BF16 (round to nearest even); out and x of the same shape.
+void cast(cudaStream_t s, const Mat& out, const Mat& x);
+
+// Per-row reductions (gpu_row_ops.cu).
+void layer_norm(cudaStream_t s, const Mat& out, const Mat& x, const float* weight, const float* bias,
+                float eps);
+void softmax(cudaStream_t s, const Mat& out, const Mat& x, float scale);
+// ids and values: [x.rows, k]; largest first, the lower index first among equals, NaN last.
+void top_k(cudaStream_t s, const Mat& ids, const Mat& values, const Mat& x, int32_t k);
 // Copies `block_size` rows from block pairs[2i] to block pairs[2i+1], for i in [first, first + n).
 void copy_blocks(cudaStream_t s, const Mat& cache, const int32_t* pairs, int64_t first, int64_t n,
                  int32_t block_size);
@@ -39,6 +64,25 @@ void copy_blocks(cudaStream_t s, const Mat& cache, const int32_t* pairs, int64_t
 // out = x · wᵀ for few rows of x: each weight row is read once per 8 rows of x, decoded in
 // registers, with f32 activations (no rounding of x).
 void gemv(cudaStream_t s, const Mat& out, const Mat& x, const Mat& w);
+// MoE's grouped matmul (tsr_matmul_id_params): for token i and slot s, out[i, s] =
+// x[i, s or 0] · w[ids[i, s]]ᵀ, one warp per output feature, weights decoded in registers
+// as the GEMV does. An id outside [0, n_expert) (possible only for ids the device wrote,
+// which the host cannot check without a synchronization) gives a row of NaNs.
+struct ExpertWeights {
+  const void* data = nullptr;
+  tsr_dtype dtype = TSR_DTYPE_F32;
+  int64_t n_expert = 0, rows = 0, cols = 0;
+  int64_t expert_stride = 0, row_stride = 0;  // bytes
+};
+struct MatmulIdArgs {
+  float* out;
+  const float* x;
+  const int32_t* ids;  // [n, n_used], packed
+  int64_t n, n_used;
+  int64_t out_stride, out_slot_stride;  // bytes
+  int64_t x_stride, x_slot_stride;      // bytes; x_slot_stride 0: every slot reads the token's row
+};
+void matmul_id(cudaStream_t s, const MatmulIdArgs& a, const ExpertWeights& w);
 // The same product as a shared-memory tiled f32 GEMM: the HIP backend's GEMM (Debian has no
 // rocBLAS), and the CUDA backend's with TESSERA_GPU_NO_BLAS=1.
 void gemm_tiled(cudaStream_t s, const Mat& out, const Mat& x, const Mat& w);
@@ -88,6 +132,11 @@ struct AttentionArgs {
   int64_t n;
   float scale;
   float* partial;  // [n, heads, splits, head_dim + 2] when splits > 1
+  // The optional parts (tsr_attention_params), off when 0 / NULL: keys at positions
+  // <= pos - window are masked, logits are softcapped, sinks[h] joins the denominator.
+  int32_t window;
+  float softcap;
+  const float* sinks;
 };
 
 // Tile sizes for a head shape; false when head_dim is too large for the kernel.

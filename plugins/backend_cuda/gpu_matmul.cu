@@ -7,11 +7,6 @@ namespace tsr::gpu {
 
 namespace {
 
-template <class T>
-__device__ __forceinline__ T* row_ptr(const Mat& m, int64_t r) {
-  return reinterpret_cast<T*>(static_cast<uint8_t*>(m.data) + r * m.stride);
-}
-
 constexpr int kGemvWarps = 4;  // output features per block: one per warp
 constexpr int kGemvMaxRows = 8;  // rows of x per pass over the weights
 
@@ -95,6 +90,30 @@ void gemv_rows(cudaStream_t s, const Mat& out, const Mat& x, const Mat& w, int n
   }
 }
 
+// One warp per (output feature, routed pair); pairs beyond the grid's y extent loop.
+template <int D>
+__global__ void matmul_id_kernel(MatmulIdArgs a, ExpertWeights w) {
+  const int64_t j = int64_t(blockIdx.x) * kGemvWarps + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (j >= w.rows) return;  // the whole warp leaves together
+  for (int64_t p = blockIdx.y; p < a.n * a.n_used; p += gridDim.y) {
+    const int64_t i = p / a.n_used, slot = p % a.n_used;
+    const int32_t e = a.ids[p];
+    float* o = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(a.out) + i * a.out_stride + slot * a.out_slot_stride);
+    if (e < 0 || e >= w.n_expert) {
+      if (lane == 0) o[j] = __int_as_float(0x7fc00000);  // NaN
+      continue;
+    }
+    const uint8_t* row = static_cast<const uint8_t*>(w.data) + e * w.expert_stride + j * w.row_stride;
+    const float* xr = reinterpret_cast<const float*>(reinterpret_cast<const uint8_t*>(a.x) + i * a.x_stride +
+                                                     slot * a.x_slot_stride);
+    float acc = 0;
+    for (int64_t c = lane; c < w.cols; c += kWarp) acc += decode<D>(row, c) * xr[c];
+    acc = warp_sum(acc);
+    if (lane == 0) o[j] = acc;
+  }
+}
+
 // 64x64 output tiles, 32-deep steps (one quantized block), 16x16 threads with 4x4 outputs
 // each. Thread (tx, ty) owns rows ty + 16i and columns tx + 16j, so that a warp reads
 // consecutive shared-memory columns and writes consecutive output columns. Weights are
@@ -148,18 +167,13 @@ __global__ void __launch_bounds__(256) gemm_tiled_kernel(Mat out, Mat x, Mat w) 
 }
 
 #if !defined(TSR_GPU_HIP)
-__device__ __forceinline__ uint16_t f32_to_bf16_bits(float f) {
-  const uint32_t bits = __float_as_uint(f);  // round to nearest even, as the CPU backend
-  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-
 template <bool kBf16>
 __global__ void to_half_kernel(Mat x, uint16_t* dst) {
   const int64_t n = x.rows * x.cols;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const float v = row_ptr<const float>(x, i / x.cols)[i % x.cols];
-    dst[i] = kBf16 ? f32_to_bf16_bits(v) : __half_as_ushort(__float2half_rn(v));
+    dst[i] = kBf16 ? f32_to_bf16_bits(v) : f32_to_f16_bits(v);
   }
 }
 
@@ -170,11 +184,6 @@ __global__ void dequant_bf16_kernel(Mat w, int64_t first, int64_t rows, uint16_t
        i += int64_t(gridDim.x) * blockDim.x) {
     dst[i] = f32_to_bf16_bits(decode<D>(row_ptr<const uint8_t>(w, first + i / w.cols), i % w.cols));
   }
-}
-
-unsigned flat_grid(int64_t n) {
-  const int64_t blocks = (n + 255) / 256;
-  return static_cast<unsigned>(blocks < 65536 ? blocks : 65536);
 }
 #endif
 
@@ -189,6 +198,14 @@ void gemv(cudaStream_t s, const Mat& out, const Mat& x, const Mat& w) {
     xs.rows = os.rows = nc;
     dispatch_dtype(w.dtype, [&](auto tag) { gemv_rows<decltype(tag)::value>(s, os, xs, w, nc); });
   }
+}
+
+void matmul_id(cudaStream_t s, const MatmulIdArgs& a, const ExpertWeights& w) {
+  const int64_t pairs = a.n * a.n_used;
+  const dim3 grid(grid_for(w.rows, kGemvWarps), static_cast<unsigned>(pairs < 65535 ? pairs : 65535));
+  dispatch_dtype(w.dtype, [&](auto tag) {
+    matmul_id_kernel<decltype(tag)::value><<<grid, kGemvWarps * kWarp, 0, s>>>(a, w);
+  });
 }
 
 void gemm_tiled(cudaStream_t s, const Mat& out, const Mat& x, const Mat& w) {

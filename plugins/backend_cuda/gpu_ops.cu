@@ -9,29 +9,14 @@ namespace {
 
 constexpr int kThreads = 256;
 
-template <class T>
-__device__ __forceinline__ T* row_ptr(void* base, int64_t stride, int64_t r) {
-  return reinterpret_cast<T*>(static_cast<uint8_t*>(base) + r * stride);
-}
-
 template <int D>
 __global__ void get_rows_kernel(Mat out, Mat table, const int32_t* ids) {
   const int64_t i = blockIdx.x;
   const int32_t id = ids[i];
   if (id < 0 || id >= table.rows) return;  // refused on the host; never read out of bounds
-  const uint8_t* src = row_ptr<const uint8_t>(table.data, table.stride, id);
-  float* dst = row_ptr<float>(out.data, out.stride, i);
+  const uint8_t* src = row_ptr<const uint8_t>(table, id);
+  float* dst = row_ptr<float>(out, i);
   for (int64_t j = threadIdx.x; j < out.cols; j += blockDim.x) dst[j] = decode<D>(src, j);
-}
-
-// Sum over the block; every thread gets the total. `scratch` holds one float per warp.
-__device__ float block_sum(float v, float* scratch) {
-  v = warp_sum(v);
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = lane < static_cast<int>(blockDim.x / kWarp) ? scratch[lane] : 0.0f;
-  return warp_sum(v);
 }
 
 // One block per row, up to 1024 threads. A thread keeps its columns (up to kNormPer) in
@@ -42,8 +27,8 @@ constexpr int kNormPer = 8;
 
 __global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(Mat out, Mat x, const float* w, float eps) {
   __shared__ float scratch[kNormThreads / kWarp];
-  const float* in = row_ptr<const float>(x.data, x.stride, blockIdx.x);
-  float* o = row_ptr<float>(out.data, out.stride, blockIdx.x);
+  const float* in = row_ptr<const float>(x, blockIdx.x);
+  float* o = row_ptr<float>(out, blockIdx.x);
   const int64_t step = blockDim.x, held = kNormPer * step;
   float v[kNormPer];
   float sum = 0;
@@ -68,52 +53,42 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(Mat out, Mat x, 
 // does, so that positions in the thousands keep f32 accuracy) and rotates one pair. The
 // angle is recomputed per head: cheaper than a loop over heads, whose loads must wait for
 // the previous head's stores (they may alias).
-__global__ void rope_kernel(Mat x, int64_t heads, int64_t head_dim, const int32_t* pos,
-                            int32_t n_rot, bool neox, float freq_base, float freq_scale,
-                            const float* factors) {
-  const int half = n_rot / 2;
-  const int64_t per_token = heads * half;
+__global__ void rope_kernel(Mat x, RopeArgs a) {
+  const int half = a.n_rot / 2;
+  const int64_t per_token = a.heads * half;
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= x.rows * per_token) return;
   const int64_t token = t / per_token, h = t % per_token / half;
   const int i = static_cast<int>(t % half);
-  const double theta = static_cast<double>(pos[token]) * freq_scale *
-                       pow(static_cast<double>(freq_base), -2.0 * i / n_rot) /
-                       (factors != nullptr ? static_cast<double>(factors[i]) : 1.0);
+  double inv_freq = pow(static_cast<double>(a.freq_base), -2.0 * i / a.n_rot);
+  if (a.factors != nullptr) inv_freq /= static_cast<double>(a.factors[i]);
+  const double extrap = static_cast<double>(a.pos[token]) * inv_freq;
+  double theta = extrap * a.freq_scale;
+  if (a.ext_factor != 0) {  // YaRN: the interpolated and the extrapolated angle, mixed by a ramp
+    const double y = (i - double(a.corr_low)) / fmax(0.001, double(a.corr_high) - a.corr_low);
+    const double mix = (1.0 - fmin(1.0, fmax(0.0, y))) * a.ext_factor;
+    theta = theta * (1 - mix) + extrap * mix;
+  }
   double sd, cd;
   sincos(theta, &sd, &cd);
-  const float sn = static_cast<float>(sd), cs = static_cast<float>(cd);
-  float* v = row_ptr<float>(x.data, x.stride, token) + h * head_dim;
-  const int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
-  const float x0 = v[a], x1 = v[b];
-  v[a] = x0 * cs - x1 * sn;
-  v[b] = x0 * sn + x1 * cs;
+  const float sn = static_cast<float>(sd * a.mscale), cs = static_cast<float>(cd * a.mscale);
+  float* v = row_ptr<float>(x, token) + h * a.head_dim;
+  const int p = a.neox ? i : 2 * i, q = a.neox ? i + half : 2 * i + 1;
+  const float x0 = v[p], x1 = v[q];
+  v[p] = x0 * cs - x1 * sn;
+  v[q] = x0 * sn + x1 * cs;
 }
 
 __global__ void kv_write_kernel(Mat kc, Mat vc, Mat k, Mat v, const int32_t* slots) {
   const int32_t slot = slots[blockIdx.x];
   if (slot < 0 || slot >= kc.rows) return;  // -1 skips the row
-  const float* ks = row_ptr<const float>(k.data, k.stride, blockIdx.x);
-  const float* vs = row_ptr<const float>(v.data, v.stride, blockIdx.x);
-  float* kd = row_ptr<float>(kc.data, kc.stride, slot);
-  float* vd = row_ptr<float>(vc.data, vc.stride, slot);
+  const float* ks = row_ptr<const float>(k, blockIdx.x);
+  const float* vs = row_ptr<const float>(v, blockIdx.x);
+  float* kd = row_ptr<float>(kc, slot);
+  float* vd = row_ptr<float>(vc, slot);
   for (int64_t c = threadIdx.x; c < k.cols; c += blockDim.x) {
     kd[c] = ks[c];
     vd[c] = vs[c];
-  }
-}
-
-// Elementwise over [rows, cols] with independent row strides; out may alias an input
-// since every element is read and written by the same thread.
-template <bool kSilu>
-__global__ void binary_kernel(Mat out, Mat a, Mat b) {
-  const int64_t n = out.rows * out.cols;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = i / out.cols, c = i % out.cols;
-    const float x = row_ptr<const float>(a.data, a.stride, r)[c];
-    const float y = row_ptr<const float>(b.data, b.stride, r)[c];
-    row_ptr<float>(out.data, out.stride, r)[c] = kSilu ? x / (1.0f + expf(-x)) * y : x + y;
   }
 }
 
@@ -124,25 +99,9 @@ __global__ void copy_blocks_kernel(Mat cache, const int32_t* pairs, int64_t firs
   const int64_t pair = first + blockIdx.x;
   const int64_t src = int64_t(pairs[2 * pair]) * block_size + blockIdx.y;
   const int64_t dst = int64_t(pairs[2 * pair + 1]) * block_size + blockIdx.y;
-  const Word* s = row_ptr<const Word>(cache.data, cache.stride, src);
-  Word* d = row_ptr<Word>(cache.data, cache.stride, dst);
+  const Word* s = row_ptr<const Word>(cache, src);
+  Word* d = row_ptr<Word>(cache, dst);
   for (int64_t i = threadIdx.x; i < row_words; i += blockDim.x) d[i] = s[i];
-}
-
-unsigned flat_grid(int64_t n) {
-  // Enough blocks to fill any current GPU; the grid-stride loop covers the rest.
-  const int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 65536 ? blocks : 65536);
-}
-
-int64_t dtype_row_bytes(tsr_dtype dtype, int64_t n) {
-  switch (dtype) {
-    case TSR_DTYPE_F32: case TSR_DTYPE_I32: return n * 4;
-    case TSR_DTYPE_F16: case TSR_DTYPE_BF16: return n * 2;
-    case TSR_DTYPE_Q8_0: return n / kQK * kQ8Bytes;
-    case TSR_DTYPE_Q4_0: return n / kQK * kQ4Bytes;
-    default: return 0;
-  }
 }
 
 }  // namespace
@@ -165,10 +124,8 @@ void rms_norm(cudaStream_t s, const Mat& out, const Mat& x, const float* weight,
   rms_norm_kernel<<<static_cast<unsigned>(x.rows), threads, 0, s>>>(out, x, weight, eps);
 }
 
-void rope(cudaStream_t s, const Mat& x, int64_t heads, int64_t head_dim, const int32_t* pos,
-          int32_t n_rot, bool neox, float freq_base, float freq_scale, const float* factors) {
-  rope_kernel<<<grid_for(x.rows * heads * (n_rot / 2), kThreads), kThreads, 0, s>>>(
-      x, heads, head_dim, pos, n_rot, neox, freq_base, freq_scale, factors);
+void rope(cudaStream_t s, const Mat& x, const RopeArgs& a) {
+  rope_kernel<<<grid_for(x.rows * a.heads * (a.n_rot / 2), kThreads), kThreads, 0, s>>>(x, a);
 }
 
 void kv_write(cudaStream_t s, const Mat& k_cache, const Mat& v_cache, const Mat& k, const Mat& v,
@@ -176,17 +133,9 @@ void kv_write(cudaStream_t s, const Mat& k_cache, const Mat& v_cache, const Mat&
   kv_write_kernel<<<static_cast<unsigned>(k.rows), kThreads, 0, s>>>(k_cache, v_cache, k, v, slots);
 }
 
-void silu_mul(cudaStream_t s, const Mat& out, const Mat& gate, const Mat& up) {
-  binary_kernel<true><<<flat_grid(out.rows * out.cols), kThreads, 0, s>>>(out, gate, up);
-}
-
-void add(cudaStream_t s, const Mat& out, const Mat& a, const Mat& b) {
-  binary_kernel<false><<<flat_grid(out.rows * out.cols), kThreads, 0, s>>>(out, a, b);
-}
-
 void copy_blocks(cudaStream_t s, const Mat& cache, const int32_t* pairs, int64_t first, int64_t n,
                  int32_t block_size) {
-  const int64_t bytes = dtype_row_bytes(cache.dtype, cache.cols);
+  const int64_t bytes = tsr_dtype_row_bytes(cache.dtype, cache.cols);
   const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>(block_size));
   const bool words = bytes % 4 == 0 && cache.stride % 4 == 0 &&
                      reinterpret_cast<uintptr_t>(cache.data) % 4 == 0;

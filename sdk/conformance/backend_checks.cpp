@@ -6,6 +6,7 @@
 // Error measure: max|ours - ref| / max(1, max|ref|) < 1e-4. Tensors start as 0xFF bytes
 // (NaN as f32), so reading an unwritten byte shows as NaN and writing into row padding
 // shows in pad_untouched().
+#include <cctype>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -72,26 +73,19 @@ double bf16_value(uint16_t h) {
 bool is_quant(tsr_dtype d) { return d == TSR_DTYPE_Q8_0 || d == TSR_DTYPE_Q4_0; }
 
 int64_t unit_bytes(tsr_dtype d) {
-  switch (d) {
-    case TSR_DTYPE_F32: case TSR_DTYPE_I32: return 4;
-    case TSR_DTYPE_F16: case TSR_DTYPE_BF16: return 2;
-    case TSR_DTYPE_Q8_0: return 34;
-    case TSR_DTYPE_Q4_0: return 18;
-    default: throw std::logic_error("no unit size for dtype " + std::to_string(d));
-  }
+  int64_t bytes = 0;
+  if (!tsr_dtype_block(d, nullptr, &bytes)) throw std::logic_error("no unit size for dtype " + std::to_string(d));
+  return bytes;
 }
 
-int64_t row_bytes(tsr_dtype d, int64_t n) { return is_quant(d) ? n / 32 * unit_bytes(d) : n * unit_bytes(d); }
+int64_t row_bytes(tsr_dtype d, int64_t n) { return tsr_dtype_row_bytes(d, n); }
 
-const char* dtype_name(tsr_dtype d) {
-  switch (d) {
-    case TSR_DTYPE_F32: return "F32";
-    case TSR_DTYPE_F16: return "F16";
-    case TSR_DTYPE_BF16: return "BF16";
-    case TSR_DTYPE_Q8_0: return "Q8_0";
-    case TSR_DTYPE_Q4_0: return "Q4_0";
-    default: return "other";
-  }
+// Upper case, as test names spell dtypes ("Q8_0").
+std::string dtype_name(tsr_dtype d) {
+  const char* name = tsr_dtype_name(d);
+  std::string s = name != nullptr ? name : "other";
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
 }
 
 // Weights in `dtype` and the exact values they decode to.

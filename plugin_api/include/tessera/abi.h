@@ -127,6 +127,55 @@ typedef enum tsr_dtype {
   TSR_DTYPE_PACKED = 65
 } tsr_dtype;
 
+/* 2.0: the storage of the dtypes with a layout fixed by this header: elements come in
+ * blocks of *block_elems elements taking *block_bytes bytes (a block of one element for
+ * the unquantized types). Returns 0, and sets both to 0, for the others: INT4_G128 and
+ * FP8_E4M3 rows are their quant plugin's layout, PLUGIN, PACKED and unknown values have
+ * none. Either pointer can be NULL. The one table of sizes for hosts and plugins alike. */
+static inline int tsr_dtype_block(tsr_dtype dtype, int64_t* block_elems, int64_t* block_bytes) {
+  int64_t elems = 1, bytes = 0;
+  switch (dtype) {
+    case TSR_DTYPE_F32: case TSR_DTYPE_I32: bytes = 4; break;
+    case TSR_DTYPE_F16: case TSR_DTYPE_BF16: bytes = 2; break;
+    case TSR_DTYPE_I64: bytes = 8; break;
+    case TSR_DTYPE_I8: bytes = 1; break;
+    case TSR_DTYPE_Q8_0: elems = 32; bytes = 34; break;
+    case TSR_DTYPE_Q4_0: elems = 32; bytes = 18; break;
+    default: elems = 0; break;
+  }
+  if (block_elems != NULL) *block_elems = elems;
+  if (block_bytes != NULL) *block_bytes = bytes;
+  return bytes != 0;
+}
+
+/* 2.0: bytes of a row of n >= 0 elements of `dtype`, or -1 when the dtype has no fixed
+ * layout (tsr_dtype_block) or n is not a whole number of its blocks. */
+static inline int64_t tsr_dtype_row_bytes(tsr_dtype dtype, int64_t n) {
+  int64_t elems = 0, bytes = 0;
+  if (!tsr_dtype_block(dtype, &elems, &bytes) || n < 0 || n % elems != 0) return -1;
+  return n / elems * bytes;
+}
+
+/* 2.0: the dtype's name as GGUF and the CLI spell it ("f32", "q8_0", "int4_g128", ...),
+ * or NULL for a value this header does not define. Static storage. */
+static inline const char* tsr_dtype_name(tsr_dtype dtype) {
+  switch (dtype) {
+    case TSR_DTYPE_F32: return "f32";
+    case TSR_DTYPE_F16: return "f16";
+    case TSR_DTYPE_BF16: return "bf16";
+    case TSR_DTYPE_I32: return "i32";
+    case TSR_DTYPE_I64: return "i64";
+    case TSR_DTYPE_I8: return "i8";
+    case TSR_DTYPE_Q8_0: return "q8_0";
+    case TSR_DTYPE_Q4_0: return "q4_0";
+    case TSR_DTYPE_INT4_G128: return "int4_g128";
+    case TSR_DTYPE_FP8_E4M3: return "fp8_e4m3";
+    case TSR_DTYPE_PLUGIN: return "plugin";
+    case TSR_DTYPE_PACKED: return "packed";
+    default: return NULL;
+  }
+}
+
 /* Describes a strided tensor in a backend's memory. Shape is outermost-first
  * (row-major: shape[ndim-1] is the contiguous dimension); strides are in bytes and for
  * quantized dtypes apply to rows only (a row is whole blocks, contiguous). */

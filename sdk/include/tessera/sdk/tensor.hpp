@@ -45,27 +45,33 @@ inline bool is_quantized(tsr_dtype dtype) {
   return dtype == TSR_DTYPE_Q8_0 || dtype == TSR_DTYPE_Q4_0;
 }
 
-// Bytes per element, or per block for quantized types; 0 for unknown values.
-inline int64_t dtype_unit_bytes(tsr_dtype dtype) {
-  switch (dtype) {
-    case TSR_DTYPE_F32: case TSR_DTYPE_I32: return 4;
-    case TSR_DTYPE_F16: case TSR_DTYPE_BF16: return 2;
-    case TSR_DTYPE_I64: return 8;
-    case TSR_DTYPE_I8: return 1;
-    case TSR_DTYPE_Q8_0: return 34;
-    case TSR_DTYPE_Q4_0: return 18;
-    default: return 0;
-  }
+// Elements per block and bytes per block (per element for unquantized types); 0 bytes
+// for dtypes without a fixed layout. ABI 2.0 headers define the table (tsr_dtype_block);
+// for plugins built against 1.x headers, which lack it, the same layouts are listed here.
+inline int64_t dtype_block(tsr_dtype dtype, int64_t* elems) {
+  int64_t e = 0, bytes = 0;
+#if TSR_ABI_MAJOR >= 2
+  tsr_dtype_block(dtype, &e, &bytes);
+#else
+  const bool q8 = dtype == TSR_DTYPE_Q8_0, q4 = dtype == TSR_DTYPE_Q4_0;
+  const bool b4 = dtype == TSR_DTYPE_F32 || dtype == TSR_DTYPE_I32, b2 = dtype == TSR_DTYPE_F16 || dtype == TSR_DTYPE_BF16;
+  e = q8 || q4 ? 32 : 1;
+  bytes = q8 ? 34 : q4 ? 18 : b4 ? 4 : b2 ? 2 : dtype == TSR_DTYPE_I64 ? 8 : dtype == TSR_DTYPE_I8 ? 1 : 0;
+#endif
+  if (elems != nullptr) *elems = e;
+  return bytes;
 }
+
+inline int64_t dtype_unit_bytes(tsr_dtype dtype) { return dtype_block(dtype, nullptr); }
 
 // Bytes of n elements of `dtype` (n whole blocks for quantized types).
 inline int64_t row_bytes(tsr_dtype dtype, int64_t n, const std::string& what) {
-  const int64_t unit = dtype_unit_bytes(dtype);
-  require(unit != 0, what + ": unsupported dtype " + std::to_string(static_cast<int>(dtype)));
-  if (!is_quantized(dtype)) return n * unit;
-  require(n % kQuantBlock == 0, what + ": row of " + std::to_string(n) +
-                                    " elements is not a whole number of 32-element blocks");
-  return n / kQuantBlock * unit;
+  int64_t elems = 0;
+  const int64_t bytes = dtype_block(dtype, &elems);
+  require(bytes != 0, what + ": unsupported dtype " + std::to_string(static_cast<int>(dtype)));
+  require(n % elems == 0, what + ": row of " + std::to_string(n) + " elements is not a whole number of " +
+                              std::to_string(elems) + "-element blocks");
+  return n / elems * bytes;
 }
 
 inline uint16_t load_u16(const uint8_t* p) {
