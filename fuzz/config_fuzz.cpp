@@ -4,7 +4,7 @@
 #include <string_view>
 
 #include "core/config/config.h"
-#include "core/error.h"
+#include "base/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <span>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/model/gguf.h"
 #include "core/model/llama_model.h"
 #include "core/tokenizer/tokenizer.h"

@@ -13,7 +13,7 @@
 
 #include "core/config/config.h"
 #include "core/engine/engine.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace {
 

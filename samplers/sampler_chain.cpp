@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace tsr {
 namespace {

@@ -4,7 +4,7 @@
 #include <deque>
 #include <mutex>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "server/api_error.h"
 
 namespace tsr::server {

@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 
 #include "core/engine/engine.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "server/access_log.h"
 #include "server/admission.h"
 #include "server/api_error.h"

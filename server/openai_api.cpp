@@ -6,7 +6,7 @@
 #include <chrono>
 
 #include "core/engine/engine.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "server/access_log.h"
 #include "server/admission.h"
 #include "server/api_error.h"

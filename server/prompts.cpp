@@ -1,7 +1,7 @@
 #include "server/prompts.h"
 
 #include "core/engine/engine.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "server/api_error.h"
 #include "server/json_fields.h"
 

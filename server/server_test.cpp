@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "core/engine/engine.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "server/http_server.h"
 #include "tests/common/shared_data.h"
 

@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/model/gguf.h"
 #include "core/plugin_host/backend.h"
 #include "core/plugin_host/plugin_loader.h"

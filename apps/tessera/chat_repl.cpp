@@ -7,7 +7,7 @@
 #include <iostream>
 #include <optional>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace tsr::app {
 

@@ -19,7 +19,7 @@
 #include "apps/tessera/http_bench.h"
 #include "core/config/config.h"
 #include "core/engine/engine.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace tsr::app {
 

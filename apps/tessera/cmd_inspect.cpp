@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "apps/tessera/commands.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/model/gguf.h"
 
 namespace tsr::app {

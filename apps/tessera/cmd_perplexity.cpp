@@ -14,12 +14,11 @@
 #include "apps/tessera/app_config.h"
 #include "apps/tessera/commands.h"
 #include "core/config/config.h"
-#include "core/error.h"
-#include "core/kv/kv_cache.h"
-#include "core/model/llama_forward.h"
+#include "base/error.h"
 #include "core/model/llama_model.h"
 #include "core/plugin_host/plugin_loader.h"
 #include "core/quant/quant_scheme.h"
+#include "core/runner/model_runner.h"
 #include "core/tokenizer/tokenizer.h"
 
 namespace tsr::app {
@@ -47,14 +46,14 @@ class LogitsRunner {
     tokenizer_ = Tokenizer::create(vocab_from_gguf(*gguf_));
   }
 
-  // A KV cache for one sequence of up to `ctx` tokens.
+  // A KV cache for one sequence of up to `ctx` tokens, whose blocks it keeps: every chunk
+  // is a fresh sequence from position 0 and overwrites the last one's KV.
   void reserve(int32_t ctx) {
-    const LlamaHParams& hp = model_->hparams();
-    KvCacheShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim, 16, 0};
-    shape.num_blocks = (ctx + shape.block_size - 1) / shape.block_size;
-    forward_.reset();
-    cache_ = std::make_unique<KvCache>(*backend_, shape);
-    forward_ = std::make_unique<LlamaForward>(*model_, *backend_, *cache_);
+    ModelRunnerOptions o;
+    o.num_blocks = (ctx + o.block_size - 1) / o.block_size;
+    runner_.reset();
+    runner_ = std::make_unique<ModelRunner>(*model_, *backend_, o);
+    if (!runner_->kv().allocate(kSeq, ctx, 0)) throw Error("perplexity: no KV blocks for a context of " + std::to_string(ctx));
   }
 
   const Tokenizer& tokenizer() const { return *tokenizer_; }
@@ -63,20 +62,8 @@ class LogitsRunner {
 
   // Logits after each of `tokens`, from position 0 (a fresh sequence).
   std::vector<float> run(const std::vector<int32_t>& tokens) {
-    const auto n = static_cast<int32_t>(tokens.size());
-    StepBatch b;
-    b.tokens = tokens;
-    b.query_start_loc = {0, n};
-    b.seq_lens = {n};
-    b.max_blocks = cache_->shape().num_blocks;
-    for (int32_t i = 0; i < n; ++i) {
-      b.positions.push_back(i);
-      b.slot_mapping.push_back(i);
-      b.logit_rows.push_back(i);
-    }
-    for (int32_t i = 0; i < b.max_blocks; ++i) b.block_tables.push_back(i);
     std::vector<float> logits;
-    forward_->run(b, logits);
+    runner_->run_sequence(kSeq, 0, tokens, true, logits);
     return logits;
   }
 
@@ -85,8 +72,8 @@ class LogitsRunner {
   std::shared_ptr<const GgufFile> gguf_;
   std::unique_ptr<LlamaModel> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
-  std::unique_ptr<KvCache> cache_;
-  std::unique_ptr<LlamaForward> forward_;
+  std::unique_ptr<ModelRunner> runner_;
+  static constexpr SeqId kSeq = 1;
 };
 
 std::vector<double> log_softmax(const float* logits, int32_t n) {

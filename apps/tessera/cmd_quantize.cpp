@@ -10,7 +10,7 @@
 #include <filesystem>
 
 #include "apps/tessera/commands.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/model/gguf.h"
 #include "core/model/gguf_writer.h"
 #include "core/quant/quant.h"

@@ -13,7 +13,7 @@
 #include "apps/tessera/commands.h"
 #include "core/config/config.h"
 #include "core/engine/engine.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace tsr::app {
 

@@ -7,7 +7,7 @@
 #include "apps/tessera/commands.h"
 #include "core/config/config.h"
 #include "core/engine/engine.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "server/http_server.h"
 
 namespace tsr::app {

@@ -15,7 +15,7 @@
 #include <regex>
 #include <thread>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace tsr::app {
 

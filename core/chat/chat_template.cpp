@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "core/chat/jinja_template.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/tokenizer/vocab.h"
 
 namespace tsr {

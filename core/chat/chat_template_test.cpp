@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "core/chat/jinja_template.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/tokenizer/vocab.h"
 
 namespace tsr {

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace tsr::jinja {
 

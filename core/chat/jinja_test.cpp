@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/chat/jinja_template.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace tsr::jinja {
 namespace {

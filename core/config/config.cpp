@@ -23,7 +23,7 @@
 #include <toml++/toml.h>
 
 #include "core/config/did_you_mean.h"
-#include "core/error.h"
+#include "base/error.h"
 
 namespace tsr {
 namespace {

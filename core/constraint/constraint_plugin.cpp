@@ -1,6 +1,6 @@
 #include "core/constraint/constraint_plugin.h"
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/plugin_host/host_services.h"
 
 namespace tsr {

@@ -2,7 +2,7 @@
 
 #include <future>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace tsr {
 

@@ -14,12 +14,12 @@
 #include "core/chat/chat_template.h"
 #include "core/constraint/grammar_cache.h"
 #include "core/constraint/token_vocab.h"
-#include "core/engine/step_batch_builder.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/kv/kv_cache.h"
 #include "core/kv/kv_cache_manager.h"
 #include "core/model/gguf.h"
 #include "core/model/llama_forward.h"
+#include "core/runner/model_runner.h"
 #include "core/plugin_host/backend.h"
 #include "core/plugin_host/plugin_loader.h"
 #include "core/sched/scheduler.h"
@@ -93,9 +93,7 @@ struct Engine::Impl {
   std::shared_ptr<const GgufFile> gguf;
   std::unique_ptr<LlamaModel> model;
   std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<KvCache> cache;
-  std::unique_ptr<LlamaForward> forward;
-  std::unique_ptr<KvCacheManager> kv;
+  std::unique_ptr<ModelRunner> runner;
   std::unique_ptr<Scheduler> scheduler;
   std::unique_ptr<ModelHost> model_host;  // runs draft models
   std::unique_ptr<DraftClient> draft;     // NULL without speculative decoding
@@ -174,14 +172,15 @@ void Engine::Impl::load() {
     throw Error(config.model.path + ": the vocabulary has " + std::to_string(tokenizer->n_tokens()) +
                 " tokens, the embedding " + std::to_string(hp.n_vocab));
   }
-  KvCacheShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim, config.cache.block_size, 0};
+  const KvCacheShape shape = ModelRunner::cache_shape(*model, config.cache.block_size);
   n_ctx = kv_cache_context(shape, config.cache.memory_bytes, config.model.context, hp.n_ctx_train);
-  shape.num_blocks = kv_cache_num_blocks(shape, config.cache.memory_bytes, n_ctx, config.scheduler.max_seqs);
-  cache = std::make_unique<KvCache>(*backend, shape);
-  forward = std::make_unique<LlamaForward>(*model, *backend, *cache, forward_options(*backend, shape, n_ctx));
-  kv = std::make_unique<KvCacheManager>(shape.num_blocks, shape.block_size,
-                                        config.cache.prefix_caching);
-  scheduler = std::make_unique<Scheduler>(config.scheduler, *kv);
+  ModelRunnerOptions ro;
+  ro.block_size = shape.block_size;
+  ro.num_blocks = kv_cache_num_blocks(shape, config.cache.memory_bytes, n_ctx, config.scheduler.max_seqs);
+  ro.prefix_caching = config.cache.prefix_caching;
+  ro.forward = forward_options(*backend, shape, n_ctx);
+  runner = std::make_unique<ModelRunner>(*model, *backend, ro);
+  scheduler = std::make_unique<Scheduler>(config.scheduler, runner->kv());
   chat_template = chat_template_resolve(config.model.chat_template, tokenizer->vocab());
   grammars = load_constraint_plugins(config, *tokenizer, dirs);
   if (config.speculative.method != "none") {
@@ -311,10 +310,8 @@ void Engine::Impl::drop_draft(Live& l, const std::exception& e) {
 }
 
 void Engine::Impl::execute(const SchedulerOutput& out) {
-  const auto copies = kv->take_copies();
-  if (!copies.empty()) copy_kv_blocks(*backend, *cache, copies);
-  const StepBatch batch = build_step_batch(out, *kv);
-  forward->run(batch, logits);
+  runner->execute(out, logits);
+  KvCacheManager& kv = runner->kv();
   const Clock::time_point now = Clock::now();  // tokens exist from here on
   const int32_t n_vocab = model->hparams().n_vocab;
   size_t row = 0;
@@ -323,11 +320,11 @@ void Engine::Impl::execute(const SchedulerOutput& out) {
     const int32_t before = r.num_tokens();
     r.num_computed += c.num_new_tokens;
     if (r.num_computed < before) {  // a prefill chunk: no token yet
-      kv->commit(r.id(), r.tokens(), r.num_computed, r.cache_key());
+      kv.commit(r.id(), r.tokens(), r.num_computed, r.cache_key());
       continue;
     }
     const auto k = static_cast<int32_t>(r.drafts.size());
-    const std::span<const float> rows(logits.data() + row * n_vocab, size_t(k + 1) * n_vocab);
+    const std::span<const float> rows = logits_rows(logits, n_vocab, row, size_t(k) + 1);
     row += size_t(k) + 1;
     int32_t n_accepted = 0;
     try {
@@ -340,7 +337,7 @@ void Engine::Impl::execute(const SchedulerOutput& out) {
     // KV of rejected drafts stays in the blocks but is overwritten before it is read, and
     // never reaches the prefix cache: only the accepted positions count as computed.
     r.num_computed = before + n_accepted;
-    kv->commit(r.id(), r.tokens(), r.num_computed, r.cache_key());
+    kv.commit(r.id(), r.tokens(), r.num_computed, r.cache_key());
     generated += r.num_tokens() - before;
     drafted += k;
     accepted += n_accepted;
@@ -445,10 +442,11 @@ bool Engine::Impl::step() {
 
 void Engine::Impl::publish_stats() {
   EngineStats s;
-  s.kv_blocks_total = kv->pool().num_blocks();
-  s.kv_blocks_free = kv->num_free_blocks();
-  s.kv_blocks_used = kv->num_used_blocks();
-  s.kv_blocks_cached = kv->pool().num_cached();
+  const KvCacheManager& kv = runner->kv();
+  s.kv_blocks_total = kv.pool().num_blocks();
+  s.kv_blocks_free = kv.num_free_blocks();
+  s.kv_blocks_used = kv.num_used_blocks();
+  s.kv_blocks_cached = kv.pool().num_cached();
   s.prompt_tokens = scheduler->prefix_queries();
   s.cached_prompt_tokens = scheduler->prefix_hits();
   s.prefix_hit_rate = s.prompt_tokens > 0 ? double(s.cached_prompt_tokens) / s.prompt_tokens : 0;
@@ -463,8 +461,8 @@ void Engine::Impl::publish_stats() {
   s.accepted_tokens = accepted;
   s.constraint_compiles = static_cast<int64_t>(grammars->misses());
   s.constraint_cache_hits = static_cast<int64_t>(grammars->hits());
-  s.graph_replays = forward->graph_replays();
-  s.graphs_recorded = forward->graphs_recorded();
+  s.graph_replays = runner->forward().graph_replays();
+  s.graphs_recorded = runner->forward().graphs_recorded();
   std::lock_guard lock(stats_mutex);
   stats = s;
 }

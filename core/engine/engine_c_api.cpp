@@ -7,7 +7,7 @@
 #include <unordered_map>
 
 #include "core/engine/engine.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/plugin_host/host_services.h"
 #include "tessera/engine.h"
 
@@ -32,23 +32,7 @@ struct tsr_engine {
 
 namespace {
 
-template <class Body>
-tsr_status guarded(tsr_error** error, Body&& body) noexcept {
-  auto fail = [&](tsr_status status, std::string message) {
-    if (error) *error = tsr::error_new(status, std::move(message));
-    return status;
-  };
-  try {
-    body();
-    return TSR_STATUS_OK;
-  } catch (const tsr::Error& e) {
-    return fail(e.status(), e.what());
-  } catch (const std::bad_alloc&) {
-    return fail(TSR_STATUS_OUT_OF_MEMORY, "out of memory");
-  } catch (const std::exception& e) {
-    return fail(TSR_STATUS_INTERNAL, e.what());
-  }
-}
+using tsr::guarded;
 
 // Reads ptr->field only when the caller's struct is big enough to hold it.
 #define TSR_FIELD(ptr, type, field, fallback) \

@@ -1,6 +1,6 @@
 #include "core/kv/block_pool.h"
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace tsr {
 

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/plugin_host/tensor.h"
 
 namespace tsr {
@@ -90,6 +90,23 @@ int32_t kv_cache_num_blocks(const KvCacheShape& shape, uint64_t memory_bytes, in
                 std::to_string(per_seq));
   }
   return static_cast<int32_t>(std::min<uint64_t>(blocks, INT32_MAX / shape.block_size));
+}
+
+void copy_kv_blocks(Backend& backend, const KvCache& cache,
+                    const std::vector<std::pair<int32_t, int32_t>>& copies) {
+  std::vector<int32_t> flat;
+  for (const auto& [src, dst] : copies) {
+    flat.push_back(src);
+    flat.push_back(dst);
+  }
+  // The pairs travel in backend memory, like every op operand.
+  auto buffer = backend.alloc(flat.size() * sizeof(int32_t));
+  backend.write(*buffer, 0, flat.data(), flat.size() * sizeof(int32_t));
+  const tsr_tensor pairs = tensor_make(TSR_DTYPE_I32, buffer->base(), {int64_t(copies.size()), 2});
+  const std::vector<const tsr_tensor*> caches = cache.all_tensors();
+  backend.copy_blocks({sizeof(tsr_copy_blocks_params), caches.data(),
+                       static_cast<int32_t>(caches.size()), cache.shape().block_size, &pairs});
+  backend.synchronize();
 }
 
 }  // namespace tsr

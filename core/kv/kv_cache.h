@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/plugin_host/backend.h"
@@ -36,6 +37,10 @@ class KvCache {
   std::vector<std::unique_ptr<BackendBuffer>> buffers_;
   std::vector<tsr_tensor> k_, v_;
 };
+
+// Copies every layer's K and V rows of block src to block dst for each pair (copy-on-write
+// of shared blocks), with one copy_blocks op, and waits for it.
+void copy_kv_blocks(Backend& backend, const KvCache& cache, const std::vector<std::pair<int32_t, int32_t>>& copies);
 
 // The context (tokens per sequence): `requested` (-c, [model] context) when > 0, refused
 // naming the memory it needs when `memory_bytes` cannot hold it; otherwise the trained

@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/model/decode_graphs.h"
 #include "core/plugin_host/tensor.h"
 

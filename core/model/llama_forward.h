@@ -8,23 +8,9 @@
 
 #include "core/kv/kv_cache.h"
 #include "core/model/llama_model.h"
+#include "core/model/step_batch.h"
 
 namespace tsr {
-
-// The host-side description of a step. Tokens of a sequence are contiguous.
-struct StepBatch {
-  std::vector<int32_t> tokens;           // [n]
-  std::vector<int32_t> positions;        // [n] absolute positions
-  std::vector<int32_t> slot_mapping;     // [n] KV slot each token writes
-  std::vector<int32_t> query_start_loc;  // [num_seqs + 1]
-  std::vector<int32_t> seq_lens;         // [num_seqs] tokens in cache after this step
-  std::vector<int32_t> block_tables;     // [num_seqs * max_blocks]
-  int32_t max_blocks = 0;
-  std::vector<int32_t> logit_rows;       // token indices whose logits are returned
-
-  int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
-  int32_t num_seqs() const { return static_cast<int32_t>(seq_lens.size()); }
-};
 
 struct ForwardOptions {
   // Replay decode steps from backend graphs (see decode_graphs.h). Ignored, with a

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <map>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/quant/quant.h"
 #include "quant_formats/float_convert.h"
 #include "core/plugin_host/tensor.h"

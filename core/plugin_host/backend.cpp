@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <iterator>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/plugin_host/host_services.h"
 
 namespace tsr {

@@ -7,7 +7,7 @@
 #include <new>
 #include <string_view>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "tessera/engine.h"
 
 struct tsr_error {

@@ -2,11 +2,14 @@
 // the host and plugins create through it.
 #pragma once
 
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "base/error.h"
 #include "tessera/abi.h"
 
 namespace tsr {
@@ -41,6 +44,28 @@ class PluginLogCapture {
 
 // Makes an error object (the same kind plugins get from host_api()->error_new).
 tsr_error* error_new(tsr_status status, std::string message);
+
+// The host's side of the C ABI boundary, for every entry the host exports (engine.h, the
+// model services of draft plugins): runs `body` and turns what it throws into a status
+// and, when `error` is not NULL, an error object the caller frees. (Plugins have the SDK's
+// sdk::guard, which makes its error objects through the host API.)
+template <class Body>
+tsr_status guarded(tsr_error** error, Body&& body) noexcept {
+  auto fail = [&](tsr_status status, std::string message) {
+    if (error != nullptr) *error = error_new(status, std::move(message));
+    return status;
+  };
+  try {
+    body();
+    return TSR_STATUS_OK;
+  } catch (const Error& e) {
+    return fail(e.status(), e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(TSR_STATUS_OUT_OF_MEMORY, "out of memory");
+  } catch (const std::exception& e) {
+    return fail(TSR_STATUS_INTERNAL, e.what());
+  }
+}
 
 // Throws tsr::Error when `status` is not OK, with `what` as context. Takes ownership of
 // `error` (may be NULL) and frees it.

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "abi_host/backend_table.h"
 #include "core/plugin_host/host_services.h"
 #include "tessera/backend.h"

@@ -1,6 +1,6 @@
 #include "core/plugin_host/tensor.h"
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace tsr {
 

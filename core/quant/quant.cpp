@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "quant_formats/float_convert.h"
 
 namespace tsr::quant {

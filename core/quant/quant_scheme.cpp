@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/plugin_host/host_services.h"
 #include "core/plugin_host/tensor.h"
 

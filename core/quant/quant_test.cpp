@@ -6,7 +6,7 @@
 #include <array>
 #include <cstring>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace tsr::quant {
 namespace {

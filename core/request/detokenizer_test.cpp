@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/model/gguf.h"
 #include "tests/common/shared_data.h"
 

@@ -6,8 +6,9 @@
 #include <cmath>
 #include <limits>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/kv/block_hash.h"
+#include "core/model/step_batch.h"
 
 namespace tsr {
 
@@ -90,7 +91,7 @@ int32_t Request::append_verified(std::span<const float> logits, int32_t n_vocab,
   const auto k = static_cast<int32_t>(drafts.size());
   int32_t accepted = 0;
   for (int32_t i = 0; i <= k && !finished(); ++i) {
-    std::span<const float> row = logits.subspan(size_t(i) * n_vocab, n_vocab);
+    std::span<const float> row = logits_rows(logits, n_vocab, size_t(i), 1);
     if (matcher_) {
       row = constrain(row);
       if (row.empty()) {

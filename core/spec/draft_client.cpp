@@ -1,9 +1,31 @@
 #include "core/spec/draft_client.h"
 
-#include "core/error.h"
+#include <fmt/format.h>
+
+#include "base/error.h"
 #include "core/plugin_host/host_services.h"
 
 namespace tsr {
+
+namespace {
+
+// A draft whose needs this host cannot serve is refused before it is created, naming them:
+// accepting it would run it without what it asked for.
+void check_needs(uint32_t needs, const std::string& name) {
+  constexpr uint32_t kKnown = TSR_DRAFT_NEEDS_TOKENS | TSR_DRAFT_NEEDS_HIDDEN | TSR_DRAFT_NEEDS_MODEL;
+  if ((needs & ~kKnown) != 0) {
+    throw Error("draft '" + name + "' declares needs flags 0x" + fmt::format("{:x}", needs & ~kKnown) +
+                    " that this host does not know (it knows TSR_DRAFT_NEEDS_TOKENS, _HIDDEN and _MODEL)",
+                TSR_STATUS_UNSUPPORTED);
+  }
+  if ((needs & TSR_DRAFT_NEEDS_HIDDEN) != 0) {
+    throw Error("draft '" + name + "' needs the target's hidden states (TSR_DRAFT_NEEDS_HIDDEN), which this host "
+                "does not serve yet",
+                TSR_STATUS_UNSUPPORTED);
+  }
+}
+
+}  // namespace
 
 DraftClient::DraftClient(std::shared_ptr<Plugin> plugin, const SpeculativeConfig& config,
                          const std::vector<std::string>& vocab, uint64_t target_n_params,
@@ -12,6 +34,7 @@ DraftClient::DraftClient(std::shared_ptr<Plugin> plugin, const SpeculativeConfig
       iface_(static_cast<const tsr_draft_iface*>(plugin_->iface())),
       name_(plugin_->name()),
       n_vocab_(static_cast<int32_t>(vocab.size())) {
+  check_needs(iface_->needs, name_);
   tsr_draft_params p{};
   p.struct_size = sizeof(p);
   std::vector<const char*> texts;

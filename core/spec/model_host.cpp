@@ -4,12 +4,9 @@
 
 #include <new>
 
-#include "core/engine/step_batch_builder.h"
-#include "core/error.h"
-#include "core/kv/kv_cache.h"
-#include "core/kv/kv_cache_manager.h"
+#include "base/error.h"
 #include "core/model/gguf.h"
-#include "core/model/llama_forward.h"
+#include "core/runner/model_runner.h"
 #include "core/plugin_host/host_services.h"
 #include "core/tokenizer/vocab.h"
 
@@ -17,9 +14,7 @@ struct tsr_model {
   std::shared_ptr<const tsr::GgufFile> gguf;
   std::unique_ptr<tsr::LlamaModel> model;
   std::vector<std::string> token_texts;
-  std::unique_ptr<tsr::KvCache> cache;
-  std::unique_ptr<tsr::KvCacheManager> kv;
-  std::unique_ptr<tsr::LlamaForward> forward;
+  std::unique_ptr<tsr::ModelRunner> runner;
   tsr::SeqId next_seq = 1;
   std::vector<float> logits;
 };
@@ -39,20 +34,6 @@ struct ModelHostAccess {
 
 namespace {
 
-template <class Body>
-tsr_status guarded(tsr_error** error, Body&& body) noexcept {
-  try {
-    body();
-    return TSR_STATUS_OK;
-  } catch (const Error& e) {
-    if (error) *error = error_new(e.status(), e.what());
-    return e.status();
-  } catch (const std::exception& e) {
-    if (error) *error = error_new(TSR_STATUS_INTERNAL, e.what());
-    return TSR_STATUS_INTERNAL;
-  }
-}
-
 tsr_status model_open(void* context, const char* path, tsr_model** out, tsr_error** error) {
   return guarded(error, [&] {
     if (path == nullptr || out == nullptr) throw Error("model_open: NULL argument");
@@ -64,12 +45,11 @@ tsr_status model_open(void* context, const char* path, tsr_model** out, tsr_erro
     m->model = LlamaModel::load(m->gguf, backend);
     m->token_texts = vocab_from_gguf(*m->gguf).tokens;
     const LlamaHParams& hp = m->model->hparams();
-    KvCacheShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim, config.cache.block_size, 0};
-    shape.num_blocks = kv_cache_num_blocks(shape, config.cache.memory_bytes, hp.n_ctx_train,
-                                           config.scheduler.max_seqs);
-    m->cache = std::make_unique<KvCache>(backend, shape);
-    m->kv = std::make_unique<KvCacheManager>(shape.num_blocks, shape.block_size, false);
-    m->forward = std::make_unique<LlamaForward>(*m->model, backend, *m->cache);
+    ModelRunnerOptions ro;
+    ro.block_size = config.cache.block_size;
+    ro.num_blocks = kv_cache_num_blocks(ModelRunner::cache_shape(*m->model, ro.block_size), config.cache.memory_bytes,
+                                        hp.n_ctx_train, config.scheduler.max_seqs);
+    m->runner = std::make_unique<ModelRunner>(*m->model, backend, ro);
     *out = m.release();
   });
 }
@@ -93,28 +73,8 @@ tsr_status seq_create(tsr_model* m, tsr_model_seq** out, tsr_error** error) {
 
 void seq_destroy(tsr_model* m, tsr_model_seq* seq) {
   if (seq == nullptr) return;
-  m->kv->free(seq->id);
+  m->runner->kv().free(seq->id);
   delete seq;
-}
-
-// One sequence's step: its new tokens at positions size()..size()+n-1.
-StepBatch single_sequence_batch(const tsr_model& m, const tsr_model_seq& s, std::span<const int32_t> tokens) {
-  StepBatch b;
-  const int32_t bs = m.kv->block_size();
-  const auto blocks = m.kv->blocks(s.id);
-  const auto start = static_cast<int32_t>(s.tokens.size());
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    const int32_t pos = start + static_cast<int32_t>(i);
-    b.tokens.push_back(tokens[i]);
-    b.positions.push_back(pos);
-    b.slot_mapping.push_back(blocks[pos / bs]->id * bs + pos % bs);
-  }
-  b.query_start_loc = {0, b.num_tokens()};
-  b.seq_lens = {start + b.num_tokens()};
-  b.max_blocks = static_cast<int32_t>(blocks.size());
-  for (const KvBlock* blk : blocks) b.block_tables.push_back(blk->id);
-  b.logit_rows = {b.num_tokens() - 1};
-  return b;
 }
 
 tsr_status seq_decode(tsr_model* m, tsr_model_seq* s, const int32_t* tokens, size_t n,
@@ -129,10 +89,11 @@ tsr_status seq_decode(tsr_model* m, tsr_model_seq* s, const int32_t* tokens, siz
     }
     const auto total = static_cast<int32_t>(s->tokens.size() + n);
     if (total > m->model->hparams().n_ctx_train) throw Error("seq_decode: the draft model's context is full");
-    if (!m->kv->allocate(s->id, total, static_cast<int32_t>(s->tokens.size()))) {
+    const auto start = static_cast<int32_t>(s->tokens.size());
+    if (!m->runner->kv().allocate(s->id, total, start)) {
       throw Error("seq_decode: the draft model's KV cache is full", TSR_STATUS_OUT_OF_MEMORY);
     }
-    m->forward->run(single_sequence_batch(*m, *s, std::span(tokens, n)), m->logits);
+    m->runner->run_sequence(s->id, start, std::span(tokens, n), false, m->logits);
     s->tokens.insert(s->tokens.end(), tokens, tokens + n);
     std::copy(m->logits.begin(), m->logits.end(), logits);
   });

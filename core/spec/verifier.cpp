@@ -1,6 +1,6 @@
 #include "core/spec/verifier.h"
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace tsr {
 

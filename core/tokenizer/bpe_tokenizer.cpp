@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <queue>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/tokenizer/spm_tokenizer.h"
 
 namespace tsr {

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/model/gguf.h"
 #include "core/model/gguf_writer.h"
 #include "core/tokenizer/hf_tokenizer_json.h"

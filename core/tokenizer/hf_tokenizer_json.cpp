@@ -8,7 +8,7 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace tsr {
 namespace {

@@ -5,7 +5,7 @@
 #include <queue>
 #include <string>
 
-#include "core/error.h"
+#include "base/error.h"
 
 namespace tsr {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/tokenizer/bpe_tokenizer.h"
 #include "core/tokenizer/spm_tokenizer.h"
 

@@ -4,7 +4,7 @@
 #include <optional>
 #include <string>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/model/gguf.h"
 #include "core/tokenizer/bpe_tokenizer.h"
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "quant_formats/float_convert.h"
 #include "core/plugin_host/backend.h"
 #include "core/plugin_host/plugin_loader.h"

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "core/error.h"
+#include "base/error.h"
 #include "core/plugin_host/plugin_loader.h"
 #include "core/quant/quant_scheme.h"
 #include "tessera/engine.h"

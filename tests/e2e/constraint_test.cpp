@@ -25,7 +25,7 @@
 #include <thread>
 
 #include "core/engine/engine.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "tests/common/shared_data.h"
 
 namespace tsr {

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/engine/engine.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "server/http_server.h"
 #include "tests/common/shared_data.h"
 

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "core/engine/engine.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "tests/common/shared_data.h"
 
 namespace tsr {

@@ -13,7 +13,7 @@
 
 #include "core/engine/engine.h"
 #include "quant_formats/float_convert.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/model/gguf.h"
 #include "core/model/gguf_writer.h"
 #include "core/model/llama_model.h"

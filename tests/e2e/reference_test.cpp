@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "core/engine/engine.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/model/gguf.h"
 #include "core/model/gguf_writer.h"
 #include "tests/common/shared_data.h"

@@ -9,7 +9,7 @@
 #include <map>
 
 #include "core/engine/engine.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "tests/common/chi_square.h"
 #include "tests/common/shared_data.h"
 

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "core/engine/engine.h"
-#include "core/error.h"
+#include "base/error.h"
 #include "core/plugin_host/backend.h"
 #include "core/plugin_host/host_services.h"
 #include "core/plugin_host/plugin_loader.h"

@@ -1,8 +1,7 @@
-#include "core/engine/step_batch_builder.h"
+#include "core/runner/step_batch_builder.h"
 
 #include <algorithm>
 
-#include "core/plugin_host/tensor.h"
 
 namespace tsr {
 
@@ -36,21 +35,24 @@ StepBatch build_step_batch(const SchedulerOutput& out, const KvCacheManager& kv)
   return b;
 }
 
-void copy_kv_blocks(Backend& backend, const KvCache& cache,
-                    const std::vector<std::pair<int32_t, int32_t>>& copies) {
-  std::vector<int32_t> flat;
-  for (const auto& [src, dst] : copies) {
-    flat.push_back(src);
-    flat.push_back(dst);
+StepBatch build_sequence_batch(const KvCacheManager& kv, SeqId seq, int32_t start, std::span<const int32_t> tokens,
+                               bool all_logits) {
+  StepBatch b;
+  const int32_t bs = kv.block_size();
+  const auto blocks = kv.blocks(seq);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const int32_t pos = start + static_cast<int32_t>(i);
+    b.tokens.push_back(tokens[i]);
+    b.positions.push_back(pos);
+    b.slot_mapping.push_back(blocks[pos / bs]->id * bs + pos % bs);
+    if (all_logits) b.logit_rows.push_back(static_cast<int32_t>(i));
   }
-  // The pairs travel in backend memory, like every op operand.
-  auto buffer = backend.alloc(flat.size() * sizeof(int32_t));
-  backend.write(*buffer, 0, flat.data(), flat.size() * sizeof(int32_t));
-  const tsr_tensor pairs = tensor_make(TSR_DTYPE_I32, buffer->base(), {int64_t(copies.size()), 2});
-  const std::vector<const tsr_tensor*> caches = cache.all_tensors();
-  backend.copy_blocks({sizeof(tsr_copy_blocks_params), caches.data(),
-                       static_cast<int32_t>(caches.size()), cache.shape().block_size, &pairs});
-  backend.synchronize();
+  if (!all_logits) b.logit_rows = {b.num_tokens() - 1};
+  b.query_start_loc = {0, b.num_tokens()};
+  b.seq_lens = {start + b.num_tokens()};
+  b.max_blocks = static_cast<int32_t>(blocks.size());
+  for (const KvBlock* blk : blocks) b.block_tables.push_back(blk->id);
+  return b;
 }
 
 }  // namespace tsr

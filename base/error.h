@@ -1,5 +1,6 @@
-// Error type thrown inside the core. It never crosses the C ABI: the engine.h
-// entry points catch it and turn it into a tsr_status plus a tsr_error object.
+// The error type thrown inside the host (the core, the samplers, the server). It never
+// crosses the C ABI: the entry points catch it (host_services.h, guarded) and turn it into
+// a tsr_status plus a tsr_error object.
 #pragma once
 
 #include <stdexcept>

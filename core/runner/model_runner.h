@@ -1,0 +1,61 @@
+// A model with its paged KV cache, its block tables and its forward pass: the one wiring
+// of a model run by the engine, by the draft-model host (tsr_model_host) and by
+// `tessera perplexity`. It turns scheduler steps or one sequence's tokens into step
+// batches and runs them; which requests run is the scheduler's business.
+//
+// Thread safety: none; one thread steps a runner at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/kv/kv_cache.h"
+#include "core/kv/kv_cache_manager.h"
+#include "core/model/llama_forward.h"
+#include "core/model/llama_model.h"
+#include "core/sched/scheduler.h"
+
+namespace tsr {
+
+struct ModelRunnerOptions {
+  int32_t block_size = 16;
+  int32_t num_blocks = 0;       // KV blocks (see kv_cache_num_blocks); > 0
+  bool prefix_caching = false;  // blocks of committed prefixes are shared between sequences
+  ForwardOptions forward;
+};
+
+class ModelRunner {
+ public:
+  // `model` and `backend` outlive the runner.
+  ModelRunner(const LlamaModel& model, Backend& backend, const ModelRunnerOptions& options);
+
+  // The cache shape of `model` with blocks of `block_size` tokens and no blocks yet: what
+  // sizing (kv_cache_context, kv_cache_num_blocks) starts from.
+  static KvCacheShape cache_shape(const LlamaModel& model, int32_t block_size);
+
+  const LlamaModel& model() const { return model_; }
+  int32_t n_vocab() const { return model_.hparams().n_vocab; }
+  KvCacheManager& kv() { return kv_; }
+  const KvCacheManager& kv() const { return kv_; }
+  const LlamaForward& forward() const { return forward_; }
+
+  // A scheduler step: the block copies its allocations asked for (copy-on-write), then one
+  // forward pass over its chunks. `logits` gets the rows build_step_batch asks for.
+  void execute(const SchedulerOutput& out, std::vector<float>& logits);
+
+  // `tokens` at positions start, start + 1, ... of `seq`, whose blocks cover them
+  // (kv().allocate). `logits` gets the last token's row, or with `all_logits` every token's.
+  void run_sequence(SeqId seq, int32_t start, std::span<const int32_t> tokens, bool all_logits,
+                    std::vector<float>& logits);
+
+ private:
+  const LlamaModel& model_;
+  Backend& backend_;
+  KvCache cache_;
+  KvCacheManager kv_;
+  LlamaForward forward_;
+};
+
+}  // namespace tsr

@@ -1,0 +1,25 @@
+// Turns the scheduler's decisions, or one sequence's new tokens, into the forward pass's
+// step batch (tokens, positions, slot mapping, block tables, logit rows).
+#pragma once
+
+#include <vector>
+
+#include <span>
+
+#include "core/kv/kv_cache_manager.h"
+#include "core/model/step_batch.h"
+#include "core/sched/scheduler.h"
+
+namespace tsr {
+
+// Logit rows are requested, in chunk order, for every chunk that reaches the end of its
+// request's tokens: the last token's row and one per draft token.
+StepBatch build_step_batch(const SchedulerOutput& out, const KvCacheManager& kv);
+
+// One sequence's step: `tokens` at positions start, start + 1, ... of `seq`, whose blocks
+// must cover them (KvCacheManager::allocate). Logit rows: the last token's, or with
+// `all_logits` every token's.
+StepBatch build_sequence_batch(const KvCacheManager& kv, SeqId seq, int32_t start, std::span<const int32_t> tokens,
+                               bool all_logits);
+
+}  // namespace tsr
