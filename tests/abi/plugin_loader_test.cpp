@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "core/plugin_host/plugin_loader.h"
 #include "core/quant/quant_scheme.h"
+#include "core/spec/draft_client.h"
 #include "tessera/engine.h"
 
 namespace tsr {
@@ -71,6 +72,25 @@ TEST(PluginLoader, QuantDtypeMustMatchItsRows) {
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
       EXPECT_EQ(e.status(), TSR_STATUS_ABI_MISMATCH);
+    }
+  }
+}
+
+// A draft declaring a need the host does not serve is refused before draft_create (which
+// these plugins fail with an INTERNAL error, so reaching it shows as a different message).
+TEST(PluginLoader, DraftNeedsTheHostCannotServeAreRefused) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"broken_hidden_needs", "needs the target's hidden states (TSR_DRAFT_NEEDS_HIDDEN)"},
+      {"broken_unknown_needs", "declares needs flags 0x100 that this host does not know"},
+  };
+  for (const auto& [name, expected] : cases) {
+    try {
+      DraftClient draft(Plugin::find(TSR_PLUGIN_DRAFT, name, {BROKEN_PLUGIN_DIR}), SpeculativeConfig{}, {"a", "b"}, 0,
+                        nullptr, 1);
+      ADD_FAILURE() << name << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+      EXPECT_EQ(e.status(), TSR_STATUS_UNSUPPORTED);
     }
   }
 }
