@@ -373,23 +373,4 @@ Distribution SamplerChain::apply(std::span<const float> logits, std::span<const 
   return to_distribution(c);
 }
 
-int32_t SamplerChain::sample(const Distribution& dist, std::mt19937_64& rng) const {
-  if (dist.tokens.empty()) fail("cannot sample from an empty distribution");
-  // Scaling by the stored total makes the draw follow exactly the stored probabilities.
-  double total = 0;
-  for (const TokenProb& t : dist.tokens) total += t.p;
-  const double u = double(rng() >> 11) * 0x1p-53 * total;
-  double cumulative = 0;
-  for (const TokenProb& t : dist.tokens) {
-    cumulative += t.p;
-    if (u < cumulative) return t.id;
-  }
-  return dist.tokens.back().id;  // u * total rounded up to total
-}
-
-int32_t SamplerChain::sample(std::span<const float> logits, std::span<const int32_t> prompt,
-                             std::span<const int32_t> output, std::mt19937_64& rng) const {
-  return sample(apply(logits, prompt, output), rng);
-}
-
 }  // namespace tsr

@@ -13,7 +13,6 @@
 #pragma once
 
 #include <cstdint>
-#include <random>
 #include <span>
 #include <string_view>
 #include <unordered_map>
@@ -92,18 +91,11 @@ class SamplerChain {
 
   const SamplingParams& params() const { return params_; }
 
-  // The distribution `sample` draws from, given the row of logits for the next token and
+  // The distribution a token is drawn from (samplers/token_draw.h), given the row of logits for the next token and
   // the tokens so far. Throws tsr::Error for a NaN or +inf logit, a token id outside the
   // vocabulary, or when every token ends up with probability 0.
   Distribution apply(std::span<const float> logits, std::span<const int32_t> prompt,
                      std::span<const int32_t> output) const;
-
-  // Inverse-CDF draw with one 53-bit uniform from rng: the same seed gives the same token
-  // with any standard library, unlike std::discrete_distribution.
-  int32_t sample(const Distribution& dist, std::mt19937_64& rng) const;
-
-  int32_t sample(std::span<const float> logits, std::span<const int32_t> prompt,
-                 std::span<const int32_t> output, std::mt19937_64& rng) const;
 
  private:
   SamplingParams params_;

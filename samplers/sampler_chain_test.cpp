@@ -1,4 +1,5 @@
 #include "samplers/sampler_chain.h"
+#include "samplers/token_draw.h"
 
 #include <gtest/gtest.h>
 
@@ -277,14 +278,14 @@ TEST(SamplerChain, TopKOnLargeVocabulary) {
 
 // --- sampling ------------------------------------------------------------------------
 
-TEST(SamplerChain, SampleUsesOne53BitUniformPerDraw) {
+TEST(TokenDraw, UsesOne53BitUniformPerDraw) {
   const SamplerChain chain(SamplingParams{});
   const Distribution d = chain.apply(kTenths, {}, {});
   std::mt19937_64 rng(2024), mirror(2024);
   for (int i = 0; i < 1000; ++i) {
     const double u = double(mirror() >> 11) * 0x1p-53;
     const int32_t expected = u < 0.1 ? 0 : u < 0.3 ? 1 : u < 0.6 ? 2 : 3;
-    ASSERT_EQ(chain.sample(d, rng), expected) << "draw " << i << ", u = " << u;
+    ASSERT_EQ(sample_from(d, rng), expected) << "draw " << i << ", u = " << u;
   }
 }
 
@@ -309,7 +310,7 @@ std::vector<int32_t> generate(const SamplerChain& chain, std::mt19937_64& rng, i
   const std::vector<float> logits = random_logits(500, 1);
   const std::vector<int32_t> prompt{1, 2, 3};
   std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i) out.push_back(chain.sample(logits, prompt, out, rng));
+  for (int i = 0; i < n; ++i) out.push_back(sample_from(chain.apply(logits, prompt, out), rng));
   return out;
 }
 
@@ -331,8 +332,8 @@ TEST(SamplerChain, RequestsSharingAChainAreIndependent) {
   const std::vector<int32_t> prompt{1, 2, 3};
   std::vector<int32_t> out_a, out_b;
   for (int i = 0; i < 50; ++i) {
-    out_b.push_back(chain.sample(logits, prompt, out_b, b));
-    out_a.push_back(chain.sample(logits, prompt, out_a, a));
+    out_b.push_back(sample_from(chain.apply(logits, prompt, out_b), b));
+    out_a.push_back(sample_from(chain.apply(logits, prompt, out_a), a));
   }
   EXPECT_EQ(out_a, expected);
 }
@@ -382,7 +383,7 @@ TEST(SamplerChain, DrawsFollowTheDistribution) {
   std::map<int32_t, int> counts;
   std::mt19937_64 rng(99);
   const int draws = 100000;
-  for (int i = 0; i < draws; ++i) counts[chain.sample(d, rng)]++;
+  for (int i = 0; i < draws; ++i) counts[sample_from(d, rng)]++;
   double chi2 = 0;
   for (const TokenProb& t : d.tokens) {
     const double expected = t.p * draws;

@@ -16,7 +16,7 @@
 #include "core/constraint/constraint_plugin.h"
 #include "core/request/detokenizer.h"
 #include "core/request/stop_matcher.h"
-#include "core/spec/verifier.h"
+#include "samplers/token_draw.h"
 #include "tessera/engine.h"
 
 namespace tsr {

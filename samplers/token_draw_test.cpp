@@ -1,4 +1,4 @@
-#include "core/spec/verifier.h"
+#include "samplers/token_draw.h"
 
 #include <gtest/gtest.h>
 
