@@ -306,7 +306,7 @@ void Engine::Impl::check_device(const std::exception& step_error, std::vector<Re
 void Engine::Impl::drop_draft(Live& l, const std::exception& e) {
   spdlog::warn("request {}: speculative decoding off: {}", l.request->id(), e.what());
   l.draft.reset();
-  l.request->drafts.clear();
+  l.request->truncate_drafts(0);
 }
 
 void Engine::Impl::execute(const SchedulerOutput& out) {
@@ -318,12 +318,12 @@ void Engine::Impl::execute(const SchedulerOutput& out) {
   for (const ScheduledChunk& c : out.chunks) {
     Request& r = *c.request;
     const int32_t before = r.num_tokens();
-    r.num_computed += c.num_new_tokens;
-    if (r.num_computed < before) {  // a prefill chunk: no token yet
-      kv.commit(r.id(), r.tokens(), r.num_computed, r.cache_key());
+    r.on_computed(c.num_new_tokens);
+    if (r.num_computed() < before) {  // a prefill chunk: no token yet
+      kv.commit(r.id(), r.tokens(), r.num_computed(), r.cache_key());
       continue;
     }
-    const auto k = static_cast<int32_t>(r.drafts.size());
+    const auto k = static_cast<int32_t>(r.drafts().size());
     const std::span<const float> rows = logits_rows(logits, n_vocab, row, size_t(k) + 1);
     row += size_t(k) + 1;
     int32_t n_accepted = 0;
@@ -334,10 +334,9 @@ void Engine::Impl::execute(const SchedulerOutput& out) {
       scheduler->remove(&r);
       continue;
     }
-    // KV of rejected drafts stays in the blocks but is overwritten before it is read, and
-    // never reaches the prefix cache: only the accepted positions count as computed.
-    r.num_computed = before + n_accepted;
-    kv.commit(r.id(), r.tokens(), r.num_computed, r.cache_key());
+    // KV of rejected drafts never reaches the prefix cache: append_verified counts only the
+    // accepted positions as computed.
+    kv.commit(r.id(), r.tokens(), r.num_computed(), r.cache_key());
     generated += r.num_tokens() - before;
     drafted += k;
     accepted += n_accepted;
@@ -360,14 +359,14 @@ void Engine::Impl::propose_drafts() {
   for (auto& [id, l] : live) {
     Request& r = *l.request;
     if (!l.draft || r.finished() || r.state() != RequestState::RUNNING ||
-        r.num_computed != r.num_tokens() - 1) {
+        r.num_computed() != r.num_tokens() - 1) {
       continue;
     }
     const int32_t room = std::min(r.params().max_tokens - r.num_output_tokens(), n_ctx - r.num_tokens()) - 1;
     const int32_t k = std::min(spec_policy->num_drafts(l.spec, running), room);
     if (k <= 0) continue;
     try {
-      r.drafts = l.draft->propose(r.tokens(), k);
+      r.set_drafts(l.draft->propose(r.tokens(), k));
       r.trim_drafts_to_constraint();
     } catch (const std::exception& e) {
       drop_draft(l, e);

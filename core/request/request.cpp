@@ -68,7 +68,7 @@ void Request::on_scheduled(Clock::time_point now, int32_t cached_tokens) {
 
 void Request::on_preempted() {
   state_ = RequestState::PREEMPTED;
-  num_computed = 0;
+  num_computed_ = 0;
   ++preemptions_;
 }
 
@@ -88,7 +88,8 @@ Distribution Request::distribution(std::span<const float> logits) const {
 
 int32_t Request::append_verified(std::span<const float> logits, int32_t n_vocab, int32_t n_ctx,
                                  Clock::time_point now) {
-  const auto k = static_cast<int32_t>(drafts.size());
+  const auto k = static_cast<int32_t>(drafts_.size());
+  const int32_t before = num_tokens();
   int32_t accepted = 0;
   for (int32_t i = 0; i <= k && !finished(); ++i) {
     std::span<const float> row = logits_rows(logits, n_vocab, size_t(i), 1);
@@ -103,14 +104,15 @@ int32_t Request::append_verified(std::span<const float> logits, int32_t n_vocab,
     if (params_.on_logits) params_.on_logits(row);
     const Distribution p = distribution(row);
     int32_t token = 0;
-    const bool ok = i < k ? verify_draft_token(p, drafts[i], rng_, &token) : (token = sample_from(p, rng_), false);
+    const bool ok = i < k ? verify_draft_token(p, drafts_[i], rng_, &token) : (token = sample_from(p, rng_), false);
     append_token(token, n_ctx, now);
     if (!ok) break;
     ++accepted;
   }
   drafted_ += k;
   accepted_ += accepted;
-  drafts.clear();
+  drafts_.clear();
+  num_computed_ = before + accepted;
   return accepted;
 }
 
@@ -130,9 +132,9 @@ std::span<const float> Request::constrain(std::span<const float> row) {
 void Request::trim_drafts_to_constraint() {
   if (!matcher_) return;
   size_t n = 0;
-  while (n < drafts.size() && matcher_->accept(drafts[n])) ++n;
+  while (n < drafts_.size() && matcher_->accept(drafts_[n])) ++n;
   matcher_->rollback(n);
-  drafts.resize(n);
+  drafts_.resize(n);
 }
 
 void Request::append_token(int32_t token, int32_t n_ctx, Clock::time_point now) {

@@ -4,6 +4,7 @@
 // other threads go through the engine's inbox.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -84,15 +85,20 @@ class Request {
   int32_t num_tokens() const { return static_cast<int32_t>(tokens_.size()); }
   int32_t num_prompt_tokens() const { return num_prompt_; }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_; }
-  int32_t num_computed = 0;
+  int32_t num_computed() const { return num_computed_; }
+  // The scheduler's claim of a cached prefix (or its undoing); then each step's chunk.
+  void set_num_computed(int32_t n) { num_computed_ = n; }
+  void on_computed(int32_t n_new) { num_computed_ += n_new; }
   uint64_t cache_key() const { return cache_key_; }
   Clock::time_point arrival() const { return arrival_; }
 
   void on_scheduled(Clock::time_point now, int32_t cached_tokens);
   void on_preempted();
   // Draft tokens proposed to follow tokens(); the step computes them with the last token.
-  std::vector<int32_t> drafts;
-  int32_t num_tokens_with_drafts() const { return num_tokens() + static_cast<int32_t>(drafts.size()); }
+  std::span<const int32_t> drafts() const { return drafts_; }
+  void set_drafts(std::vector<int32_t> drafts) { drafts_ = std::move(drafts); }
+  void truncate_drafts(size_t n) { drafts_.resize(std::min(n, drafts_.size())); }
+  int32_t num_tokens_with_drafts() const { return num_tokens() + static_cast<int32_t>(drafts_.size()); }
 
   // The constraint's matcher, at the start of its grammar; set before the first schedule.
   void set_matcher(std::unique_ptr<ConstraintMatcher> matcher) { matcher_ = std::move(matcher); }
@@ -103,9 +109,11 @@ class Request {
 
   // The target's sampling distribution for one logits row, given the tokens so far.
   Distribution distribution(std::span<const float> logits) const;
-  // Verifies the drafts against rows 0..k-1 of `logits` (n_vocab each), appends the
-  // accepted ones and the correction or bonus token (row k) under the stop criteria, and
-  // clears the drafts. Returns how many drafts were accepted.
+  // The step's output processor: for rows 0..k of `logits` (n_vocab each) in turn, the
+  // constraint's mask, the sampling distribution, the verification of draft i (row k: the
+  // correction or bonus token's draw) and the append under the stop criteria. Clears the
+  // drafts and counts only the accepted positions as computed (the KV of rejected drafts
+  // is overwritten before it is read). Returns how many drafts were accepted.
   int32_t append_verified(std::span<const float> logits, int32_t n_vocab, int32_t n_ctx,
                           Clock::time_point now);
   void finish(tsr_finish_reason reason, Clock::time_point now, std::string error = {});
@@ -127,6 +135,8 @@ class Request {
   const Tokenizer& tokenizer_;
   std::vector<int32_t> tokens_;
   int32_t num_prompt_;
+  int32_t num_computed_ = 0;  // KV exists for the first num_computed_ tokens
+  std::vector<int32_t> drafts_;
   uint64_t cache_key_;
   SamplerChain chain_;
   std::mt19937_64 rng_;

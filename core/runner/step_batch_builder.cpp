@@ -15,21 +15,21 @@ StepBatch build_step_batch(const SchedulerOutput& out, const KvCacheManager& kv)
   for (const ScheduledChunk& c : out.chunks) {
     const Request& r = *c.request;
     const auto blocks = kv.blocks(r.id());
-    for (int32_t pos = r.num_computed; pos < r.num_computed + c.num_new_tokens; ++pos) {
-      b.tokens.push_back(pos < r.num_tokens() ? r.tokens()[pos] : r.drafts[pos - r.num_tokens()]);
+    for (int32_t pos = r.num_computed(); pos < r.num_computed() + c.num_new_tokens; ++pos) {
+      b.tokens.push_back(pos < r.num_tokens() ? r.tokens()[pos] : r.drafts()[pos - r.num_tokens()]);
       b.positions.push_back(pos);
       b.slot_mapping.push_back(blocks[pos / bs]->id * bs + pos % bs);
     }
     b.query_start_loc.push_back(b.num_tokens());
-    b.seq_lens.push_back(r.num_computed + c.num_new_tokens);
+    b.seq_lens.push_back(r.num_computed() + c.num_new_tokens);
     for (int32_t i = 0; i < b.max_blocks; ++i) {
       // Rows are padded with block 0: attention never reads past seq_len.
       b.block_tables.push_back(i < static_cast<int32_t>(blocks.size()) ? blocks[i]->id : 0);
     }
     // Rows from the last real token on: one to sample from, one per draft to verify.
-    const int32_t end = r.num_computed + c.num_new_tokens;
+    const int32_t end = r.num_computed() + c.num_new_tokens;
     for (int32_t pos = r.num_tokens() - 1; pos < end; ++pos) {
-      if (pos >= r.num_computed) b.logit_rows.push_back(b.num_tokens() - (end - pos));
+      if (pos >= r.num_computed()) b.logit_rows.push_back(b.num_tokens() - (end - pos));
     }
   }
   return b;

@@ -35,8 +35,8 @@ void Scheduler::remove(Request* r) {
 // Draft tokens count against the budget like any other token; a request caught up with
 // its prompt is not chunked (prefill_chunk limits prefill only).
 int32_t Scheduler::chunk_limit(const Request& r, int32_t budget) const {
-  int32_t n = std::min(r.num_tokens_with_drafts() - r.num_computed, budget);
-  if (config_.prefill_chunk > 0 && r.num_computed + 1 < r.num_tokens()) {
+  int32_t n = std::min(r.num_tokens_with_drafts() - r.num_computed(), budget);
+  if (config_.prefill_chunk > 0 && r.num_computed() + 1 < r.num_tokens()) {
     n = std::min(n, config_.prefill_chunk);
   }
   return n;
@@ -44,8 +44,8 @@ int32_t Scheduler::chunk_limit(const Request& r, int32_t budget) const {
 
 // Drafts beyond what the step computes are dropped: they would have no logits.
 void Scheduler::trim_drafts(Request& r, int32_t n) {
-  const int32_t keep = std::max(0, r.num_computed + n - r.num_tokens());
-  if (keep < static_cast<int32_t>(r.drafts.size())) r.drafts.resize(keep);
+  const int32_t keep = std::max(0, r.num_computed() + n - r.num_tokens());
+  r.truncate_drafts(static_cast<size_t>(keep));
 }
 
 // The running request that runs last under the policy is the one to give way.
@@ -65,7 +65,7 @@ void Scheduler::preempt(Request* victim, SchedulerOutput& out, int32_t& budget) 
   std::erase(running_, victim);
   kv_.free(victim->id());  // its full blocks stay in the prefix cache
   victim->on_preempted();
-  victim->drafts.clear();
+  victim->truncate_drafts(0);
   add(victim);  // in the policy's order, never ahead of a request that runs before it
   out.preempted.push_back(victim);
   ++preemptions_;
@@ -79,12 +79,12 @@ void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget, Clock::t
     if (std::find(running_.begin(), running_.end(), r) == running_.end()) continue;  // preempted
     const int32_t n = chunk_limit(*r, budget);
     if (n <= 0) continue;
-    bool fits = kv_.allocate(r->id(), r->num_computed + n, r->num_computed);
+    bool fits = kv_.allocate(r->id(), r->num_computed() + n, r->num_computed());
     while (!fits) {
       Request* victim = pick_victim();
       preempt(victim, out, budget);
       if (victim == r) break;
-      fits = kv_.allocate(r->id(), r->num_computed + n, r->num_computed);
+      fits = kv_.allocate(r->id(), r->num_computed() + n, r->num_computed());
     }
     if (!fits) continue;
     trim_drafts(*r, n);
@@ -100,11 +100,11 @@ void Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget, Clock::t
          running_.size() < static_cast<size_t>(config_.max_seqs)) {
     Request* r = waiting_.front();
     const int32_t cached = kv_.claim_cached_prefix(r->id(), r->tokens(), r->cache_key());
-    r->num_computed = cached;
+    r->set_num_computed(cached);
     const int32_t n = chunk_limit(*r, budget);
-    if (!kv_.allocate(r->id(), r->num_computed + n, r->num_computed)) {
+    if (!kv_.allocate(r->id(), r->num_computed() + n, r->num_computed())) {
       kv_.free(r->id());  // give the claimed prefix back; retry next step
-      r->num_computed = 0;
+      r->set_num_computed(0);
       break;
     }
     waiting_.pop_front();

@@ -44,8 +44,8 @@ class SchedulerTest : public ::testing::TestWithParam<const char*> {
     logits[3] = 1.0f;
     for (const ScheduledChunk& c : out.chunks) {
       Request& r = *c.request;
-      r.num_computed += c.num_new_tokens;
-      if (r.num_computed < r.num_tokens()) continue;
+      r.on_computed(c.num_new_tokens);
+      if (r.num_computed() < r.num_tokens()) continue;
       r.append_verified(logits, kVocab, kCtx, now_);
       if (r.finished()) scheduler_.remove(&r);
     }
