@@ -736,37 +736,12 @@ class GpuBackend {
   }
 
   void silu_mul(Stream* sp, const tsr_silu_mul_params& p) {
-    Stream& s = begin_op(sp);
-    const Mat out = view(p.out, TSR_DTYPE_F32, "silu_mul out");
-    const Mat g = view(p.gate, TSR_DTYPE_F32, "silu_mul gate");
-    const Mat u = view(p.up, TSR_DTYPE_F32, "silu_mul up");
-    require_same_shape(out, g, "silu_mul");
-    require_same_shape(out, u, "silu_mul");
-    gpu::binary(s.handle, Binary::kSiluMul, out, g, u);
-    end_op(s, "silu_mul", out);
+    binary_op(sp, Binary::kSiluMul, "silu_mul", p.out, {p.gate, "gate"}, {p.up, "up"});
   }
 
-  void add(Stream* sp, const tsr_add_params& p) {
-    Stream& s = begin_op(sp);
-    const Mat out = view(p.out, TSR_DTYPE_F32, "add out");
-    const Mat a = view(p.a, TSR_DTYPE_F32, "add a");
-    const Mat b = view(p.b, TSR_DTYPE_F32, "add b");
-    require_same_shape(out, a, "add");
-    require_same_shape(out, b, "add");
-    gpu::binary(s.handle, Binary::kAdd, out, a, b);
-    end_op(s, "add", out);
-  }
+  void add(Stream* sp, const tsr_add_params& p) { binary_op(sp, Binary::kAdd, "add", p.out, {p.a, "a"}, {p.b, "b"}); }
 
-  void mul(Stream* sp, const tsr_mul_params& p) {
-    Stream& s = begin_op(sp);
-    const Mat out = view(p.out, TSR_DTYPE_F32, "mul out");
-    const Mat a = view(p.a, TSR_DTYPE_F32, "mul a");
-    const Mat b = view(p.b, TSR_DTYPE_F32, "mul b");
-    require_same_shape(out, a, "mul");
-    require_same_shape(out, b, "mul");
-    gpu::binary(s.handle, Binary::kMul, out, a, b);
-    end_op(s, "mul", out);
-  }
+  void mul(Stream* sp, const tsr_mul_params& p) { binary_op(sp, Binary::kMul, "mul", p.out, {p.a, "a"}, {p.b, "b"}); }
 
   void scale(Stream* sp, const tsr_scale_params& p) {
     sdk::check_scale_scalars(p);
@@ -781,14 +756,7 @@ class GpuBackend {
   void gelu(Stream* sp, const tsr_gelu_params& p) { unary_op(sp, Unary::kGelu, p.out, p.x, 0, "gelu"); }
 
   void gelu_mul(Stream* sp, const tsr_gelu_params& p) {
-    Stream& s = begin_op(sp);
-    const Mat out = view(p.out, TSR_DTYPE_F32, "gelu_mul out");
-    const Mat x = view(p.x, TSR_DTYPE_F32, "gelu_mul x");
-    const Mat up = view(p.up, TSR_DTYPE_F32, "gelu_mul up");
-    require_same_shape(out, x, "gelu_mul");
-    require_same_shape(out, up, "gelu_mul");
-    gpu::binary(s.handle, Binary::kGeluMul, out, x, up);
-    end_op(s, "gelu_mul", out);
+    binary_op(sp, Binary::kGeluMul, "gelu_mul", p.out, {p.x, "x"}, {p.up, "up"});
   }
 
   void bias_add(Stream* sp, const tsr_bias_add_params& p) {
@@ -930,6 +898,24 @@ class GpuBackend {
 
  private:
   void activate() const { GPU_CHECK(cudaSetDevice(device_)); }
+
+  struct Operand {
+    const tsr_tensor* tensor;
+    const char* name;  // in messages: "<op> <name>"
+  };
+
+  // out = a (op) b, elementwise over f32 operands of one shape.
+  void binary_op(Stream* sp, Binary op, const char* name, const tsr_tensor* out_t, Operand a_t, Operand b_t) {
+    Stream& s = begin_op(sp);
+    const std::string n = name;
+    const Mat out = view(out_t, TSR_DTYPE_F32, n + " out");
+    const Mat a = view(a_t.tensor, TSR_DTYPE_F32, n + " " + a_t.name);
+    const Mat b = view(b_t.tensor, TSR_DTYPE_F32, n + " " + b_t.name);
+    require_same_shape(out, a, name);
+    require_same_shape(out, b, name);
+    gpu::binary(s.handle, op, out, a, b);
+    end_op(s, name, out);
+  }
 
   void unary_op(Stream* sp, Unary op, const tsr_tensor* out_t, const tsr_tensor* x_t, float arg, const char* name) {
     Stream& s = begin_op(sp);

@@ -26,25 +26,20 @@ inline unsigned flat_grid(int64_t n, int threads = 256) {
 
 // Sum (or max) over the block; every thread gets the result. `scratch` holds one float per
 // warp and may be reused by the next reduction: the leading barrier waits for its readers.
-__device__ __forceinline__ float block_sum(float v, float* scratch) {
-  v = warp_sum(v);
+template <bool kMax>
+__device__ __forceinline__ float block_reduce(float v, float* scratch) {
+  const auto warp_reduce = [](float x) { return kMax ? warp_max(x) : warp_sum(x); };
+  v = warp_reduce(v);
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   __syncthreads();
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  v = lane < static_cast<int>(blockDim.x / kWarp) ? scratch[lane] : 0.0f;
-  return warp_sum(v);
+  v = lane < static_cast<int>(blockDim.x / kWarp) ? scratch[lane] : (kMax ? -INFINITY : 0.0f);
+  return warp_reduce(v);
 }
 
-__device__ __forceinline__ float block_max(float v, float* scratch) {
-  v = warp_max(v);
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  __syncthreads();
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = lane < static_cast<int>(blockDim.x / kWarp) ? scratch[lane] : -INFINITY;
-  return warp_max(v);
-}
+__device__ __forceinline__ float block_sum(float v, float* scratch) { return block_reduce<false>(v, scratch); }
+__device__ __forceinline__ float block_max(float v, float* scratch) { return block_reduce<true>(v, scratch); }
 
 __device__ __forceinline__ uint16_t f32_to_bf16_bits(float f) {
   const uint32_t bits = __float_as_uint(f);
