@@ -3,9 +3,9 @@
 #include <cstring>
 
 #include "constraints/errors.h"
-#include "constraints/gbnf.h"
-#include "constraints/json_schema.h"
-#include "constraints/regex.h"
+#include "constraints/internal/gbnf.h"
+#include "constraints/internal/json_schema.h"
+#include "constraints/internal/regex.h"
 
 namespace tsr::constraints {
 

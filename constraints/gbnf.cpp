@@ -1,11 +1,11 @@
-#include "constraints/gbnf.h"
+#include "constraints/internal/gbnf.h"
 
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "constraints/errors.h"
-#include "constraints/hex_escape.h"
+#include "constraints/internal/hex_escape.h"
 
 namespace tsr::constraints {
 namespace {

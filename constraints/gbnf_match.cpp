@@ -1,6 +1,6 @@
 #include "constraints/gbnf_match.h"
 
-#include "constraints/gbnf.h"
+#include "constraints/internal/gbnf.h"
 #include "constraints/recognizer.h"
 #include "constraints/vocabulary.h"
 

@@ -1,8 +1,8 @@
-#include "constraints/gbnf.h"
+#include "constraints/internal/gbnf.h"
 
 #include <gtest/gtest.h>
 
-#include "constraints/test_support.h"
+#include "constraints/internal/test_support.h"
 
 namespace tsr::constraints {
 namespace {

@@ -1,4 +1,4 @@
-#include "constraints/integer_range.h"
+#include "constraints/internal/integer_range.h"
 
 #include <vector>
 

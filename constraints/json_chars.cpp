@@ -1,8 +1,8 @@
-#include "constraints/json_chars.h"
+#include "constraints/internal/json_chars.h"
 
 #include <cstdio>
 
-#include "constraints/gbnf.h"
+#include "constraints/internal/gbnf.h"
 
 namespace tsr::constraints {
 namespace {

@@ -1,4 +1,4 @@
-#include "constraints/json_formats.h"
+#include "constraints/internal/json_formats.h"
 
 #include <map>
 #include <set>

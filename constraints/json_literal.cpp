@@ -1,6 +1,6 @@
 #include "constraints/json_literal.h"
 
-#include "constraints/json_chars.h"
+#include "constraints/internal/json_chars.h"
 
 namespace tsr::constraints {
 

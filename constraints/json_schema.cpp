@@ -1,4 +1,4 @@
-#include "constraints/json_schema.h"
+#include "constraints/internal/json_schema.h"
 
 #include <cmath>
 #include <map>
@@ -8,15 +8,15 @@
 #include <vector>
 
 #include "constraints/errors.h"
-#include "constraints/gbnf.h"
-#include "constraints/integer_range.h"
-#include "constraints/json_chars.h"
-#include "constraints/json_formats.h"
+#include "constraints/internal/gbnf.h"
+#include "constraints/internal/integer_range.h"
+#include "constraints/internal/json_chars.h"
+#include "constraints/internal/json_formats.h"
 #include "constraints/json_literal.h"
-#include "constraints/number_range.h"
-#include "constraints/regex.h"
-#include "constraints/schema_disjoint.h"
-#include "constraints/schema_merge.h"
+#include "constraints/internal/number_range.h"
+#include "constraints/internal/regex.h"
+#include "constraints/internal/schema_disjoint.h"
+#include "constraints/internal/schema_merge.h"
 #include "constraints/schema_validate.h"
 
 namespace tsr::constraints {

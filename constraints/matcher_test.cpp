@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "constraints/test_support.h"
+#include "constraints/internal/test_support.h"
 
 namespace tsr::constraints {
 namespace {

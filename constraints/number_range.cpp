@@ -1,9 +1,9 @@
-#include "constraints/number_range.h"
+#include "constraints/internal/number_range.h"
 
 #include <vector>
 
 #include "constraints/errors.h"
-#include "constraints/integer_range.h"
+#include "constraints/internal/integer_range.h"
 
 namespace tsr::constraints {
 namespace {

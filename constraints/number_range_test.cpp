@@ -1,4 +1,4 @@
-#include "constraints/number_range.h"
+#include "constraints/internal/number_range.h"
 
 #include <gtest/gtest.h>
 

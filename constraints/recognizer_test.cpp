@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include "constraints/gbnf.h"
-#include "constraints/test_support.h"
+#include "constraints/internal/gbnf.h"
+#include "constraints/internal/test_support.h"
 
 namespace tsr::constraints {
 namespace {

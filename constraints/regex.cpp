@@ -1,12 +1,12 @@
-#include "constraints/regex.h"
+#include "constraints/internal/regex.h"
 
 #include <vector>
 
 #include "constraints/codepoint_set.h"
 #include "constraints/errors.h"
-#include "constraints/hex_escape.h"
-#include "constraints/gbnf.h"
-#include "constraints/json_chars.h"
+#include "constraints/internal/hex_escape.h"
+#include "constraints/internal/gbnf.h"
+#include "constraints/internal/json_chars.h"
 
 namespace tsr::constraints {
 namespace {

@@ -1,8 +1,8 @@
-#include "constraints/regex.h"
+#include "constraints/internal/regex.h"
 
 #include <gtest/gtest.h>
 
-#include "constraints/test_support.h"
+#include "constraints/internal/test_support.h"
 
 namespace tsr::constraints {
 namespace {

@@ -1,4 +1,4 @@
-#include "constraints/schema_disjoint.h"
+#include "constraints/internal/schema_disjoint.h"
 
 #include <set>
 #include <string>

@@ -1,4 +1,4 @@
-#include "constraints/schema_merge.h"
+#include "constraints/internal/schema_merge.h"
 
 #include <algorithm>
 #include <set>

@@ -5,9 +5,9 @@
 
 #include "constraints/codepoint_set.h"
 #include "constraints/errors.h"
-#include "constraints/json_chars.h"
-#include "constraints/json_formats.h"
-#include "constraints/regex.h"
+#include "constraints/internal/json_chars.h"
+#include "constraints/internal/json_formats.h"
+#include "constraints/internal/regex.h"
 
 namespace tsr::constraints {
 namespace {

@@ -438,11 +438,7 @@ void attention_portable(const AttentionCall& c) {
 }  // namespace
 
 void op_attention(OpContext& ctx, const tsr_attention_params& p) {
-  require(p.q != nullptr && p.q->ndim == 3, "attention: q must be [n, heads, head_dim]");
-  require(p.k_cache != nullptr && p.k_cache->ndim == 3,
-          "attention: caches must be [slots, kv_heads, head_dim]");
-  require(p.block_tables != nullptr && p.block_tables->ndim == 2,
-          "attention: block_tables must be [num_seqs, max_blocks]");
+  sdk::check_attention_layout(p);
   const Matrix out = as_matrix(p.out, TSR_DTYPE_F32, "attention out");
   const Matrix q = as_matrix(p.q, TSR_DTYPE_F32, "attention q");
   const Matrix kc = as_matrix(p.k_cache, TSR_DTYPE_F32, "attention k_cache");

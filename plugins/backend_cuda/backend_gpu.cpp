@@ -628,11 +628,7 @@ class GpuBackend {
   void attention(Stream* sp, const tsr_attention_params& p) {
     Stream& s = begin_op(sp);
     sdk::check_attention_scalars(p);
-    require(p.q != nullptr && p.q->ndim == 3, "attention: q must be [n, heads, head_dim]");
-    require(p.k_cache != nullptr && p.k_cache->ndim == 3,
-            "attention: caches must be [slots, kv_heads, head_dim]");
-    require(p.block_tables != nullptr && p.block_tables->ndim == 2,
-            "attention: block_tables must be [num_seqs, max_blocks]");
+    sdk::check_attention_layout(p);
     const Mat out = view(p.out, TSR_DTYPE_F32, "attention out");
     const Mat q = view(p.q, TSR_DTYPE_F32, "attention q");
     const Mat kc = view(p.k_cache, TSR_DTYPE_F32, "attention k_cache");

@@ -37,6 +37,15 @@ inline RopeScalars check_rope_scalars(const tsr_rope_params& p, int64_t head_dim
   return r;
 }
 
+// attention's operand ranks, before a backend views them: q [n, heads, head_dim], the
+// caches [slots, kv_heads, head_dim], block_tables [num_seqs, max_blocks].
+inline void check_attention_layout(const tsr_attention_params& p) {
+  require(p.q != nullptr && p.q->ndim == 3, "attention: q must be [n, heads, head_dim]");
+  require(p.k_cache != nullptr && p.k_cache->ndim == 3, "attention: caches must be [slots, kv_heads, head_dim]");
+  require(p.block_tables != nullptr && p.block_tables->ndim == 2,
+          "attention: block_tables must be [num_seqs, max_blocks]");
+}
+
 // attention's optional scalars (window, softcap); sinks are a tensor, checked by the backend.
 inline void check_attention_scalars(const tsr_attention_params& p) {
   require(p.window >= 0, "attention: window must be >= 0");
