@@ -70,15 +70,16 @@ const tsr_quant_kernels* QuantScheme::kernels(const std::string& backend, bool h
   if (plugin_->desc().abi_major == TSR_ABI_MAJOR) return k;
   if (!host_memory) return nullptr;  // 1.x kernels read host addresses
   std::lock_guard lock(adapters_mutex_);
-  for (const auto& a : adapters_) {
-    if (a->kernels()->backend == k->backend) return a->kernels();
+  std::unique_ptr<abi::QuantKernels1x>& adapter = adapters_[backend];
+  if (adapter == nullptr) {
+    try {
+      adapter = std::make_unique<abi::QuantKernels1x>(k, host_api());
+    } catch (const std::invalid_argument& e) {
+      adapters_.erase(backend);
+      throw Error("quant plugin '" + plugin_->name() + "': " + e.what(), TSR_STATUS_ABI_MISMATCH);
+    }
   }
-  try {
-    adapters_.push_back(std::make_unique<abi::QuantKernels1x>(k, host_api()));
-  } catch (const std::invalid_argument& e) {
-    throw Error("quant plugin '" + plugin_->name() + "': " + e.what(), TSR_STATUS_ABI_MISMATCH);
-  }
-  return adapters_.back()->kernels();
+  return adapter->kernels();
 }
 
 }  // namespace tsr

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -42,7 +43,7 @@ class QuantScheme {
   // Adapters over a 1.x plugin's kernels, made on first use; they live as long as the
   // scheme (backends they are registered into keep the scheme alive, see Backend).
   mutable std::mutex adapters_mutex_;
-  mutable std::vector<std::unique_ptr<abi::QuantKernels1x>> adapters_;
+  mutable std::map<std::string, std::unique_ptr<abi::QuantKernels1x>> adapters_;  // by backend name
 };
 
 }  // namespace tsr
