@@ -615,43 +615,63 @@ class SchemaCompiler {
 
   // The rest of a property name (after its opening quote) that is none of `names`, by a
   // trie over their encoded forms: leave the trie at any character, or end where no name
-  // ends.
+  // ends. One rule per trie node, built from a worklist: a long name costs rules, never
+  // stack depth or grammar nesting (a 20,000-character name once overflowed the stack).
   std::string key_excluding(const std::set<std::string>& names) {
+    if (names.empty()) return "string-tail";
     std::vector<std::string> encoded;
     for (const std::string& n : names) encoded.push_back(json_escape(n));
-    return key_trie(encoded, "");
-  }
-
-  // Whether encoded JSON string text ends inside an escape (after a backslash, or after
-  // "\u" and fewer than four hex digits), where only the escape's continuation may follow.
-  static bool ends_inside_escape(const std::string& text) {
-    int state = 0;  // 0: plain, 1: after a backslash, 2 + k: after "\\u" and k hex digits
-    for (const char c : text) {
-      if (state == 0) state = c == '\\' ? 1 : 0;
-      else if (state == 1) state = c == 'u' ? 2 : 0;
-      else state = state == 5 ? 0 : state + 1;
+    std::vector<TrieNode> work(1);
+    work[0].rule = reserve_rule();
+    for (size_t i = 0; i < encoded.size(); ++i) work[0].names.push_back(i);
+    const std::string root = work[0].rule;
+    while (!work.empty()) {
+      TrieNode node = std::move(work.back());
+      work.pop_back();
+      set_rule(node.rule, key_trie_node(encoded, node, work));
     }
-    return state != 0;
+    return root;
   }
 
-  std::string key_trie(const std::vector<std::string>& names, const std::string& prefix) {
-    std::set<uint32_t> next;
+  // A trie node: the names that share its prefix (their first `depth` bytes), and the
+  // state of the escape that prefix may end inside (see escape_step).
+  struct TrieNode {
+    std::string rule;
+    std::vector<size_t> names;
+    size_t depth = 0;
+    int escape = 0;
+  };
+
+  // Escape state after one more byte of encoded JSON string text: 0 plain, 1 after a
+  // backslash, 2 + k after "\u" and k hex digits. Inside an escape only its continuation
+  // may follow.
+  static int escape_step(int state, char c) {
+    if (state == 0) return c == '\\' ? 1 : 0;
+    if (state == 1) return c == 'u' ? 2 : 0;
+    return state == 5 ? 0 : state + 1;
+  }
+
+  // The body of `node`'s rule; its children join the worklist with rules of their own.
+  std::string key_trie_node(const std::vector<std::string>& encoded, const TrieNode& node, std::vector<TrieNode>& work) {
     bool ends_here = false;
-    for (const std::string& n : names) {
-      if (!n.starts_with(prefix)) continue;
-      if (n.size() == prefix.size()) {
+    std::map<uint32_t, TrieNode> next;
+    for (const size_t i : node.names) {
+      const std::string& n = encoded[i];
+      if (n.size() == node.depth) {
         ends_here = true;
-      } else {
-        size_t p = prefix.size();
-        next.insert(decode_utf8(n, p));
+        continue;
       }
+      size_t p = node.depth;
+      const uint32_t c = decode_utf8(n, p);
+      TrieNode& child = next[c];
+      child.names.push_back(i);
+      child.depth = p;
     }
-    if (next.empty() && !ends_here) return "string-tail";
     std::vector<std::string> alts;
     CodepointSet other = CodepointSet(0x20, kMaxCodepoint);
     other = other.minus(CodepointSet('"', '"')).minus(CodepointSet('\\', '\\'));
-    for (uint32_t c : next) other = other.minus(CodepointSet(c, c));
-    const bool in_escape = ends_inside_escape(prefix);
+    for (const auto& [c, child] : next) other = other.minus(CodepointSet(c, c));
+    const bool in_escape = node.escape != 0;
     if (!in_escape) {
       alts.push_back(gbnf_class(other) + " string-tail");
       // Leaving the trie by an escape: only escapes of characters no encoded name holds
@@ -659,15 +679,19 @@ class SchemaCompiler {
       // name's next character and reopen the name under the extra schema.
       if (!next.count('\\')) alts.push_back(R"("\\" ["\\bfnrt] string-tail)");
     }
-    for (uint32_t c : next) {
+    for (auto& [c, child] : next) {
       std::string ch;
       append_utf8(ch, c);
-      alts.push_back(gbnf_literal(ch) + " " + key_trie(names, prefix + ch));
+      child.escape = node.escape;
+      for (const char b : ch) child.escape = escape_step(child.escape, b);
+      child.rule = reserve_rule();
+      alts.push_back(gbnf_literal(ch) + " " + child.rule);
+      work.push_back(std::move(child));
     }
     if (!ends_here && !in_escape) alts.push_back("\"\\\"\"");  // a name cannot end inside an escape
     std::string out;
     for (const std::string& a : alts) out += (out.empty() ? "" : " | ") + a;
-    return "( " + out + " )";
+    return out;
   }
 
   const Json& root_;
@@ -681,9 +705,21 @@ class SchemaCompiler {
 }  // namespace
 
 std::string json_schema_to_gbnf(std::string_view schema_json) {
+  // The compiler's walks (and copies of subschemas) recurse over the document, so its
+  // depth is bounded while it is parsed, before any of them runs: 256 subschemas of three
+  // levels each ({"properties": {"a": ...}}) fit, 100,000 nested allOf do not.
+  constexpr int kMaxDocumentDepth = 1024;
+  const auto bound_depth = [](int depth, Json::parse_event_t, Json&) {
+    if (depth > kMaxDocumentDepth) {
+      throw CompileError("JSON Schema document nested deeper than " + std::to_string(kMaxDocumentDepth) + " levels");
+    }
+    return true;
+  };
   Json schema;
   try {
-    schema = Json::parse(schema_json);
+    schema = Json::parse(schema_json, bound_depth);
+  } catch (const CompileError&) {
+    throw;
   } catch (const std::exception& e) {
     throw CompileError(std::string("invalid JSON Schema document: ") + e.what());
   }

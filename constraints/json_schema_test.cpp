@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "constraints/errors.h"
 #include "constraints/internal/test_support.h"
 
 namespace tsr::constraints {
@@ -86,6 +87,33 @@ TEST(JsonSchema, AdditionalPropertyKeysCannotEscapeIntoListedNames) {
   auto backslash = schema(R"({"properties": {"a\\": {"type": "integer"}}, "additionalProperties": {"type": "string"}})");
   EXPECT_TRUE(matches(backslash, R"({"a\\": 1})"));
   EXPECT_TRUE(matches(backslash, R"({"a\\b": "x"})"));
+}
+
+// Hostile schemas: a 20,000-character property name (it once overflowed the stack in the
+// key trie of additionalProperties) compiles and keeps excluding the name; combinators
+// nested 100,000 deep are refused by the depth limit, never by a crash.
+TEST(JsonSchema, LongPropertyNamesCompileWithoutDeepRecursion) {
+  const std::string name(20000, 'k');
+  auto g = schema(R"({"properties": {")" + name + R"(": {"type": "integer"}}, "additionalProperties": {"type": "string"}})");
+  // Byte walks: a token walk checks a full mask per character, which takes minutes here.
+  EXPECT_TRUE(testing::matches_bytes(g, "{\"" + name + "\": 1}"));
+  EXPECT_FALSE(testing::matches_bytes(g, "{\"" + name + "\": \"x\"}"));
+  EXPECT_TRUE(testing::matches_bytes(g, "{\"" + name.substr(1) + "\": \"x\"}"));
+}
+
+TEST(JsonSchema, DeeplyNestedCombinatorsAreRefusedNotCrashed) {
+  for (const char* keyword : {"allOf", "anyOf", "oneOf"}) {
+    std::string deep;
+    for (int i = 0; i < 100000; ++i) deep += std::string(R"({")") + keyword + R"(": [)";
+    deep += R"({"type": "string"})";
+    for (int i = 0; i < 100000; ++i) deep += "]}";
+    try {
+      json_schema_to_gbnf(deep);
+      ADD_FAILURE() << keyword << " nested 100,000 deep was accepted";
+    } catch (const CompileError& e) {
+      EXPECT_NE(std::string(e.what()).find("deeper than"), std::string::npos) << keyword << ": " << e.what();
+    }
+  }
 }
 
 TEST(JsonSchema, EnumConstAnyOfAllOf) {
