@@ -82,7 +82,10 @@ Config load_app_config(const EngineFlags& f) {
   if (!f.hf_repo.empty()) throw Error("models are not downloaded (-hf " + f.hf_repo + "): pass -m FILE");
   Config c = f.config.empty() ? Config{} : config_parse_file(f.config);
   if (!f.model.empty()) c.model.path = f.model;
-  if (f.threads > 0) c.backend.threads = f.threads;
+  if (f.threads > 0) {
+    config_parse_string("[backend]\nthreads = " + std::to_string(f.threads) + "\n", "-t");  // the key's range
+    c.backend.threads = f.threads;
+  }
   if (c.backend.threads == 0) c.backend.threads = tsr::sdk::cpu_physical_cores();
   if (f.ctx_size) c.model.context = *f.ctx_size;
   if (!f.chat_template.empty()) c.model.chat_template = f.chat_template;

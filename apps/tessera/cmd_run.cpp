@@ -1,9 +1,12 @@
 // `tessera run`: llama.cpp-style generation from -p PROMPT or -f FILE (one prompt a line).
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <chrono>
 #include <optional>
 #include <random>
@@ -53,22 +56,58 @@ std::string unescape(const std::string& line) {
   return out;
 }
 
+constexpr std::streamsize kMaxInputFileBytes = std::streamsize{64} << 20;
+
+// A whole file of at most kMaxInputFileBytes, read with the bound checked as it is read:
+// a directory is refused by name, and /dev/zero or a FIFO that never ends fail at the bound.
+std::string read_bounded(const std::string& path, const char* what) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error(std::string(what) + " " + path + " is a directory", TSR_STATUS_IO_ERROR);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(std::string("cannot open ") + what + " " + path, TSR_STATUS_IO_ERROR);
+  std::string text(static_cast<size_t>(kMaxInputFileBytes) + 1, '\0');
+  in.read(text.data(), kMaxInputFileBytes + 1);
+  if (in.bad()) throw Error(std::string("cannot read ") + what + " " + path, TSR_STATUS_IO_ERROR);
+  if (in.gcount() > kMaxInputFileBytes) {
+    throw Error(std::string(what) + " " + path + " is larger than " + std::to_string(kMaxInputFileBytes >> 20) + " MiB");
+  }
+  text.resize(static_cast<size_t>(in.gcount()));
+  return text;
+}
+
 std::vector<std::string> read_prompts(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot open prompt file " + path, TSR_STATUS_IO_ERROR);
+  std::istringstream in(read_bounded(path, "prompt file"));
   std::vector<std::string> prompts;
   std::string line;
   while (std::getline(in, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (!line.empty()) prompts.push_back(unescape(line));
   }
+  if (prompts.empty()) throw Error("prompt file " + path + " has no prompt (one per line)");
   return prompts;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open grammar file " + path, TSR_STATUS_IO_ERROR);
-  return std::string(std::istreambuf_iterator<char>(in), {});
+std::string read_file(const std::string& path) { return read_bounded(path, "grammar file"); }
+
+// Sampling flags are refused where the config refuses the keys they stand for: the same
+// ranges and the same words, with the flag named. -n and -s also take llama.cpp's -1.
+void check_sampling_flags(const RunFlags& f) {
+  const auto check = [](const char* flag, const char* key, auto value) {
+    if (value) config_parse_string(fmt::format("[sampling]\n{} = {}\n", key, *value), flag);
+  };
+  check("--temp", "temperature", f.temperature);
+  check("--top-k", "top_k", f.top_k);
+  check("--top-p", "top_p", f.top_p);
+  check("--min-p", "min_p", f.min_p);
+  check("--typical", "typical_p", f.typical_p);
+  check("--repeat-penalty", "repeat_penalty", f.repeat_penalty);
+  check("--repeat-last-n", "repeat_last_n", f.repeat_last_n);
+  check("--presence-penalty", "presence_penalty", f.presence_penalty);
+  check("--frequency-penalty", "frequency_penalty", f.frequency_penalty);
+  if (f.n_predict && *f.n_predict < -1) {
+    throw Error("-n " + std::to_string(*f.n_predict) + ": must be -1 (until the context is full), 0 or more");
+  }
+  if (f.seed < -1) throw Error("-s " + std::to_string(f.seed) + ": must be -1 (random) or a seed >= 0");
 }
 
 std::optional<ConstraintSpec> constraint_from(const RunFlags& f) {
@@ -289,6 +328,7 @@ std::function<int()> register_run(CLI::App& app) {
       if (!f->conversation && f->prompt_file.empty() && f->prompt.empty()) {
         throw Error("give a prompt with -p or -f (or chat with -cnv)");
       }
+      check_sampling_flags(*f);
       auto flags = std::make_shared<RunFlags>(*f);
       if (flags->seed < 0 && !config.sampling.seed) {  // llama.cpp's -s -1: a random seed, logged
         flags->seed = static_cast<int64_t>(std::random_device{}() & 0x7fffffffu);

@@ -94,6 +94,33 @@ TEST(CliFlags, HfIsRefusedWithTheReason) {
   }
 }
 
+// Flags are refused where the config refuses the keys they stand for, naming the flag and
+// the range; input files that are directories or never end are refused, not read forever.
+TEST(CliFlags, ValuesTheConfigRefusesAreRefused) {
+  TSR_REQUIRE_SHARED(kStories);
+  const fs::path dir = work_dir() / "a_directory";
+  fs::create_directories(dir);
+  const std::string base = "run -m " + model() + " -p x ";
+  const struct {
+    std::string args;
+    const char* says;
+  } cases[] = {
+      {base + "--top-p 0", "--top-p:2:9: sampling.top_p: value 0 is out of range: must be in (0, 1]"},
+      {base + "-t 1025", "backend.threads: value 1025 is out of range: must be in [0, 1024]"},
+      {base + "-s -2", "-s -2: must be -1 (random) or a seed >= 0"},
+      {base + "-n -2", "-n -2: must be -1 (until the context is full), 0 or more"},
+      {base + "--temp -1", "sampling.temperature: value -1 is out of range"},
+      {"run -m " + model() + " -f " + dir.string(), "is a directory"},
+      {"run -m " + model() + " -f /dev/zero", "is larger than 64 MiB"},
+      {"run -m " + model() + " -p x --grammar-file " + dir.string(), "is a directory"},
+  };
+  for (const auto& c : cases) {
+    const Outcome o = run(c.args);
+    EXPECT_EQ(o.status, 1) << c.args << " -> " << o.out;
+    EXPECT_NE(o.out.find(c.says), std::string::npos) << c.args << " -> " << o.out;
+  }
+}
+
 TEST(CliFlags, CtxSizeCapsTheContext) {
   TSR_REQUIRE_SHARED(kStories);
   const std::string base = "run -m " + model() + " -t 1 --temp 0 --json ";
