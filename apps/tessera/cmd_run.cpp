@@ -90,7 +90,8 @@ std::vector<std::string> read_prompts(const std::string& path) {
 std::string read_file(const std::string& path) { return read_bounded(path, "grammar file"); }
 
 // Sampling flags are refused where the config refuses the keys they stand for: the same
-// ranges and the same words, with the flag named. -n and -s also take llama.cpp's -1.
+// ranges and the same words, with the flag named. -n also takes llama.cpp's -1 (-s's -1,
+// a random seed, is drawn before any request: see register_run).
 void check_sampling_flags(const RunFlags& f) {
   const auto check = [](const char* flag, const char* key, auto value) {
     if (value) config_parse_string(fmt::format("[sampling]\n{} = {}\n", key, *value), flag);
@@ -107,7 +108,6 @@ void check_sampling_flags(const RunFlags& f) {
   if (f.n_predict && *f.n_predict < -1) {
     throw Error("-n " + std::to_string(*f.n_predict) + ": must be -1 (until the context is full), 0 or more");
   }
-  if (f.seed < -1) throw Error("-s " + std::to_string(f.seed) + ": must be -1 (random) or a seed >= 0");
 }
 
 std::optional<ConstraintSpec> constraint_from(const RunFlags& f) {
@@ -126,6 +126,7 @@ std::optional<ConstraintSpec> constraint_from(const RunFlags& f) {
 // server gives choice i of a request seed + i: repeated prompts in -f give different
 // samples, and the same seed repeats the whole run.
 RequestParams request_from(const Engine& engine, const RunFlags& f, std::vector<int32_t> prompt, size_t index = 0) {
+  check_sampling_flags(f);  // a refusal is the request's (with --json: its error object)
   RequestParams p = engine.request_defaults();
   p.prompt = std::move(prompt);
   // -n, else [sampling] max_tokens, else 128 (llama.cpp's old default; the server's is the
@@ -328,7 +329,7 @@ std::function<int()> register_run(CLI::App& app) {
       if (!f->conversation && f->prompt_file.empty() && f->prompt.empty()) {
         throw Error("give a prompt with -p or -f (or chat with -cnv)");
       }
-      check_sampling_flags(*f);
+      if (f->seed < -1) throw Error("-s " + std::to_string(f->seed) + ": must be -1 (random) or a seed >= 0");
       auto flags = std::make_shared<RunFlags>(*f);
       if (flags->seed < 0 && !config.sampling.seed) {  // llama.cpp's -s -1: a random seed, logged
         flags->seed = static_cast<int64_t>(std::random_device{}() & 0x7fffffffu);
