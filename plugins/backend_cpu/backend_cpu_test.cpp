@@ -323,13 +323,14 @@ std::vector<double> ref_matmul(const std::vector<float>& x, const std::vector<do
 }
 
 // What the int8 kernels compute with Q8_0/Q4_0 weights: x quantized to blocks of 32 int8
-// with scale max|x|/127 (llama.cpp's quantize_row_q8_0), round to nearest.
+// with scale max|x|/127 stored as f16 (llama.cpp's quantize_row_q8_0: q = round(x * 127 /
+// max|x|), to nearest even, and the f16 scale multiplies).
 std::vector<float> quantize_activations(const std::vector<float>& x, int64_t k) {
   std::vector<float> q(x.size());
   for (size_t b = 0; b < x.size(); b += 32) {
     float amax = 0;
     for (size_t i = b; i < b + 32; ++i) amax = std::max(amax, std::fabs(x[i]));
-    const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+    const float d = f16_to_f32(f32_to_f16(amax / 127.0f)), id = amax != 0 ? 127.0f / amax : 0.0f;
     for (size_t i = b; i < b + 32; ++i) q[i] = d * std::nearbyint(x[i] * id);
   }
   (void)k;

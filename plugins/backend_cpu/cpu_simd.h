@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "quant_formats/float_convert.h"
 #include "tessera/sdk/cpu_isa.hpp"
 
 namespace tsr::cpu {
@@ -53,6 +54,11 @@ inline __mmask16 first_lanes(int64_t n) {
   return n >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1);
 }
 
+// The scale a block of activations multiplies with: llama.cpp stores it as f16
+// (block_q8_0.d) and its dot products read it back, so a scale kept in f32 would give
+// other logits, by ~1e-3 of a probability per layer on a model whose weights are all Q8_0.
+inline float q8_block_scale(float d) { return f16_to_f32(f32_to_f16(d)); }
+
 // Quantizes 32 floats to int8 as llama.cpp's Q8_0 does (scale max|v|/127, round to
 // nearest even) without SIMD: q gets the values, the result is the scale. The AVX-512
 // form below gives the same values. A block with a NaN or an infinity (activations of a
@@ -73,9 +79,9 @@ inline float quantize_block_portable(const float* v, int8_t* q) {
     std::fill_n(q, 32, int8_t{0});
     return d;
   }
-  const float id = 1.0f / d;
+  const float id = 127.0f / amax;
   for (int i = 0; i < 32; ++i) q[i] = static_cast<int8_t>(std::nearbyint(v[i] * id));
-  return d;
+  return q8_block_scale(d);
 }
 
 // Quantizes 32 floats to int8 as llama.cpp's Q8_0 does (scale max|v|/127, round to nearest
@@ -95,10 +101,10 @@ inline float quantize_block_avx512(const float* v, __m512i* lo, __m512i* hi) {
     *lo = *hi = _mm512_setzero_si512();
     return d;
   }
-  const __m512 id = _mm512_set1_ps(1.0f / d);
+  const __m512 id = _mm512_set1_ps(127.0f / amax);
   *lo = _mm512_cvtps_epi32(_mm512_mul_ps(a, id));
   *hi = _mm512_cvtps_epi32(_mm512_mul_ps(b, id));
-  return d;
+  return q8_block_scale(d);
 }
 
 // Calls f(std::integral_constant<int, n>{}) for n = nr (1 <= nr <= Max): kernels take their
