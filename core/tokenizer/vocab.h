@@ -9,6 +9,7 @@
 namespace tsr {
 
 class GgufFile;
+class GgufWriter;
 
 // Token attributes, numbered as llama.cpp's tokenizer.ggml.token_type.
 enum class TokenType : int32_t {
@@ -33,5 +34,12 @@ struct Vocab {
 // Reads tokenizer.ggml.* from a GGUF file, applying llama.cpp's defaults for missing
 // flags. Throws tsr::Error for missing or inconsistent tokenizer data.
 Vocab vocab_from_gguf(const GgufFile& gguf);
+
+// Writes `v` as tokenizer.ggml.* (and tokenizer.chat_template) keys, every flag and id
+// spelled out so that readers' defaults do not matter: vocab_from_gguf reads back `v`,
+// and llama.cpp loads the same vocabulary, but for an absent BOS (-1), which the format
+// cannot express: readers then take their default (11 for gpt2). An EOG id other than EOS becomes
+// tokenizer.ggml.eot_token_id (only one more fits the format).
+void vocab_write_gguf(const Vocab& v, GgufWriter& w);
 
 }  // namespace tsr
