@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "base/error.h"
 #include "core/model/decode_graphs.h"
@@ -216,6 +217,18 @@ void LlamaForward::attention_block(Scratch& s, int l, int64_t n) {
   matmul(q2, s.xn, w.wq);
   matmul(k2, s.xn, w.wk);
   matmul(v2, s.xn, w.wv);
+  if (hp.qkv_bias) {
+    for (auto [t, b] : {std::pair{&q2, &w.bq}, {&k2, &w.bk}, {&v2, &w.bv}}) {
+      backend_.bias_add({sizeof(tsr_bias_add_params), t, t, b});
+    }
+  }
+  if (hp.qk_norm) {
+    // Each head normalized on its own: q and k seen as [n * heads, head_dim] rows.
+    for (auto [t, norm, heads] : {std::tuple{&s.q, &w.q_norm, hp.n_head}, {&s.k, &w.k_norm, hp.n_head_kv}}) {
+      tsr_tensor rows = tensor_make(TSR_DTYPE_F32, t->data, {n * heads, hp.head_dim});
+      backend_.rms_norm({sizeof(tsr_rms_norm_params), &rows, &rows, norm, hp.rms_eps, 0});
+    }
+  }
   for (tsr_tensor* t : {&s.q, &s.k}) {
     backend_.rope({sizeof(tsr_rope_params), t, &s.positions, hp.n_rot, hp.rope_mode,
                    hp.rope_freq_base, hp.rope_freq_scale, model_.rope_factors()});

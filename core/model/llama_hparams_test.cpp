@@ -16,23 +16,24 @@
 namespace tsr {
 namespace {
 
-// A minimal llama file's metadata and embedding, changed by `edit` before it is written.
-LlamaHParams read(const std::function<void(GgufWriter&)>& edit = {}) {
+// A minimal file's metadata and embedding, changed by `edit` before it is written.
+LlamaHParams read(const std::function<void(GgufWriter&)>& edit = {}, const std::string& arch = "llama") {
   GgufWriter w;
-  w.add_string("general.architecture", "llama");
-  w.add_u32("llama.context_length", 64);
-  w.add_u32("llama.embedding_length", 8);
-  w.add_u32("llama.block_count", 1);
-  w.add_u32("llama.feed_forward_length", 16);
-  w.add_u32("llama.attention.head_count", 2);
+  w.add_string("general.architecture", arch);
+  w.add_u32(arch + ".context_length", 64);
+  w.add_u32(arch + ".embedding_length", 8);
+  w.add_u32(arch + ".block_count", 1);
+  w.add_u32(arch + ".feed_forward_length", 16);
+  w.add_u32(arch + ".attention.head_count", 2);
   if (edit) edit(w);
   w.add_tensor("token_embd.weight", GgmlType::F32, {8, 10}, std::vector<uint8_t>(8 * 10 * 4));
   return llama_hparams_from_gguf(*GgufFile::from_bytes(w.to_bytes(), "model.gguf"));
 }
 
-void expect_refused(const std::function<void(GgufWriter&)>& edit, const std::string& expected) {
+void expect_refused(const std::function<void(GgufWriter&)>& edit, const std::string& expected,
+                    const std::string& arch = "llama") {
   try {
-    read(edit);
+    read(edit, arch);
     ADD_FAILURE() << "accepted; expected: " << expected;
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
@@ -72,6 +73,28 @@ TEST(LlamaHParams, RefusesUnusableFloats) {
 TEST(LlamaHParams, RefusesRopeVariantsItDoesNotCompute) {
   expect_refused([](GgufWriter& w) { w.add_string("llama.rope.scaling.type", "yarn"); },
                  "rope.scaling.type 'yarn' is not supported (none, linear)");
+}
+
+// What each architecture adds to llama's graph, and Qwen3's head size of its own.
+TEST(LlamaHParams, ArchitecturesAndTheirAdditions) {
+  const LlamaHParams llama = read();
+  EXPECT_EQ(llama.rope_mode, TSR_ROPE_NORMAL);
+  EXPECT_FALSE(llama.qkv_bias || llama.qk_norm);
+  const LlamaHParams qwen2 = read({}, "qwen2");
+  EXPECT_EQ(qwen2.rope_mode, TSR_ROPE_NEOX);
+  EXPECT_TRUE(qwen2.qkv_bias);
+  EXPECT_FALSE(qwen2.qk_norm);
+  const LlamaHParams qwen3 = read([](GgufWriter& w) { w.add_u32("qwen3.attention.key_length", 16); }, "qwen3");
+  EXPECT_EQ(qwen3.rope_mode, TSR_ROPE_NEOX);
+  EXPECT_TRUE(qwen3.qk_norm);
+  EXPECT_FALSE(qwen3.qkv_bias);
+  EXPECT_EQ(qwen3.head_dim, 16);  // 2 heads of 16 over an embedding of 8
+  EXPECT_EQ(qwen3.n_rot, 16);
+  expect_refused([](GgufWriter& w) {
+    w.add_u32("qwen3.attention.key_length", 16);
+    w.add_u32("qwen3.attention.value_length", 8);
+  }, "attention.value_length other than key_length is not supported", "qwen3");
+  expect_refused({}, "model architecture 'gemma3' is not supported (supported: llama, qwen2, qwen3)", "gemma3");
 }
 
 }  // namespace

@@ -19,11 +19,15 @@ namespace {
 struct ArchInfo {
   const char* name;
   tsr_rope_mode rope_mode;
+  bool qkv_bias, qk_norm;
 };
 
-// Architectures whose GGUF tensors follow llama's names and layout.
+// Architectures whose GGUF tensors follow llama's names and layout, with what each adds
+// to it (llama.cpp's llm_build_llama, llm_build_qwen2, llm_build_qwen3).
 constexpr ArchInfo kArchs[] = {
-    {"llama", TSR_ROPE_NORMAL},
+    {"llama", TSR_ROPE_NORMAL, false, false},
+    {"qwen2", TSR_ROPE_NEOX, true, false},
+    {"qwen3", TSR_ROPE_NEOX, false, true},
 };
 
 const ArchInfo& find_arch(const std::string& arch) {
@@ -62,7 +66,10 @@ LlamaHParams llama_hparams_from_gguf(const GgufFile& g) {
   LlamaHParams hp;
   hp.arch = g.get_string("general.architecture").value_or("");
   if (hp.arch.empty()) throw Error(g.path() + ": missing general.architecture");
-  hp.rope_mode = find_arch(hp.arch).rope_mode;
+  const ArchInfo& arch = find_arch(hp.arch);
+  hp.rope_mode = arch.rope_mode;
+  hp.qkv_bias = arch.qkv_bias;
+  hp.qk_norm = arch.qk_norm;
   const std::string a = hp.arch + ".";
   hp.n_ctx_train = required_int(g, a + "context_length", 1);
   hp.n_embd = required_int(g, a + "embedding_length", 1);
@@ -71,10 +78,18 @@ LlamaHParams llama_hparams_from_gguf(const GgufFile& g) {
   hp.n_head = required_int(g, a + "attention.head_count", 1);
   hp.n_head_kv = g.get_int(a + "attention.head_count_kv") ? required_int(g, a + "attention.head_count_kv", 1)
                                                           : hp.n_head;
-  if (hp.n_embd % hp.n_head != 0 || hp.n_head % hp.n_head_kv != 0) {
-    throw Error(g.path() + ": embedding_length, head_count and head_count_kv do not divide");
+  if (hp.n_head % hp.n_head_kv != 0) throw Error(g.path() + ": head_count_kv does not divide head_count");
+  if (g.get_int(a + "attention.key_length")) {
+    // Qwen3 0.6B, say: 16 heads of 128 over an embedding of 1024.
+    hp.head_dim = required_int(g, a + "attention.key_length", 2);
+    if (g.get_int(a + "attention.value_length").value_or(hp.head_dim) != hp.head_dim) {
+      throw Error(g.path() + ": attention.value_length other than key_length is not supported",
+                  TSR_STATUS_UNSUPPORTED);
+    }
+  } else {
+    if (hp.n_embd % hp.n_head != 0) throw Error(g.path() + ": head_count does not divide embedding_length");
+    hp.head_dim = hp.n_embd / hp.n_head;
   }
-  hp.head_dim = hp.n_embd / hp.n_head;
   hp.n_rot = g.get_int(a + "rope.dimension_count") ? required_int(g, a + "rope.dimension_count", 2)
                                                   : hp.head_dim;
   if (hp.n_rot > hp.head_dim || hp.n_rot % 2 != 0) {
@@ -114,6 +129,7 @@ class LlamaModel::Loader {
     upload_data_region();
     if (m_.quant_) check_scheme_runs();
     const LlamaHParams& hp = m_.hparams_;
+    if (hp.qkv_bias) require_op(TSR_OP_BIAS_ADD, "bias_add", "its attention biases");
     m_.tok_embd_ = matrix("token_embd.weight", hp.n_vocab, hp.n_embd, TSR_OP_GET_ROWS);
     m_.output_norm_ = vector_f32("output_norm.weight", hp.n_embd);
     load_rope_factors();
@@ -130,6 +146,15 @@ class LlamaModel::Loader {
       l.wk = matrix(p + "attn_k.weight", kv_dim, hp.n_embd, TSR_OP_MATMUL);
       l.wv = matrix(p + "attn_v.weight", kv_dim, hp.n_embd, TSR_OP_MATMUL);
       l.wo = matrix(p + "attn_output.weight", hp.n_embd, q_dim, TSR_OP_MATMUL);
+      if (hp.qkv_bias) {
+        l.bq = vector_f32(p + "attn_q.bias", q_dim);
+        l.bk = vector_f32(p + "attn_k.bias", kv_dim);
+        l.bv = vector_f32(p + "attn_v.bias", kv_dim);
+      }
+      if (hp.qk_norm) {
+        l.q_norm = vector_f32(p + "attn_q_norm.weight", hp.head_dim);
+        l.k_norm = vector_f32(p + "attn_k_norm.weight", hp.head_dim);
+      }
       l.ffn_norm = vector_f32(p + "ffn_norm.weight", hp.n_embd);
       l.w_gate = matrix(p + "ffn_gate.weight", hp.n_ff, hp.n_embd, TSR_OP_MATMUL);
       l.w_up = matrix(p + "ffn_up.weight", hp.n_ff, hp.n_embd, TSR_OP_MATMUL);
@@ -181,6 +206,14 @@ class LlamaModel::Loader {
                   TSR_STATUS_UNSUPPORTED);
     }
     return *d;
+  }
+
+  // An op of ABI 2.0 the architecture needs: a plugin built for 1.x lacks it.
+  void require_op(tsr_op op, const char* op_name, const char* what) const {
+    if (backend_.supports(op, TSR_DTYPE_F32)) return;
+    throw Error("architecture '" + m_.hparams_.arch + "' needs the " + op_name + " op for " + what +
+                    ", which backend '" + backend_.name() + "' does not implement",
+                TSR_STATUS_UNSUPPORTED);
   }
 
   // The scheme runs on the backend's own kernels, or brings kernels for it, which then

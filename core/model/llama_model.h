@@ -1,4 +1,5 @@
-// A llama-family model: hyperparameters from GGUF metadata and weights placed in a
+// A llama-family model (llama, qwen2, qwen3: the architectures of kArchs in
+// llama_model.cpp): hyperparameters from GGUF metadata and weights placed in a
 // backend's memory. Immutable after load; the GGUF mapping must outlive the model
 // because CPU backends read the weights in place.
 #pragma once
@@ -22,13 +23,15 @@ struct LlamaHParams {
   int32_t n_layer = 0;
   int32_t n_head = 0;
   int32_t n_head_kv = 0;
-  int32_t head_dim = 0;
+  int32_t head_dim = 0;  // key_length when given, else n_embd / n_head
   int32_t n_ff = 0;
   int32_t n_rot = 0;
   float rms_eps = 1e-5f;
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;
   tsr_rope_mode rope_mode = TSR_ROPE_NORMAL;
+  bool qkv_bias = false;  // attn_{q,k,v}.bias added after the projections (qwen2)
+  bool qk_norm = false;   // attn_{q,k}_norm: RMS norm of each head before RoPE (qwen3)
 };
 
 // Reads and validates the hyperparameters of a supported architecture.
@@ -36,6 +39,8 @@ LlamaHParams llama_hparams_from_gguf(const GgufFile& gguf);
 
 struct LlamaLayer {
   tsr_tensor attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down;
+  tsr_tensor bq, bk, bv;        // with hparams().qkv_bias, else zeroed
+  tsr_tensor q_norm, k_norm;    // [head_dim], with hparams().qk_norm, else zeroed
 };
 
 // Called with (bytes done, bytes total) while weights are placed on the backend.
