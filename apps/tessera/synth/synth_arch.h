@@ -1,0 +1,43 @@
+// What `tessera synth` writes for each architecture: the hyperparameter keys and the
+// tensors (names, shapes and the spread of their random values) of llama.cpp's GGUF
+// layout for that architecture.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/model/gguf_writer.h"
+
+namespace tsr::app {
+
+struct SynthShape {
+  std::string arch = "llama";
+  int32_t dim = 0, layers = 0, heads = 0, kv_heads = 0;
+  int32_t head_dim = 0;  // 0: dim / heads
+  int32_t ffn = 0, vocab = 0, ctx = 2048;
+  float rope_base = 0;   // 0: the architecture's usual base
+  bool tied = false;     // no output.weight: the embedding is the output head too
+};
+
+struct TensorPlan {
+  std::string name;
+  std::vector<int64_t> ne;  // GGUF order: ne[0] is the row length (input features)
+  float stddev = 0;         // values drawn from N(0, stddev²); 0: all ones (a norm weight)
+};
+
+// The architectures synth writes.
+const std::vector<std::string_view>& synth_archs();
+
+// The shape with the architecture's defaults filled in; throws tsr::Error for an unknown
+// architecture or a shape that does not divide (naming the flags).
+SynthShape synth_resolve(SynthShape shape);
+
+// The tensors, in the order llama.cpp's converter writes them.
+std::vector<TensorPlan> synth_tensor_plan(const SynthShape& s);
+
+// `<arch>.*` hyperparameters and general.architecture.
+void synth_add_hparams(GgufWriter& w, const SynthShape& s);
+
+}  // namespace tsr::app
