@@ -52,7 +52,7 @@ SynthShape resolve_shape(const SynthFlags& f) {
   // --heads alone keeps multi-head attention rather than inheriting the preset's GQA ratio.
   if (o.heads > 0 && o.kv_heads == 0) s.kv_heads = s.heads;
   s.arch = o.arch, s.head_dim = o.head_dim, s.vocab = o.vocab, s.ctx = o.ctx, s.rope_base = o.rope_base;
-  s.tied = o.tied;
+  s.tied = o.tied, s.rope_scaling = o.rope_scaling, s.rope_scale = o.rope_scale, s.sliding_window = o.sliding_window;
   return synth_resolve(s);
 }
 
@@ -76,7 +76,7 @@ std::vector<uint8_t> make_tensor(const TensorPlan& t, GgmlType type, uint64_t se
     SynthRng rng(seed * 0x100000001b3ull + static_cast<uint64_t>(c));
     const int64_t at = c * chunk;
     std::vector<float> x(static_cast<size_t>(std::min(chunk, n - at)));
-    for (float& v : x) v = t.stddev == 0 ? 1.0f : t.stddev * rng.normal();
+    for (float& v : x) v = t.stddev == 0 ? t.fill : t.stddev * rng.normal();
     const uint64_t offset = quant::byte_size(type, at);
     quant::quantize(type, x, std::span(out).subspan(offset, quant::byte_size(type, static_cast<int64_t>(x.size()))));
   }
@@ -123,8 +123,9 @@ int synth(const SynthFlags& f) {
   const std::vector<TensorPlan> plan = synth_tensor_plan(s);
   int64_t params = 0;
   for (const TensorPlan& t : plan) params += elements(t);
-  spdlog::info("synth: {} dim {}, {} layers, {} heads ({} kv) of {}, ffn {}, vocab {}, ctx {}: {} parameters as {}",
-               s.arch, s.dim, s.layers, s.heads, s.kv_heads, s.head_dim, s.ffn, s.vocab, s.ctx, params, f.type);
+  spdlog::info("synth: {} dim {}, {} layers, {} heads ({} kv) of {}, ffn {}, vocab {}, ctx {}{}: {} parameters as {}",
+               s.arch, s.dim, s.layers, s.heads, s.kv_heads, s.head_dim, s.ffn, s.vocab, s.ctx,
+               s.sliding_window > 0 ? fmt::format(", window {}", s.sliding_window) : "", params, f.type);
 
   GgufWriter w;
   synth_add_hparams(w, s);
@@ -164,6 +165,12 @@ std::function<int()> register_synth(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   app.add_option("--ctx", o.ctx, "training context length")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--rope-base", o.rope_base, "RoPE base (default: the architecture's, 1e4 llama, 1e6 qwen)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--rope-scaling", o.rope_scaling, "RoPE scaling: none or linear (with --rope-scale)")
+      ->capture_default_str();
+  app.add_option("--rope-scale", o.rope_scale, "RoPE context scaling factor (gemma3 4B-27B: 8, global layers only)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--sliding-window", o.sliding_window, "window of the local attention layers (gemma3; default 512)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--tied", o.tied, "no output.weight: the output head is the embedding (Qwen2.5 0.5B, Qwen3 0.6B-4B)");
   app.add_option("--type", f->type, "f32, f16, bf16, q8_0 or q4_0")->capture_default_str();

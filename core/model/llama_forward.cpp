@@ -185,6 +185,7 @@ void LlamaForward::enqueue(Scratch& s, const StepBatch& b) {
   s.up = take({n, hp.n_ff});
 
   backend_.get_rows({sizeof(tsr_get_rows_params), &s.x, &model_.tok_embd(), &s.tokens});
+  if (hp.embd_scale != 1.0f) backend_.scale({sizeof(tsr_scale_params), &s.x, &s.x, hp.embd_scale, 0});
   for (int l = 0; l < hp.n_layer; ++l) {
     attention_block(s, l, n);
     ffn_block(s, l);
@@ -231,15 +232,22 @@ void LlamaForward::attention_block(Scratch& s, int l, int64_t n) {
   }
   for (tsr_tensor* t : {&s.q, &s.k}) {
     backend_.rope({sizeof(tsr_rope_params), t, &s.positions, hp.n_rot, hp.rope_mode,
-                   hp.rope_freq_base, hp.rope_freq_scale, model_.rope_factors()});
+                   hp.layer_rope_base(l), hp.layer_rope_scale(l), model_.rope_factors()});
   }
   backend_.kv_write({sizeof(tsr_kv_write_params), &cache_.k(l), &cache_.v(l), &s.k, &s.v,
                      &s.slots});
   tsr_tensor attn3 = tensor_make(TSR_DTYPE_F32, s.attn.data, {n, hp.n_head, hp.head_dim});
   backend_.attention({sizeof(tsr_attention_params), &attn3, &s.q, &cache_.k(l), &cache_.v(l),
-                      &s.tables, &s.seq_lens, &s.qsl, &s.positions,
-                      cache_.shape().block_size, 1.0f / std::sqrt(float(hp.head_dim))});
+                      &s.tables, &s.seq_lens, &s.qsl, &s.positions, cache_.shape().block_size,
+                      hp.attn_scale, hp.layer_is_swa(l) ? hp.n_swa : 0});
   matmul(s.xn, s.attn, w.wo);
+  residual_add(s, w.attn_post_norm);
+}
+
+// x += out, with out RMS-normalized first where the architecture has post-norms (Gemma).
+void LlamaForward::residual_add(Scratch& s, const tsr_tensor& post_norm) {
+  const LlamaHParams& hp = model_.hparams();
+  if (hp.post_norms) backend_.rms_norm({sizeof(tsr_rms_norm_params), &s.xn, &s.xn, &post_norm, hp.rms_eps, 0});
   backend_.add({sizeof(tsr_add_params), &s.x, &s.x, &s.xn});
 }
 
@@ -249,9 +257,13 @@ void LlamaForward::ffn_block(Scratch& s, int l) {
   backend_.rms_norm({sizeof(tsr_rms_norm_params), &s.xn, &s.x, &w.ffn_norm, hp.rms_eps, 0});
   matmul(s.gate, s.xn, w.w_gate);
   matmul(s.up, s.xn, w.w_up);
-  backend_.silu_mul({sizeof(tsr_silu_mul_params), &s.gate, &s.gate, &s.up});
+  if (hp.gelu_ffn) {
+    backend_.gelu_mul({sizeof(tsr_gelu_params), &s.gate, &s.gate, &s.up});
+  } else {
+    backend_.silu_mul({sizeof(tsr_silu_mul_params), &s.gate, &s.gate, &s.up});
+  }
   matmul(s.xn, s.gate, w.w_down);
-  backend_.add({sizeof(tsr_add_params), &s.x, &s.x, &s.xn});
+  residual_add(s, w.ffn_post_norm);
 }
 
 }  // namespace tsr

@@ -17,12 +17,13 @@ namespace tsr {
 namespace {
 
 // A minimal file's metadata and embedding, changed by `edit` before it is written.
-LlamaHParams read(const std::function<void(GgufWriter&)>& edit = {}, const std::string& arch = "llama") {
+LlamaHParams read(const std::function<void(GgufWriter&)>& edit = {}, const std::string& arch = "llama",
+                  uint32_t layers = 1) {
   GgufWriter w;
   w.add_string("general.architecture", arch);
   w.add_u32(arch + ".context_length", 64);
   w.add_u32(arch + ".embedding_length", 8);
-  w.add_u32(arch + ".block_count", 1);
+  w.add_u32(arch + ".block_count", layers);
   w.add_u32(arch + ".feed_forward_length", 16);
   w.add_u32(arch + ".attention.head_count", 2);
   if (edit) edit(w);
@@ -94,7 +95,37 @@ TEST(LlamaHParams, ArchitecturesAndTheirAdditions) {
     w.add_u32("qwen3.attention.key_length", 16);
     w.add_u32("qwen3.attention.value_length", 8);
   }, "attention.value_length other than key_length is not supported", "qwen3");
-  expect_refused({}, "model architecture 'gemma3' is not supported (supported: llama, qwen2, qwen3)", "gemma3");
+  expect_refused({}, "model architecture 'phi3' is not supported (supported: llama, qwen2, qwen3, gemma3)", "phi3");
+}
+
+// Gemma 3 as llama.cpp reads it: five local layers over the window with RoPE base 1e4
+// unscaled, then a global one with the file's base and scaling; sqrt(n_embd) embedding.
+TEST(LlamaHParams, Gemma3LocalAndGlobalLayers) {
+  const auto gemma = [](GgufWriter& w) {
+    w.add_u32("gemma3.attention.key_length", 16);
+    w.add_u32("gemma3.attention.sliding_window", 512);
+    w.add_f32("gemma3.rope.freq_base", 1e6f);
+    w.add_string("gemma3.rope.scaling.type", "linear");
+    w.add_f32("gemma3.rope.scaling.factor", 8.0f);
+  };
+  const LlamaHParams hp = read(gemma, "gemma3");
+  EXPECT_EQ(hp.rope_mode, TSR_ROPE_NEOX);
+  EXPECT_TRUE(hp.qk_norm && hp.gelu_ffn && hp.post_norms);
+  EXPECT_FLOAT_EQ(hp.embd_scale, std::sqrt(8.0f));
+  EXPECT_FLOAT_EQ(hp.attn_scale, 0.25f);  // 1 / sqrt(head size 16)
+  EXPECT_EQ(hp.n_swa, 512);
+  for (int il = 0; il < 12; ++il) {
+    const bool global = il == 5 || il == 11;
+    EXPECT_EQ(hp.layer_is_swa(il), !global) << il;
+    EXPECT_FLOAT_EQ(hp.layer_rope_base(il), global ? 1e6f : 1e4f) << il;
+    EXPECT_FLOAT_EQ(hp.layer_rope_scale(il), global ? 0.125f : 1.0f) << il;
+  }
+  // Gemma 3 27B (62 layers) scales attention by sqrt(n_embd / n_head), not the head size.
+  const LlamaHParams big = read(gemma, "gemma3", 62);
+  EXPECT_FLOAT_EQ(big.attn_scale, 0.5f);  // 1 / sqrt(8 / 2)
+  EXPECT_FALSE(read().layer_is_swa(0));
+  expect_refused([](GgufWriter& w) { w.add_u32("gemma3.attention.key_length", 16); },
+                 "missing metadata key gemma3.attention.sliding_window", "gemma3");
 }
 
 }  // namespace

@@ -20,14 +20,16 @@ struct ArchInfo {
   const char* name;
   tsr_rope_mode rope_mode;
   bool qkv_bias, qk_norm;
+  bool gemma;  // GeGLU, post-norms, sqrt(n_embd) embedding scale, sliding-window layers
 };
 
 // Architectures whose GGUF tensors follow llama's names and layout, with what each adds
-// to it (llama.cpp's llm_build_llama, llm_build_qwen2, llm_build_qwen3).
+// to it (llama.cpp's llm_build_llama, llm_build_qwen2, llm_build_qwen3, llm_build_gemma3).
 constexpr ArchInfo kArchs[] = {
-    {"llama", TSR_ROPE_NORMAL, false, false},
-    {"qwen2", TSR_ROPE_NEOX, true, false},
-    {"qwen3", TSR_ROPE_NEOX, false, true},
+    {"llama", TSR_ROPE_NORMAL, false, false, false},
+    {"qwen2", TSR_ROPE_NEOX, true, false, false},
+    {"qwen3", TSR_ROPE_NEOX, false, true, false},
+    {"gemma3", TSR_ROPE_NEOX, false, true, true},
 };
 
 const ArchInfo& find_arch(const std::string& arch) {
@@ -58,6 +60,21 @@ std::optional<tsr_dtype> dtype_of(GgmlType t) {
     case GgmlType::Q4_0: return TSR_DTYPE_Q4_0;
     default: return std::nullopt;
   }
+}
+
+// Gemma 3 as llama.cpp runs it (llama_model::load_hparams, LLM_ARCH_GEMMA3): every sixth
+// layer global with the file's RoPE base and scaling, the others local over the file's
+// window with base 10000 unscaled; 27B (62 layers) scales attention by the embedding per
+// head rather than the head size, as Google's reference does.
+void read_gemma3(const GgufFile& g, LlamaHParams& hp) {
+  hp.gelu_ffn = true;
+  hp.post_norms = true;
+  hp.embd_scale = std::sqrt(float(hp.n_embd));
+  hp.n_swa = required_int(g, hp.arch + ".attention.sliding_window", 1);
+  hp.swa_pattern = 6;
+  hp.rope_freq_base_swa = 10000.0f;
+  hp.rope_freq_scale_swa = 1.0f;
+  if (hp.n_layer == 62) hp.attn_scale = 1.0f / std::sqrt(float(hp.n_embd / hp.n_head));
 }
 
 }  // namespace
@@ -110,6 +127,8 @@ LlamaHParams llama_hparams_from_gguf(const GgufFile& g) {
   } else if (scaling != "none") {
     throw Error(g.path() + ": rope.scaling.type '" + scaling + "' is not supported (none, linear)", TSR_STATUS_UNSUPPORTED);
   }
+  hp.attn_scale = 1.0f / std::sqrt(float(hp.head_dim));
+  if (arch.gemma) read_gemma3(g, hp);
   const GgufTensorInfo* embd = g.find_tensor("token_embd.weight");
   if (embd == nullptr || embd->ne.size() != 2 || embd->ne[1] > INT32_MAX) {
     throw Error(g.path() + ": missing or malformed tensor token_embd.weight");
@@ -130,6 +149,9 @@ class LlamaModel::Loader {
     if (m_.quant_) check_scheme_runs();
     const LlamaHParams& hp = m_.hparams_;
     if (hp.qkv_bias) require_op(TSR_OP_BIAS_ADD, "bias_add", "its attention biases");
+    if (hp.gelu_ffn) require_op(TSR_OP_GELU_MUL, "gelu_mul", "its GeGLU feed-forward");
+    if (hp.embd_scale != 1.0f) require_op(TSR_OP_SCALE, "scale", "its embedding scale");
+    if (hp.n_swa > 0) require_attention_window();
     m_.tok_embd_ = matrix("token_embd.weight", hp.n_vocab, hp.n_embd, TSR_OP_GET_ROWS);
     m_.output_norm_ = vector_f32("output_norm.weight", hp.n_embd);
     load_rope_factors();
@@ -154,6 +176,10 @@ class LlamaModel::Loader {
       if (hp.qk_norm) {
         l.q_norm = vector_f32(p + "attn_q_norm.weight", hp.head_dim);
         l.k_norm = vector_f32(p + "attn_k_norm.weight", hp.head_dim);
+      }
+      if (hp.post_norms) {
+        l.attn_post_norm = vector_f32(p + "post_attention_norm.weight", hp.n_embd);
+        l.ffn_post_norm = vector_f32(p + "post_ffw_norm.weight", hp.n_embd);
       }
       l.ffn_norm = vector_f32(p + "ffn_norm.weight", hp.n_embd);
       l.w_gate = matrix(p + "ffn_gate.weight", hp.n_ff, hp.n_embd, TSR_OP_MATMUL);
@@ -213,6 +239,18 @@ class LlamaModel::Loader {
     if (backend_.supports(op, TSR_DTYPE_F32)) return;
     throw Error("architecture '" + m_.hparams_.arch + "' needs the " + op_name + " op for " + what +
                     ", which backend '" + backend_.name() + "' does not implement",
+                TSR_STATUS_UNSUPPORTED);
+  }
+
+  // Sliding-window layers need attention's window (ABI 2.0's optional params).
+  void require_attention_window() const {
+    tsr_attention_params probe{};
+    probe.struct_size = sizeof(probe);
+    probe.window = m_.hparams_.n_swa;
+    const tsr_dtype f32 = TSR_DTYPE_F32;
+    if (backend_.supports(TSR_OP_ATTENTION, {&f32, 1}, &probe)) return;
+    throw Error("architecture '" + m_.hparams_.arch + "' needs sliding-window attention, which backend '" +
+                    backend_.name() + "' does not implement",
                 TSR_STATUS_UNSUPPORTED);
   }
 

@@ -1,4 +1,4 @@
-// A llama-family model (llama, qwen2, qwen3: the architectures of kArchs in
+// A llama-family model (llama, qwen2, qwen3, gemma3: the architectures of kArchs in
 // llama_model.cpp): hyperparameters from GGUF metadata and weights placed in a
 // backend's memory. Immutable after load; the GGUF mapping must outlive the model
 // because CPU backends read the weights in place.
@@ -32,6 +32,22 @@ struct LlamaHParams {
   tsr_rope_mode rope_mode = TSR_ROPE_NORMAL;
   bool qkv_bias = false;  // attn_{q,k,v}.bias added after the projections (qwen2)
   bool qk_norm = false;   // attn_{q,k}_norm: RMS norm of each head before RoPE (qwen3)
+  // Gemma 3's additions (each off for the others).
+  bool gelu_ffn = false;    // GeGLU feed-forward (tanh GELU of the gate) instead of SwiGLU
+  bool post_norms = false;  // RMS norms of the attention and FFN outputs before each residual add
+  float embd_scale = 1.0f;  // the token embedding is multiplied by this (gemma3: sqrt(n_embd))
+  float attn_scale = 0.0f;  // attention logit scale (1 / sqrt(head_dim) unless the arch says)
+  // Sliding-window layers: with n_swa > 0, layer il attends to the last n_swa positions
+  // only when il % swa_pattern < swa_pattern - 1 (gemma3: five local layers, then a
+  // global one), and RoPEs with the local base and scale.
+  int32_t n_swa = 0;
+  int32_t swa_pattern = 0;
+  float rope_freq_base_swa = 10000.0f;
+  float rope_freq_scale_swa = 1.0f;
+
+  bool layer_is_swa(int il) const { return n_swa > 0 && il % swa_pattern < swa_pattern - 1; }
+  float layer_rope_base(int il) const { return layer_is_swa(il) ? rope_freq_base_swa : rope_freq_base; }
+  float layer_rope_scale(int il) const { return layer_is_swa(il) ? rope_freq_scale_swa : rope_freq_scale; }
 };
 
 // Reads and validates the hyperparameters of a supported architecture.
@@ -41,6 +57,7 @@ struct LlamaLayer {
   tsr_tensor attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down;
   tsr_tensor bq, bk, bv;        // with hparams().qkv_bias, else zeroed
   tsr_tensor q_norm, k_norm;    // [head_dim], with hparams().qk_norm, else zeroed
+  tsr_tensor attn_post_norm, ffn_post_norm;  // [n_embd], with hparams().post_norms, else zeroed
 };
 
 // Called with (bytes done, bytes total) while weights are placed on the backend.

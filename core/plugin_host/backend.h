@@ -95,6 +95,8 @@ class Backend {
   void silu_mul(const tsr_silu_mul_params& p) { enqueue(TSR_OP_SILU_MUL, &p); }
   void add(const tsr_add_params& p) { enqueue(TSR_OP_ADD, &p); }
   void bias_add(const tsr_bias_add_params& p) { enqueue(TSR_OP_BIAS_ADD, &p); }
+  void scale(const tsr_scale_params& p) { enqueue(TSR_OP_SCALE, &p); }
+  void gelu_mul(const tsr_gelu_params& p) { enqueue(TSR_OP_GELU_MUL, &p); }
   void copy_blocks(const tsr_copy_blocks_params& p) { enqueue(TSR_OP_COPY_BLOCKS, &p); }
 
   // Graphs (see backend.h): whether the plugin records, and the recording of the

@@ -681,6 +681,26 @@ TEST(CpuSiluMul, SaturatesAtExtremeGates) {
   }
 }
 
+// GELU as llama.cpp's CPU backend computes it: the input rounded to f16, the tanh form
+// in float as ggml_gelu_f32 writes it (its cancellation below x = -5 is ggml's too), the
+// result rounded to f16 (ggml's table); 0 and x beyond -10 and 10.
+TEST(CpuGelu, IsLlamaCppsF16Table) {
+  std::vector<float> x = {-1000, -10.5f, -10, -9.99f, -3, -0.5f, -1e-3f, 0, 1e-4f, 0.3337f, 1, 2.5f, 9.99f, 10, 10.5f};
+  for (int i = 0; i < 2000; ++i) x.push_back(-12.0f + 24.0f * float(i) / 2000.0f);
+  const std::vector<float> up(x.size(), -1.5f);
+  const int64_t n = static_cast<int64_t>(x.size());
+  const DevTensor dx = upload(x, TSR_DTYPE_F32, {1, n}), du = upload(up, TSR_DTYPE_F32, {1, n});
+  const DevTensor out = make_tensor(TSR_DTYPE_F32, {1, n});
+  backend().gelu_mul({sizeof(tsr_gelu_params), out.get(), dx.get(), du.get()});
+  const std::vector<float> got = out.floats();
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float v = f16_to_f32(f32_to_f16(x[i]));
+    const float g = 0.5f * v * (1.0f + std::tanh(0.79788456080286535588f * v * (1.0f + 0.044715f * v * v)));
+    const float want = x[i] <= -10 ? 0.0f : x[i] >= 10 ? x[i] : f16_to_f32(f32_to_f16(g));
+    EXPECT_EQ(got[i], want * -1.5f) << "x " << x[i];
+  }
+}
+
 TEST(CpuAdd, MatchesReference) {
   check_binary(
       [](const DevTensor& out, const DevTensor& a, const DevTensor& b) {

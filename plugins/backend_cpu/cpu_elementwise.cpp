@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "cpu_ops.h"
 #include "cpu_tensor.h"
@@ -32,9 +33,24 @@ void map_rows(OpContext& ctx, const Matrix& out, const Matrix& x, const Matrix* 
   }
 }
 
-float gelu_tanh(float x) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+// GELU at llama.cpp's CPU precision (ggml's GGML_GELU_FP16, on unconditionally): x is
+// rounded to f16 and looked up in a table of the tanh form, itself rounded to f16;
+// beyond +-10 GELU is 0 or x. Gemma's logits move by ~1e-3 between this and the exact
+// form, as much as the oracle's tolerance: matching it keeps Gemma token for token.
+float gelu_f16(float x) {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(1 << 16);
+    for (size_t i = 0; i < t.size(); ++i) {
+      const float v = f16_to_f32(static_cast<uint16_t>(i));
+      constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+      const float g = 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * v * (1.0f + 0.044715f * v * v)));
+      t[i] = f16_to_f32(f32_to_f16(g));
+    }
+    return t;
+  }();
+  if (x <= -10.0f) return 0.0f;
+  if (x >= 10.0f) return x;
+  return table[f32_to_f16(x)];
 }
 
 }  // namespace
@@ -61,7 +77,7 @@ void op_gelu(OpContext& ctx, const tsr_gelu_params& p) {
   const Matrix out = as_matrix(p.out, TSR_DTYPE_F32, "gelu out");
   const Matrix x = as_matrix(p.x, TSR_DTYPE_F32, "gelu x");
   require_same_shape(out, x, "gelu");
-  map_rows(ctx, out, x, nullptr, [](float u, float) { return gelu_tanh(u); });
+  map_rows(ctx, out, x, nullptr, [](float u, float) { return gelu_f16(u); });
 }
 
 void op_gelu_mul(OpContext& ctx, const tsr_gelu_params& p) {
@@ -70,7 +86,7 @@ void op_gelu_mul(OpContext& ctx, const tsr_gelu_params& p) {
   const Matrix up = as_matrix(p.up, TSR_DTYPE_F32, "gelu_mul up");
   require_same_shape(out, x, "gelu_mul");
   require_same_shape(out, up, "gelu_mul");
-  map_rows(ctx, out, x, &up, [](float g, float u) { return gelu_tanh(g) * u; });
+  map_rows(ctx, out, x, &up, [](float g, float u) { return gelu_f16(g) * u; });
 }
 
 void op_bias_add(OpContext& ctx, const tsr_bias_add_params& p) {

@@ -255,6 +255,14 @@ constexpr const char* kQwen2Small = "--dim 64 --layers 2 --heads 4 --kv-heads 2 
 constexpr const char* kQwen2_05bLayout = "--dim 896 --layers 2 --heads 14 --kv-heads 2 --ffn 256 --tied";
 constexpr const char* kQwen3Small = "--dim 64 --layers 2 --heads 4 --kv-heads 2 --head-dim 32 --ffn 128";
 constexpr const char* kQwen3_17bLayout = "--dim 128 --layers 2 --heads 16 --kv-heads 8 --head-dim 128 --ffn 256";
+// Six layers: five local ones (a window of 8, shorter than every prompt and its
+// continuation) and a global one. The second has Gemma 3 4B's heads and its linear RoPE
+// scaling of the global layers; both tie the output head to the embedding, as Gemma does.
+constexpr const char* kGemma3Small =
+    "--dim 64 --layers 6 --heads 4 --kv-heads 2 --head-dim 32 --ffn 128 --sliding-window 8 --tied";
+constexpr const char* kGemma3_4bLayout =
+    "--dim 128 --layers 6 --heads 8 --kv-heads 4 --head-dim 256 --ffn 256 --sliding-window 8 "
+    "--rope-scaling linear --rope-scale 8 --tied";
 
 INSTANTIATE_TEST_SUITE_P(
     Synth, LlamaCppOracle,
@@ -269,7 +277,11 @@ INSTANTIATE_TEST_SUITE_P(
                       OracleCase{"qwen3_small_f32", "qwen3", "tokenizer-qwen3", kQwen3Small, "f32"},
                       OracleCase{"qwen3_small_q8_0", "qwen3", "tokenizer-qwen3", kQwen3Small, "q8_0"},
                       OracleCase{"qwen3_17b_layout_f32", "qwen3", "tokenizer-qwen3", kQwen3_17bLayout, "f32"},
-                      OracleCase{"qwen3_17b_layout_q8_0", "qwen3", "tokenizer-qwen3", kQwen3_17bLayout, "q8_0"}),
+                      OracleCase{"qwen3_17b_layout_q8_0", "qwen3", "tokenizer-qwen3", kQwen3_17bLayout, "q8_0"},
+                      OracleCase{"gemma3_small_f32", "gemma3", "tokenizer-llama3_1", kGemma3Small, "f32"},
+                      OracleCase{"gemma3_small_q8_0", "gemma3", "tokenizer-llama3_1", kGemma3Small, "q8_0"},
+                      OracleCase{"gemma3_4b_layout_f32", "gemma3", "tokenizer-llama3_1", kGemma3_4bLayout, "f32"},
+                      OracleCase{"gemma3_4b_layout_q8_0", "gemma3", "tokenizer-llama3_1", kGemma3_4bLayout, "q8_0"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -22,13 +22,16 @@ struct ArchDefaults {
   std::string_view name;
   float rope_base, rms_eps;
   bool qkv_bias, qk_norm;
+  bool gemma;  // post-norms, a sqrt(dim) embedding scale, sliding-window layers
 };
 
 constexpr ArchDefaults kArchs[] = {
-    {"llama", 10000.0f, 1e-5f, false, false},
-    {"qwen2", 1000000.0f, 1e-6f, true, false},
-    {"qwen3", 1000000.0f, 1e-6f, false, true},
+    {"llama", 10000.0f, 1e-5f, false, false, false},
+    {"qwen2", 1000000.0f, 1e-6f, true, false, false},
+    {"qwen3", 1000000.0f, 1e-6f, false, true, false},
+    {"gemma3", 1000000.0f, 1e-6f, false, true, true},
 };
+constexpr int32_t kGemmaWindow = 512;  // Gemma 3 1B's; 4B-27B use 1024
 
 const ArchDefaults& defaults(std::string_view arch) {
   for (const ArchDefaults& a : kArchs) {
@@ -65,13 +68,30 @@ SynthShape synth_resolve(SynthShape s) {
   if (s.heads % s.kv_heads != 0) throw Error("synth: --heads must be a multiple of --kv-heads");
   if (s.head_dim % 2 != 0) throw Error("synth: the head size (--head-dim, or --dim / --heads) must be even");
   if (s.rope_base == 0) s.rope_base = a.rope_base;
+  if (s.rope_scaling != "none" && s.rope_scaling != "linear") {
+    throw Error("synth: --rope-scaling must be none or linear, not '" + s.rope_scaling + "'");
+  }
+  if ((s.rope_scaling == "linear") != (s.rope_scale > 0)) {
+    throw Error("synth: --rope-scaling linear and --rope-scale go together");
+  }
+  if (a.gemma && s.sliding_window == 0) s.sliding_window = kGemmaWindow;
+  if (!a.gemma && s.sliding_window != 0) {
+    throw Error("synth: --sliding-window is for gemma3 (" + std::string(a.name) + " has no sliding-window layers here)");
+  }
   return s;
 }
 
 std::vector<TensorPlan> synth_tensor_plan(const SynthShape& s) {
   const ArchDefaults& a = defaults(s.arch);
   const int64_t q_dim = int64_t{s.heads} * s.head_dim, kv_dim = int64_t{s.kv_heads} * s.head_dim;
-  std::vector<TensorPlan> plan{{"token_embd.weight", {s.dim, s.vocab}, kEmbeddingStd}};
+  const float head_std = kLogitStd / std::sqrt(static_cast<float>(s.dim));
+  const float embd_std = s.tied ? head_std : kEmbeddingStd;
+  // Gemma scales the embedding by sqrt(dim) and normalizes each sublayer's output before
+  // adding it: post-norm weights of the scaled embedding's RMS let every sublayer move the
+  // residual stream as much as the embedding did (with weights of 1 it would pass the
+  // embedding through, and greedy decoding would repeat the last token).
+  const float post_norm = embd_std * std::sqrt(static_cast<float>(s.dim));
+  std::vector<TensorPlan> plan{{"token_embd.weight", {s.dim, s.vocab}, embd_std}};
   for (int32_t i = 0; i < s.layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     plan.push_back(norm(p + "attn_norm.weight", s.dim));
@@ -88,16 +108,17 @@ std::vector<TensorPlan> synth_tensor_plan(const SynthShape& s) {
       plan.push_back(norm(p + "attn_k_norm.weight", s.head_dim));
     }
     plan.push_back(matrix(p + "attn_output.weight", q_dim, s.dim));
+    if (a.gemma) plan.push_back({p + "post_attention_norm.weight", {s.dim}, 0.0f, post_norm});
     plan.push_back(norm(p + "ffn_norm.weight", s.dim));
     plan.push_back(matrix(p + "ffn_gate.weight", s.dim, s.ffn));
     plan.push_back(matrix(p + "ffn_up.weight", s.dim, s.ffn));
     plan.push_back(matrix(p + "ffn_down.weight", s.ffn, s.dim));
+    if (a.gemma) plan.push_back({p + "post_ffw_norm.weight", {s.dim}, 0.0f, post_norm});
   }
   plan.push_back(norm("output_norm.weight", s.dim));
-  const float head_std = kLogitStd / std::sqrt(static_cast<float>(s.dim));
-  if (s.tied) {
-    plan.front().stddev = head_std;  // the embedding's scale does not matter: every layer normalizes its input
-  } else {
+  // Tied, the embedding takes the head's spread: its own scale does not matter, as every
+  // layer normalizes its input.
+  if (!s.tied) {
     plan.push_back({"output.weight", {s.dim, s.vocab}, head_std});
   }
   return plan;
@@ -120,6 +141,11 @@ void synth_add_hparams(GgufWriter& w, const SynthShape& s) {
   }
   w.add_u32(p + "rope.dimension_count", u32(s.head_dim));
   w.add_f32(p + "rope.freq_base", s.rope_base);
+  if (s.rope_scaling == "linear") {
+    w.add_string(p + "rope.scaling.type", "linear");
+    w.add_f32(p + "rope.scaling.factor", s.rope_scale);
+  }
+  if (s.sliding_window > 0) w.add_u32(p + "attention.sliding_window", u32(s.sliding_window));
   w.add_f32(p + "attention.layer_norm_rms_epsilon", a.rms_eps);
   w.add_u32(p + "vocab_size", u32(s.vocab));
 }

@@ -258,7 +258,9 @@ typedef struct tsr_scale_params {
 TSR_ABI_PIN_SIZE(tsr_scale_params, 32);
 
 /* GELU, tanh form (llama.cpp's ggml_gelu): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
- * GELU: out = gelu(x); `up` is NULL. GELU_MUL: out = gelu(x) * up (GeGLU). */
+ * GELU: out = gelu(x); `up` is NULL. GELU_MUL: out = gelu(x) * up (GeGLU). A backend may
+ * evaluate gelu at f16 precision, as llama.cpp's CPU backend does (x rounded to f16, the
+ * result of a table of f16 values; 0 below -10, x above 10): the CPU plugin does. */
 typedef struct tsr_gelu_params {
   size_t struct_size;
   const tsr_tensor* out;
