@@ -53,6 +53,7 @@ SynthShape resolve_shape(const SynthFlags& f) {
   if (o.heads > 0 && o.kv_heads == 0) s.kv_heads = s.heads;
   s.arch = o.arch, s.head_dim = o.head_dim, s.vocab = o.vocab, s.ctx = o.ctx, s.rope_base = o.rope_base;
   s.tied = o.tied, s.rope_scaling = o.rope_scaling, s.rope_scale = o.rope_scale, s.sliding_window = o.sliding_window;
+  s.rope_orig_ctx = o.rope_orig_ctx;
   return synth_resolve(s);
 }
 
@@ -76,7 +77,9 @@ std::vector<uint8_t> make_tensor(const TensorPlan& t, GgmlType type, uint64_t se
     SynthRng rng(seed * 0x100000001b3ull + static_cast<uint64_t>(c));
     const int64_t at = c * chunk;
     std::vector<float> x(static_cast<size_t>(std::min(chunk, n - at)));
-    for (float& v : x) v = t.stddev == 0 ? t.fill : t.stddev * rng.normal();
+    for (size_t i = 0; i < x.size(); ++i) {
+      x[i] = !t.values.empty() ? t.values[size_t(at) + i] : t.stddev == 0 ? t.fill : t.stddev * rng.normal();
+    }
     const uint64_t offset = quant::byte_size(type, at);
     quant::quantize(type, x, std::span(out).subspan(offset, quant::byte_size(type, static_cast<int64_t>(x.size()))));
   }
@@ -166,11 +169,15 @@ std::function<int()> register_synth(CLI::App& app) {
   app.add_option("--ctx", o.ctx, "training context length")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--rope-base", o.rope_base, "RoPE base (default: the architecture's, 1e4 llama, 1e6 qwen)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--rope-scaling", o.rope_scaling, "RoPE scaling: none or linear (with --rope-scale)")
+  app.add_option("--rope-scaling", o.rope_scaling,
+                 "RoPE scaling: none, linear (with --rope-scale) or longrope (phi3, with --rope-orig-ctx)")
       ->capture_default_str();
+  app.add_option("--rope-orig-ctx", o.rope_orig_ctx, "LongRoPE: the context before extension to --ctx (Phi-3 128k: 4096)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--rope-scale", o.rope_scale, "RoPE context scaling factor (gemma3 4B-27B: 8, global layers only)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--sliding-window", o.sliding_window, "window of the local attention layers (gemma3; default 512)")
+  app.add_option("--sliding-window", o.sliding_window,
+                 "window of the local attention layers (gemma3, default 512; phi3 writes it, llama.cpp ignores it)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--tied", o.tied, "no output.weight: the output head is the embedding (Qwen2.5 0.5B, Qwen3 0.6B-4B)");
   app.add_option("--type", f->type, "f32, f16, bf16, q8_0 or q4_0")->capture_default_str();

@@ -152,6 +152,7 @@ ForwardOptions Engine::Impl::forward_options(const Backend& backend, const KvCac
   o.graph_max_batch = config.scheduler.max_seqs;
   const int64_t context_blocks = (int64_t{context} + shape.block_size - 1) / shape.block_size;
   o.graph_max_blocks = static_cast<int32_t>(std::min<int64_t>(context_blocks, std::max(1, (192 << 10) / o.graph_max_batch)));
+  o.context = context;
   return o;
 }
 

@@ -26,7 +26,8 @@ struct LlamaForward::Scratch {
 
 LlamaForward::LlamaForward(const LlamaModel& model, Backend& backend, KvCache& cache,
                            const ForwardOptions& options)
-    : model_(model), backend_(backend), cache_(cache), eager_(std::make_unique<Scratch>()) {
+    : model_(model), backend_(backend), cache_(cache), rope_factors_(model.rope_factors(options.context)),
+      eager_(std::make_unique<Scratch>()) {
   if (!options.graphs) return;
   if (!backend.has_graphs()) {
     spdlog::warn("graphs: backend '{}' cannot record graphs; decode steps run eagerly", backend.name());
@@ -231,15 +232,15 @@ void LlamaForward::attention_block(Scratch& s, int l, int64_t n) {
     }
   }
   for (tsr_tensor* t : {&s.q, &s.k}) {
-    backend_.rope({sizeof(tsr_rope_params), t, &s.positions, hp.n_rot, hp.rope_mode,
-                   hp.layer_rope_base(l), hp.layer_rope_scale(l), model_.rope_factors()});
+    backend_.rope({sizeof(tsr_rope_params), t, &s.positions, hp.n_rot, hp.rope_mode, hp.layer_rope_base(l),
+                   hp.layer_rope_scale(l), rope_factors_, 0.0f, hp.rope_attn_factor, 0.0f, 0.0f});
   }
   backend_.kv_write({sizeof(tsr_kv_write_params), &cache_.k(l), &cache_.v(l), &s.k, &s.v,
                      &s.slots});
   tsr_tensor attn3 = tensor_make(TSR_DTYPE_F32, s.attn.data, {n, hp.n_head, hp.head_dim});
   backend_.attention({sizeof(tsr_attention_params), &attn3, &s.q, &cache_.k(l), &cache_.v(l),
                       &s.tables, &s.seq_lens, &s.qsl, &s.positions, cache_.shape().block_size,
-                      hp.attn_scale, hp.layer_is_swa(l) ? hp.n_swa : 0});
+                      hp.attn_scale, hp.layer_is_swa(l) ? hp.n_swa : 0, 0.0f, nullptr});
   matmul(s.xn, s.attn, w.wo);
   residual_add(s, w.attn_post_norm);
 }

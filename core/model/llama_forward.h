@@ -18,6 +18,7 @@ struct ForwardOptions {
   bool graphs = false;
   int32_t graph_max_batch = 64;    // larger decode batches run eagerly
   int32_t graph_max_blocks = 0;    // block-table width recorded; longer sequences run eagerly
+  int32_t context = 0;             // tokens per sequence (picks LongRoPE's factors); 0: the trained context
 };
 
 class DecodeGraphs;
@@ -51,6 +52,7 @@ class LlamaForward {
   const LlamaModel& model_;
   Backend& backend_;
   KvCache& cache_;
+  const tsr_tensor* rope_factors_;  // for this forward's context (LongRoPE picks by it)
   std::unique_ptr<Scratch> eager_;
   std::unique_ptr<Scratch> graph_scratch_;  // fixed addresses: the graphs' operands
   std::unique_ptr<DecodeGraphs> graphs_;

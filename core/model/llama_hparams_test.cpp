@@ -95,7 +95,8 @@ TEST(LlamaHParams, ArchitecturesAndTheirAdditions) {
     w.add_u32("qwen3.attention.key_length", 16);
     w.add_u32("qwen3.attention.value_length", 8);
   }, "attention.value_length other than key_length is not supported", "qwen3");
-  expect_refused({}, "model architecture 'phi3' is not supported (supported: llama, qwen2, qwen3, gemma3)", "phi3");
+  expect_refused({}, "model architecture 'qwen3moe' is not supported (supported: llama, qwen2, qwen3, gemma3, phi3)",
+                 "qwen3moe");
 }
 
 // Gemma 3 as llama.cpp reads it: five local layers over the window with RoPE base 1e4
@@ -126,6 +127,28 @@ TEST(LlamaHParams, Gemma3LocalAndGlobalLayers) {
   EXPECT_FALSE(read().layer_is_swa(0));
   expect_refused([](GgufWriter& w) { w.add_u32("gemma3.attention.key_length", 16); },
                  "missing metadata key gemma3.attention.sliding_window", "gemma3");
+}
+
+// Phi-3 as llama.cpp reads it: fused gate-up, LongRoPE's attn_factor and original
+// context, its sliding window ignored; Q as wide as the embedding.
+TEST(LlamaHParams, Phi3LongRope) {
+  const LlamaHParams plain = read({}, "phi3");
+  EXPECT_TRUE(plain.fused_gate_up);
+  EXPECT_EQ(plain.rope_mode, TSR_ROPE_NEOX);
+  EXPECT_FLOAT_EQ(plain.rope_attn_factor, 1.0f);
+  EXPECT_EQ(plain.n_ctx_orig, 64);  // the trained context without the key
+  const LlamaHParams longrope = read([](GgufWriter& w) {
+    w.add_u32("phi3.rope.scaling.original_context_length", 16);
+    w.add_f32("phi3.rope.scaling.attn_factor", 1.19f);
+    w.add_u32("phi3.attention.sliding_window", 2047);
+  }, "phi3");
+  EXPECT_EQ(longrope.n_ctx_orig, 16);
+  EXPECT_FLOAT_EQ(longrope.rope_attn_factor, 1.19f);
+  EXPECT_FALSE(longrope.layer_is_swa(0));
+  expect_refused([](GgufWriter& w) { w.add_f32("phi3.rope.scaling.attn_factor", -1.0f); },
+                 "phi3.rope.scaling.attn_factor must be a finite number > 0", "phi3");
+  expect_refused([](GgufWriter& w) { w.add_u32("phi3.attention.key_length", 8); },
+                 "phi3 needs head_count x head size = embedding_length", "phi3");
 }
 
 }  // namespace

