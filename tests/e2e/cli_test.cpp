@@ -26,6 +26,7 @@
 
 #include "tests/common/scratch_dir.h"
 #include "tests/common/shared_data.h"
+#include "tests/common/subprocess.h"
 
 namespace tsr {
 namespace {
@@ -52,14 +53,8 @@ struct Outcome {
 
 // Runs tessera; `out` has its stdout, and its stderr too unless `stderr_too` is false.
 Outcome run(const std::string& args, bool stderr_too = true) {
-  const std::string cmd = bin() + " " + args + (stderr_too ? " 2>&1" : " 2>/dev/null");
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
-  Outcome o;
-  std::array<char, 4096> buf;
-  for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), pipe.get())) > 0;) o.out.append(buf.data(), n);
-  const int status = pclose(pipe.release());
-  o.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return o;
+  const testing::CommandResult r = testing::run_command(bin() + " " + args + (stderr_too ? " 2>&1" : " 2>/dev/null"));
+  return {r.status, r.out};
 }
 
 std::string model() { return testing::shared_path(kStories); }

@@ -22,6 +22,7 @@
 #include "core/model/gguf.h"
 #include "core/model/gguf_writer.h"
 #include "tests/common/shared_data.h"
+#include "tests/common/subprocess.h"
 
 namespace tsr {
 namespace {
@@ -187,20 +188,9 @@ TEST(RopeFreqFactors, BadFactorsAreRefused) {
   }
 }
 
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+using testing::shell_quote;
 
-std::string command_output(const std::string& cmd) {
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
-  if (!pipe) return "";
-  std::string out;
-  std::array<char, 4096> buf;
-  for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), pipe.get())) > 0;) out.append(buf.data(), n);
-  return out;
-}
+std::string command_output(const std::string& cmd) { return testing::run_command(cmd).out; }
 
 // Without -n, tessera run generates 128 tokens (the clarified default), or the config's
 // [sampling] max_tokens where it sets one.
