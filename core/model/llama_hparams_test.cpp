@@ -95,8 +95,8 @@ TEST(LlamaHParams, ArchitecturesAndTheirAdditions) {
     w.add_u32("qwen3.attention.key_length", 16);
     w.add_u32("qwen3.attention.value_length", 8);
   }, "attention.value_length other than key_length is not supported", "qwen3");
-  expect_refused({}, "model architecture 'qwen3moe' is not supported (supported: llama, qwen2, qwen3, gemma3, phi3)",
-                 "qwen3moe");
+  expect_refused({}, "model architecture 'gpt-oss' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma3, phi3)",
+                 "gpt-oss");
 }
 
 // Gemma 3 as llama.cpp reads it: five local layers over the window with RoPE base 1e4
@@ -149,6 +149,40 @@ TEST(LlamaHParams, Phi3LongRope) {
                  "phi3.rope.scaling.attn_factor must be a finite number > 0", "phi3");
   expect_refused([](GgufWriter& w) { w.add_u32("phi3.attention.key_length", 8); },
                  "phi3 needs head_count x head size = embedding_length", "phi3");
+}
+
+// Experts: qwen3moe must have them, their width defaults as llama.cpp's does (qwen3moe:
+// the dense width over the experts used; Mixtral's llama: the dense width), and more experts
+// used than there are is refused.
+TEST(LlamaHParams, MixtureOfExperts) {
+  const auto experts = [](uint32_t count, uint32_t used) {
+    return [=](GgufWriter& w) {
+      w.add_u32("qwen3moe.expert_count", count);
+      w.add_u32("qwen3moe.expert_used_count", used);
+    };
+  };
+  const LlamaHParams qwen = read(experts(8, 2), "qwen3moe");
+  EXPECT_TRUE(qwen.moe());
+  EXPECT_TRUE(qwen.qk_norm);
+  EXPECT_EQ(qwen.rope_mode, TSR_ROPE_NEOX);
+  EXPECT_EQ(qwen.n_expert, 8);
+  EXPECT_EQ(qwen.n_expert_used, 2);
+  EXPECT_EQ(qwen.n_ff_exp, 8);  // 16 / 2
+  EXPECT_EQ(read([&](GgufWriter& w) {
+              experts(8, 2)(w);
+              w.add_u32("qwen3moe.expert_feed_forward_length", 12);
+            }, "qwen3moe").n_ff_exp,
+            12);
+  const LlamaHParams mixtral = read([](GgufWriter& w) {
+    w.add_u32("llama.expert_count", 4);
+    w.add_u32("llama.expert_used_count", 2);
+  });
+  EXPECT_EQ(mixtral.n_ff_exp, 16);
+  EXPECT_FALSE(read().moe());
+  expect_refused({}, "qwen3moe needs qwen3moe.expert_count", "qwen3moe");
+  expect_refused(experts(2, 3), "expert_used_count exceeds expert_count", "qwen3moe");
+  expect_refused([](GgufWriter& w) { w.add_u32("qwen3moe.expert_count", 4); }, "missing metadata key qwen3moe.expert_used_count",
+                 "qwen3moe");
 }
 
 }  // namespace

@@ -25,12 +25,13 @@ struct ArchInfo {
 };
 
 // Architectures whose GGUF tensors follow llama's names and layout, with what each adds
-// to it (llama.cpp's llm_build_llama, llm_build_qwen2, llm_build_qwen3, llm_build_gemma3,
-// llama_model_phi3).
+// to it (llama.cpp's llm_build_llama, llm_build_qwen2, llm_build_qwen3, llama_model_qwen3moe,
+// llm_build_gemma3, llama_model_phi3). Any of them may have experts (expert_count); qwen3moe must.
 constexpr ArchInfo kArchs[] = {
     {"llama", TSR_ROPE_NORMAL, false, false, false, false},
     {"qwen2", TSR_ROPE_NEOX, true, false, false, false},
     {"qwen3", TSR_ROPE_NEOX, false, true, false, false},
+    {"qwen3moe", TSR_ROPE_NEOX, false, true, false, false},
     {"gemma3", TSR_ROPE_NEOX, false, true, true, false},
     {"phi3", TSR_ROPE_NEOX, false, false, false, true},
 };
@@ -92,6 +93,26 @@ void read_phi3(const GgufFile& g, LlamaHParams& hp) {
   }
 }
 
+// Experts as llama.cpp reads them: expert_count and expert_used_count, each expert
+// expert_feed_forward_length wide (qwen3moe's default: feed_forward_length / experts used;
+// Mixtral's llama: feed_forward_length).
+void read_experts(const GgufFile& g, LlamaHParams& hp) {
+  const std::string a = hp.arch + ".";
+  hp.n_expert = g.get_int(a + "expert_count").value_or(0) > 0 ? required_int(g, a + "expert_count", 1) : 0;
+  if (hp.n_expert == 0) {
+    if (hp.arch == "qwen3moe") throw Error(g.path() + ": qwen3moe needs " + a + "expert_count > 0");
+    return;
+  }
+  hp.n_expert_used = required_int(g, a + "expert_used_count", 1);
+  if (hp.n_expert_used > hp.n_expert) {
+    throw Error(g.path() + ": " + a + "expert_used_count exceeds expert_count");
+  }
+  const int32_t fallback = hp.arch == "qwen3moe" ? hp.n_ff / hp.n_expert_used : hp.n_ff;
+  hp.n_ff_exp = g.get_int(a + "expert_feed_forward_length") ? required_int(g, a + "expert_feed_forward_length", 1)
+                                                            : fallback;
+  if (hp.n_ff_exp <= 0) throw Error(g.path() + ": the experts' feed-forward width is 0");
+}
+
 }  // namespace
 
 LlamaHParams llama_hparams_from_gguf(const GgufFile& g) {
@@ -149,6 +170,7 @@ LlamaHParams llama_hparams_from_gguf(const GgufFile& g) {
   hp.attn_scale = 1.0f / std::sqrt(float(hp.head_dim));
   if (arch.gemma) read_gemma3(g, hp);
   if (arch.phi3) read_phi3(g, hp);
+  read_experts(g, hp);
   const GgufTensorInfo* embd = g.find_tensor("token_embd.weight");
   if (embd == nullptr || embd->ne.size() != 2 || embd->ne[1] > INT32_MAX) {
     throw Error(g.path() + ": missing or malformed tensor token_embd.weight");
@@ -172,6 +194,12 @@ class LlamaModel::Loader {
     if (hp.gelu_ffn) require_op(TSR_OP_GELU_MUL, "gelu_mul", "its GeGLU feed-forward");
     if (hp.embd_scale != 1.0f) require_op(TSR_OP_SCALE, "scale", "its embedding scale");
     if (hp.n_swa > 0) require_attention_window();
+    if (hp.moe()) {
+      for (const auto& [op, name] : {std::pair{TSR_OP_SOFTMAX, "softmax"}, {TSR_OP_TOP_K, "top_k"},
+                                    {TSR_OP_MOE_COMBINE, "moe_combine"}}) {
+        require_op(op, name, "its mixture-of-experts layers");
+      }
+    }
     m_.tok_embd_ = matrix("token_embd.weight", hp.n_vocab, hp.n_embd, TSR_OP_GET_ROWS);
     m_.output_norm_ = vector_f32("output_norm.weight", hp.n_embd);
     load_rope_factors();
@@ -207,14 +235,19 @@ class LlamaModel::Loader {
         l.ffn_post_norm = vector_f32(p + "post_ffw_norm.weight", hp.n_embd);
       }
       l.ffn_norm = vector_f32(p + "ffn_norm.weight", hp.n_embd);
-      if (hp.fused_gate_up) {  // the gate's rows first, as llama.cpp's ggml_swiglu splits them
+      if (hp.moe()) {
+        l.ffn_gate_inp = matrix(p + "ffn_gate_inp.weight", hp.n_expert, hp.n_embd, TSR_OP_MATMUL);
+        l.gate_exps = experts(p + "ffn_gate_exps.weight", hp.n_ff_exp, hp.n_embd);
+        l.up_exps = experts(p + "ffn_up_exps.weight", hp.n_ff_exp, hp.n_embd);
+        l.down_exps = experts(p + "ffn_down_exps.weight", hp.n_embd, hp.n_ff_exp);
+      } else if (hp.fused_gate_up) {  // the gate's rows first, as llama.cpp's ggml_swiglu splits them
         const auto gate_up = matrices(p + "ffn_up.weight", {hp.n_ff, hp.n_ff}, hp.n_embd, TSR_OP_MATMUL);
         l.w_gate = gate_up[0], l.w_up = gate_up[1];
       } else {
         l.w_gate = matrix(p + "ffn_gate.weight", hp.n_ff, hp.n_embd, TSR_OP_MATMUL);
         l.w_up = matrix(p + "ffn_up.weight", hp.n_ff, hp.n_embd, TSR_OP_MATMUL);
       }
-      l.w_down = matrix(p + "ffn_down.weight", hp.n_embd, hp.n_ff, TSR_OP_MATMUL);
+      if (!hp.moe()) l.w_down = matrix(p + "ffn_down.weight", hp.n_embd, hp.n_ff, TSR_OP_MATMUL);
       m_.layers_.push_back(l);
     }
     if (packed_ > 0) spdlog::info("backend '{}' packed {} weight tensors into its own layout", backend_.name(), packed_);
@@ -272,16 +305,21 @@ class LlamaModel::Loader {
                 TSR_STATUS_UNSUPPORTED);
   }
 
-  // Sliding-window layers need attention's window (ABI 2.0's optional params).
+  // An optional param of an op (ABI 2.0) that the model needs, set in `probe`: `need`
+  // says what needs it, for the refusal.
+  template <class Params>
+  void require_param(tsr_op op, const Params& probe, const std::string& need) const {
+    const tsr_dtype f32 = TSR_DTYPE_F32;
+    if (backend_.supports(op, {&f32, 1}, &probe)) return;
+    throw Error(need + ", which backend '" + backend_.name() + "' does not implement", TSR_STATUS_UNSUPPORTED);
+  }
+
+  // Sliding-window layers need attention's window.
   void require_attention_window() const {
     tsr_attention_params probe{};
     probe.struct_size = sizeof(probe);
     probe.window = m_.hparams_.n_swa;
-    const tsr_dtype f32 = TSR_DTYPE_F32;
-    if (backend_.supports(TSR_OP_ATTENTION, {&f32, 1}, &probe)) return;
-    throw Error("architecture '" + m_.hparams_.arch + "' needs sliding-window attention, which backend '" +
-                    backend_.name() + "' does not implement",
-                TSR_STATUS_UNSUPPORTED);
+    require_param(TSR_OP_ATTENTION, probe, "architecture '" + m_.hparams_.arch + "' needs sliding-window attention");
   }
 
   // The scheme runs on the backend's own kernels, or brings kernels for it, which then
@@ -394,6 +432,37 @@ class LlamaModel::Loader {
     return out;
   }
 
+  // The [n_expert, rows, cols] weights of a layer's experts (GGUF ne = {cols, rows,
+  // n_expert}), for matmul_id: read in place, or converted to the quant scheme as one
+  // [n_expert * rows, cols] matrix. Not packed: weight_pack is matmul's.
+  tsr_tensor experts(const std::string& name, int64_t rows, int64_t cols) {
+    const GgufTensorInfo& t = info(name);
+    const int64_t n_expert = m_.hparams_.n_expert;
+    if (t.ne.size() != 3 || t.ne[0] != cols || t.ne[1] != rows || t.ne[2] != n_expert) {
+      throw Error("tensor " + name + " has the wrong shape (expected " + std::to_string(cols) + " x " +
+                  std::to_string(rows) + " x " + std::to_string(n_expert) + ")");
+    }
+    tsr_tensor flat{};
+    if (converts(t, cols, TSR_OP_MATMUL_ID)) {
+      Converted c = quantized(t, n_expert * rows, cols);
+      flat = c.tensor;
+      m_.buffers_.push_back(std::move(c.buffer));
+    } else {
+      const tsr_dtype d = dtype(t);
+      if (!backend_.supports(TSR_OP_MATMUL_ID, d)) {
+        throw Error("backend '" + backend_.name() + "' cannot compute with tensor " + name + " of type " +
+                        dtype_name(d) + " (matmul_id)",
+                    TSR_STATUS_UNSUPPORTED);
+      }
+      flat = tensor_make(d, in_place(t), {n_expert * rows, cols});
+    }
+    tsr_tensor w = flat;  // the same bytes seen as [n_expert, rows, cols]
+    w.ndim = 3;
+    w.shape[0] = n_expert, w.shape[1] = rows, w.shape[2] = cols;
+    w.strides[0] = rows * flat.strides[0], w.strides[1] = flat.strides[0], w.strides[2] = flat.strides[1];
+    return w;
+  }
+
   // A tensor's data where the backend reads it in place. GGUF allows any power-of-two
   // alignment, but kernels read F32 (and the f16 values of other types) as such: a file
   // written with general.alignment 1 or 2 can place them where that is undefined.
@@ -478,16 +547,12 @@ class LlamaModel::Loader {
     return upload_f32(factors);
   }
 
-  // LongRoPE's attn_factor scales cos and sin: a field of ABI 2.0's rope params.
+  // LongRoPE's attn_factor scales cos and sin.
   void require_rope_attn_factor() const {
     tsr_rope_params probe{};
     probe.struct_size = sizeof(probe);
     probe.attn_factor = m_.hparams_.rope_attn_factor;
-    const tsr_dtype f32 = TSR_DTYPE_F32;
-    if (backend_.supports(TSR_OP_ROPE, {&f32, 1}, &probe)) return;
-    throw Error(m_.gguf_->path() + ": rope.scaling.attn_factor needs a backend whose rope scales cos and sin, which '" +
-                    backend_.name() + "' does not",
-                TSR_STATUS_UNSUPPORTED);
+    require_param(TSR_OP_ROPE, probe, m_.gguf_->path() + ": rope.scaling.attn_factor needs rope that scales cos and sin");
   }
 
   static uint16_t load_u16(const uint8_t* p) {

@@ -1,4 +1,4 @@
-// A llama-family model (llama, qwen2, qwen3, gemma3, phi3: the architectures of kArchs in
+// A llama-family model (llama and Mixtral, qwen2, qwen3, qwen3moe, gemma3, phi3: the architectures of kArchs in
 // llama_model.cpp): hyperparameters from GGUF metadata and weights placed in a
 // backend's memory. Immutable after load; the GGUF mapping must outlive the model
 // because CPU backends read the weights in place.
@@ -52,6 +52,13 @@ struct LlamaHParams {
   float rope_attn_factor = 1.0f;
   int32_t n_ctx_orig = 0;  // rope.scaling.original_context_length, else n_ctx_train
 
+  // Mixture-of-experts feed-forward (qwen3moe; llama with expert_count, i.e. Mixtral):
+  // n_expert experts of width n_ff_exp, n_expert_used of them per token, picked by the
+  // softmax of the router's logits and weighted by their probabilities renormalized over
+  // the chosen ones (llama.cpp's build_moe_ffn with norm_w).
+  int32_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;
+
+  bool moe() const { return n_expert > 0; }
   bool layer_is_swa(int il) const { return n_swa > 0 && il % swa_pattern < swa_pattern - 1; }
   float layer_rope_base(int il) const { return layer_is_swa(il) ? rope_freq_base_swa : rope_freq_base; }
   float layer_rope_scale(int il) const { return layer_is_swa(il) ? rope_freq_scale_swa : rope_freq_scale; }
@@ -65,6 +72,9 @@ struct LlamaLayer {
   tsr_tensor bq, bk, bv;        // with hparams().qkv_bias, else zeroed
   tsr_tensor q_norm, k_norm;    // [head_dim], with hparams().qk_norm, else zeroed
   tsr_tensor attn_post_norm, ffn_post_norm;  // [n_embd], with hparams().post_norms, else zeroed
+  // With hparams().moe() (w_gate, w_up and w_down zeroed then): the router [n_expert, n_embd]
+  // and the experts' matrices [n_expert, rows, cols].
+  tsr_tensor ffn_gate_inp, gate_exps, up_exps, down_exps;
 };
 
 // Called with (bytes done, bytes total) while weights are placed on the backend.

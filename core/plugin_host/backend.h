@@ -97,6 +97,10 @@ class Backend {
   void bias_add(const tsr_bias_add_params& p) { enqueue(TSR_OP_BIAS_ADD, &p); }
   void scale(const tsr_scale_params& p) { enqueue(TSR_OP_SCALE, &p); }
   void gelu_mul(const tsr_gelu_params& p) { enqueue(TSR_OP_GELU_MUL, &p); }
+  void softmax(const tsr_softmax_params& p) { enqueue(TSR_OP_SOFTMAX, &p); }
+  void top_k(const tsr_top_k_params& p) { enqueue(TSR_OP_TOP_K, &p); }
+  void matmul_id(const tsr_matmul_id_params& p) { enqueue(TSR_OP_MATMUL_ID, &p); }
+  void moe_combine(const tsr_moe_combine_params& p) { enqueue(TSR_OP_MOE_COMBINE, &p); }
   void copy_blocks(const tsr_copy_blocks_params& p) { enqueue(TSR_OP_COPY_BLOCKS, &p); }
 
   // Graphs (see backend.h): whether the plugin records, and the recording of the

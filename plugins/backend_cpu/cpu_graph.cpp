@@ -137,6 +137,11 @@ void Recording::add(const tsr_softcap_params& p) {
   ops_.push_back(record(p, op_softcap, &P::out, &P::x));
 }
 
+void Recording::add(const tsr_moe_combine_params& p) {
+  using P = tsr_moe_combine_params;
+  ops_.push_back(record(p, op_moe_combine, &P::out, &P::x, &P::weights));
+}
+
 void Recording::add(const tsr_cast_params& p) {
   using P = tsr_cast_params;
   ops_.push_back(record(p, op_cast, &P::out, &P::x));

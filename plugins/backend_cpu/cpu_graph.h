@@ -33,6 +33,7 @@ class Recording {
   void add(const tsr_top_k_params& p);
   void add(const tsr_matmul_id_params& p);
   void add(const tsr_softcap_params& p);
+  void add(const tsr_moe_combine_params& p);
   void add(const tsr_cast_params& p);
 
   void run(OpContext& ctx) const;

@@ -43,6 +43,8 @@ void op_softmax(OpContext& ctx, const tsr_softmax_params& p);
 void op_top_k(OpContext& ctx, const tsr_top_k_params& p);
 void op_matmul_id(OpContext& ctx, const tsr_matmul_id_params& p);
 void op_softcap(OpContext& ctx, const tsr_softcap_params& p);
+// ABI 2.1 (cpu_row_ops.cpp).
+void op_moe_combine(OpContext& ctx, const tsr_moe_combine_params& p);
 void op_cast(OpContext& ctx, const tsr_cast_params& p);
 // Whether cast converts `from` into `to`.
 bool cast_supports(tsr_dtype from, tsr_dtype to);

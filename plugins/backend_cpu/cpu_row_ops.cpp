@@ -1,5 +1,5 @@
 // The CPU backend's per-row reductions of ABI 2.0: layer norm (with optional bias),
-// softmax and top-k (MoE routing). Sums accumulate in double, as rms_norm's do.
+// softmax, top-k (MoE routing) and the MoE combine. Sums accumulate in double, as rms_norm's do.
 #include <omp.h>
 
 #include <algorithm>
@@ -100,6 +100,40 @@ void op_top_k(OpContext& ctx, const tsr_top_k_params& p) {
     for (int64_t j = 0; j < k; ++j) {
       ids.row<int32_t>(r)[j] = order[static_cast<size_t>(j)];
       values.row<float>(r)[j] = in[order[static_cast<size_t>(j)]];
+    }
+  }
+}
+
+// Each token's expert outputs, weighted and added in slot order, with ggml's rounding: the
+// weights' sum in double (ggml_vec_sum_f32), then each product rounded to f32 before it is
+// added (ggml_mul, then ggml_add of the slot views).
+void op_moe_combine(OpContext& ctx, const tsr_moe_combine_params& p) {
+  sdk::check_moe_combine_layout(p);
+  const Matrix out = as_matrix(p.out, TSR_DTYPE_F32, "moe_combine out");
+  const Matrix x = as_matrix(p.x, TSR_DTYPE_F32, "moe_combine x");
+  const Matrix w = as_matrix(p.weights, TSR_DTYPE_F32, "moe_combine weights");
+  const int64_t n_used = p.x->shape[1], d = p.x->shape[2];
+  require(n_used > 0, "moe_combine: n_used must be > 0");
+#pragma omp parallel for num_threads(ctx.n_threads) if (x.rows * x.cols >= kParallelMin)
+  for (int64_t r = 0; r < x.rows; ++r) {
+    std::vector<float> weight(w.row<float>(r), w.row<float>(r) + n_used);
+    if (p.normalize != 0) {
+      double sum = 0;
+      for (const float v : weight) sum += v;
+      for (float& v : weight) v /= static_cast<float>(sum);
+    }
+    if (p.scale != 0) {
+      for (float& v : weight) v *= p.scale;
+    }
+    const float* in = x.row<float>(r);
+    float* o = out.row<float>(r);
+    for (int64_t c = 0; c < d; ++c) o[c] = in[c] * weight[0];
+    for (int64_t s = 1; s < n_used; ++s) {
+      const float* xs = in + s * d;
+      for (int64_t c = 0; c < d; ++c) {
+        const float product = xs[c] * weight[size_t(s)];
+        o[c] += product;
+      }
     }
   }
 }

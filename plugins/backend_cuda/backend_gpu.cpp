@@ -369,7 +369,7 @@ class GpuBackend {
         case TSR_OP_RMS_NORM: case TSR_OP_ROPE: case TSR_OP_KV_WRITE: case TSR_OP_ATTENTION:
         case TSR_OP_SILU_MUL: case TSR_OP_ADD: case TSR_OP_MUL: case TSR_OP_SCALE: case TSR_OP_GELU:
         case TSR_OP_GELU_MUL: case TSR_OP_LAYER_NORM: case TSR_OP_BIAS_ADD: case TSR_OP_SOFTMAX:
-        case TSR_OP_TOP_K: case TSR_OP_SOFTCAP:
+        case TSR_OP_TOP_K: case TSR_OP_SOFTCAP: case TSR_OP_MOE_COMBINE:
           if (d != TSR_DTYPE_F32) return false;
           break;
         default: return false;
@@ -797,6 +797,16 @@ class GpuBackend {
     gpu::top_k(s.handle, ids, values, x, p.k);
     end_op(s, "top_k", values);
     wrote(ids);
+  }
+
+  void moe_combine(Stream* sp, const tsr_moe_combine_params& p) {
+    Stream& s = begin_op(sp);
+    sdk::check_moe_combine_layout(p);
+    const Mat out = view(p.out, TSR_DTYPE_F32, "moe_combine out");
+    const Mat x = view(p.x, TSR_DTYPE_F32, "moe_combine x");  // [n, n_used * d], slots packed
+    const Mat w = view(p.weights, TSR_DTYPE_F32, "moe_combine weights");
+    gpu::moe_combine(s.handle, out, x, w, p.x->shape[1], p.normalize, p.scale);
+    end_op(s, "moe_combine", out);
   }
 
   // Ids the host wrote are checked as on the CPU; ids written on the device (top_k's) are

@@ -57,6 +57,9 @@ void layer_norm(cudaStream_t s, const Mat& out, const Mat& x, const float* weigh
 void softmax(cudaStream_t s, const Mat& out, const Mat& x, float scale);
 // ids and values: [x.rows, k]; largest first, the lower index first among equals, NaN last.
 void top_k(cudaStream_t s, const Mat& ids, const Mat& values, const Mat& x, int32_t k);
+// tsr_moe_combine_params: out [n, d]; x [n, n_used * d] (slots packed); weights [n, n_used].
+void moe_combine(cudaStream_t s, const Mat& out, const Mat& x, const Mat& weights, int64_t n_used, int normalize,
+                 float scale);
 // Copies `block_size` rows from block pairs[2i] to block pairs[2i+1], for i in [first, first + n).
 void copy_blocks(cudaStream_t s, const Mat& cache, const int32_t* pairs, int64_t first, int64_t n,
                  int32_t block_size);

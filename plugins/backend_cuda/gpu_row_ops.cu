@@ -1,5 +1,5 @@
-// Per-row reductions of the GPU backends: layer norm (with optional bias), softmax and
-// top-k (MoE routing). One block per row; a row is read from memory in each pass and
+// Per-row reductions of the GPU backends: layer norm (with optional bias), softmax,
+// top-k (MoE routing) and the MoE combine. One block per row; a row is read from memory in each pass and
 // written last, so out may alias x. Semantics follow plugins/backend_cpu/cpu_row_ops.cpp.
 #include "gpu_decode.cuh"
 #include "gpu_kernels.h"
@@ -103,6 +103,29 @@ __global__ void __launch_bounds__(kThreads) top_k_kernel(Mat ids, Mat values, Ma
   }
 }
 
+// One block per token: each thread derives the token's weights (n_used is small) and sums
+// its columns in slot order, each product rounded before it is added, as the CPU does.
+__global__ void __launch_bounds__(kThreads)
+    moe_combine_kernel(Mat out, Mat x, Mat w, int64_t n_used, int64_t d, int normalize, float scale) {
+  const float* wr = row_ptr<const float>(w, blockIdx.x);
+  const float* in = row_ptr<const float>(x, blockIdx.x);
+  float* o = row_ptr<float>(out, blockIdx.x);
+  float sum = 0;
+  if (normalize != 0) {
+    for (int64_t s = 0; s < n_used; ++s) sum += wr[s];
+  }
+  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) {
+    float acc = 0;
+    for (int64_t s = 0; s < n_used; ++s) {
+      float ws = normalize != 0 ? wr[s] / sum : wr[s];
+      if (scale != 0) ws *= scale;
+      const float product = __fmul_rn(in[s * d + c], ws);
+      acc = s == 0 ? product : __fadd_rn(acc, product);
+    }
+    o[c] = acc;
+  }
+}
+
 int threads_for(int64_t cols) {
   const int64_t warps = (cols + kWarp - 1) / kWarp;
   return static_cast<int>(warps * kWarp < kThreads ? warps * kWarp : kThreads);
@@ -116,6 +139,13 @@ void layer_norm(cudaStream_t s, const Mat& out, const Mat& x, const float* weigh
 
 void softmax(cudaStream_t s, const Mat& out, const Mat& x, float scale) {
   softmax_kernel<<<static_cast<unsigned>(x.rows), threads_for(x.cols), 0, s>>>(out, x, scale);
+}
+
+void moe_combine(cudaStream_t s, const Mat& out, const Mat& x, const Mat& weights, int64_t n_used, int normalize,
+                 float scale) {
+  const int64_t d = out.cols;
+  moe_combine_kernel<<<static_cast<unsigned>(out.rows), threads_for(d), 0, s>>>(out, x, weights, n_used, d, normalize,
+                                                                               scale);
 }
 
 void top_k(cudaStream_t s, const Mat& ids, const Mat& values, const Mat& x, int32_t k) {

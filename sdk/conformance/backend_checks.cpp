@@ -208,6 +208,7 @@ constexpr tsr_op op_of(const tsr_top_k_params*) { return TSR_OP_TOP_K; }
 constexpr tsr_op op_of(const tsr_matmul_id_params*) { return TSR_OP_MATMUL_ID; }
 constexpr tsr_op op_of(const tsr_softcap_params*) { return TSR_OP_SOFTCAP; }
 constexpr tsr_op op_of(const tsr_cast_params*) { return TSR_OP_CAST; }
+constexpr tsr_op op_of(const tsr_moe_combine_params*) { return TSR_OP_MOE_COMBINE; }
 
 // A backend handle of the plugin with a stream of its own, and the entries the tests call,
 // each with its args struct filled in. The *_status forms return what the plugin did.
@@ -1399,6 +1400,44 @@ TEST_F(BackendTest, SoftcapMatchesReference) {
   const DevTensor x = upload(dut(), random_floats(8, rng), TSR_DTYPE_F32, {1, 8});
   tsr_softcap_params bad{sizeof(bad), x.get(), x.get(), 0.0f, 0};
   expect_refused([&](tsr_error** e) { return dut().enqueue_status(&bad, e, dut().b, dut().s); }, "softcap cap 0");
+}
+
+// moe_combine (ABI 2.1): each token's slots weighted (normalized and scaled, each optional)
+// and summed; a bad scale is refused.
+TEST_F(BackendTest, MoeCombineMatchesReference) {
+  TSR_REQUIRE_OP(TSR_OP_MOE_COMBINE);
+  for (const auto [normalize, scale] : {std::pair{0, 0.0f}, {1, 0.0f}, {1, 2.5f}, {0, -0.5f}}) {
+    const int64_t n = pick(rng, 1, 6), n_used = pick(rng, 1, 8), d = pick(rng, 1, 300);
+    SCOPED_TRACE("n=" + std::to_string(n) + " used=" + std::to_string(n_used) + " normalize=" + std::to_string(normalize));
+    const std::vector<float> x = random_floats(static_cast<size_t>(n * n_used * d), rng);
+    const std::vector<float> w = random_floats(static_cast<size_t>(n * n_used), rng, 0.05f, 1.0f);
+    std::vector<double> ref(static_cast<size_t>(n * d));
+    for (int64_t i = 0; i < n; ++i) {
+      double sum = 0;
+      for (int64_t s = 0; s < n_used; ++s) sum += w[i * n_used + s];
+      for (int64_t s = 0; s < n_used; ++s) {
+        const double ws = (normalize ? w[i * n_used + s] / sum : w[i * n_used + s]) * (scale != 0 ? scale : 1.0f);
+        for (int64_t c = 0; c < d; ++c) ref[i * d + c] += ws * x[(i * n_used + s) * d + c];
+      }
+    }
+    expect_matches(ref, [&](Device& dev) {
+      const DevTensor dx = upload(dev, x, TSR_DTYPE_F32, {n, n_used, d}), dw = upload(dev, w, TSR_DTYPE_F32, {n, n_used});
+      const DevTensor out = make_tensor(dev, TSR_DTYPE_F32, {n, d}, nullptr, 4);
+      dev.run(tsr_moe_combine_params{sizeof(tsr_moe_combine_params), out.get(), dx.get(), dw.get(), normalize, scale},
+              "moe_combine");
+      EXPECT_TRUE(out.pad_untouched());
+      return out.packed_rows();
+    });
+  }
+  const DevTensor x = upload(dut(), random_floats(8, rng), TSR_DTYPE_F32, {1, 2, 4});
+  const DevTensor w = upload(dut(), random_floats(2, rng), TSR_DTYPE_F32, {1, 2});
+  const DevTensor out = make_tensor(dut(), TSR_DTYPE_F32, {1, 4});
+  tsr_moe_combine_params bad{sizeof(bad), out.get(), x.get(), w.get(), 0, INFINITY};
+  expect_refused([&](tsr_error** e) { return dut().enqueue_status(&bad, e, dut().b, dut().s); }, "moe_combine scale inf");
+  const DevTensor wrong = make_tensor(dut(), TSR_DTYPE_F32, {1, 3});
+  tsr_moe_combine_params mismatched{sizeof(mismatched), wrong.get(), x.get(), w.get(), 0, 0.0f};
+  expect_refused([&](tsr_error** e) { return dut().enqueue_status(&mismatched, e, dut().b, dut().s); },
+                 "moe_combine out of the wrong width");
 }
 
 TEST_F(BackendTest, BiasAddMatchesReference) {

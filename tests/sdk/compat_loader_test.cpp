@@ -1,4 +1,4 @@
-// Plugins built against the headers of every kept 1.x minor (plugin_api/compat/1.0 … 1.4)
+// Plugins built against the headers of every kept minor (plugin_api/compat/1.0 … 1.4, 2.0)
 // load into today's 2.x host through the core's loader (backends behind its adapter) and
 // work, to the reference text; a plugin built for a newer minor than the host is refused
 // with a message naming both versions; so are constraint and quant plugins claiming 1.0,
@@ -54,7 +54,7 @@ TEST(Compat, BackendBuiltAgainst1_3IsNotGivenRopeFactors) {
   }
 }
 
-// The example backend of each kept 1.x minor, behind the host's adapter, generates
+// The example backend of each kept minor (1.x behind the host's adapter) generates
 // llama.cpp's greedy text for stories260K (the ops, graphs and packing where its minor has
 // them; the first reference prompt).
 class CompatGeneration : public ::testing::TestWithParam<const char*> {};
@@ -81,7 +81,7 @@ TEST_P(CompatGeneration, GeneratesTheReferenceText) {
   EXPECT_EQ(r.text, ref["greedy_text"].get<std::string>());
 }
 
-INSTANTIATE_TEST_SUITE_P(KeptMinors, CompatGeneration, ::testing::Values("1_0", "1_1", "1_2", "1_3", "1_4"),
+INSTANTIATE_TEST_SUITE_P(KeptMinors, CompatGeneration, ::testing::Values("1_0", "1_1", "1_2", "1_3", "1_4", "2_0"),
                          [](const auto& info) { return std::string("abi_") + info.param; });
 
 TEST(Compat, DraftBuiltAgainst1_0Loads) {

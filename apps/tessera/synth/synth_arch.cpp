@@ -1,5 +1,6 @@
 #include "apps/tessera/synth/synth_arch.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "base/error.h"
@@ -30,6 +31,7 @@ constexpr ArchDefaults kArchs[] = {
     {"llama", 10000.0f, 1e-5f, false, false, false, false},
     {"qwen2", 1000000.0f, 1e-6f, true, false, false, false},
     {"qwen3", 1000000.0f, 1e-6f, false, true, false, false},
+    {"qwen3moe", 1000000.0f, 1e-6f, false, true, false, false},
     {"gemma3", 1000000.0f, 1e-6f, false, true, true, false},
     {"phi3", 10000.0f, 1e-5f, false, false, false, true},
 };
@@ -49,6 +51,45 @@ TensorPlan matrix(std::string name, int64_t in, int64_t out) {
 }
 
 TensorPlan norm(std::string name, int64_t n) { return {std::move(name), {n}, 0.0f}; }
+
+// The experts' [n_expert] stack of [out, in] matrices, each scaled as matrix() scales one.
+TensorPlan experts(std::string name, int64_t in, int64_t out, int64_t n_expert) {
+  return {std::move(name), {in, out, n_expert}, 1.0f / std::sqrt(static_cast<float>(in))};
+}
+
+// A layer's feed-forward: SwiGLU's three matrices (Phi-3: gate and up in one), or the
+// router and the experts' stacks.
+void add_ffn(std::vector<TensorPlan>& plan, const std::string& p, const SynthShape& s, bool fused_gate_up) {
+  if (s.experts > 0) {
+    plan.push_back(matrix(p + "ffn_gate_inp.weight", s.dim, s.experts));
+    plan.push_back(experts(p + "ffn_gate_exps.weight", s.dim, s.expert_ffn, s.experts));
+    plan.push_back(experts(p + "ffn_down_exps.weight", s.expert_ffn, s.dim, s.experts));
+    plan.push_back(experts(p + "ffn_up_exps.weight", s.dim, s.expert_ffn, s.experts));
+    return;
+  }
+  if (fused_gate_up) {
+    plan.push_back(matrix(p + "ffn_up.weight", s.dim, 2 * int64_t{s.ffn}));  // gate rows, then up rows
+  } else {
+    plan.push_back(matrix(p + "ffn_gate.weight", s.dim, s.ffn));
+    plan.push_back(matrix(p + "ffn_up.weight", s.dim, s.ffn));
+  }
+  plan.push_back(matrix(p + "ffn_down.weight", s.ffn, s.dim));
+}
+
+// Experts: qwen3moe always has them (8 by default), llama may (Mixtral), the others not here.
+void resolve_experts(SynthShape& s) {
+  if (s.arch == "qwen3moe" && s.experts == 0) s.experts = 8;
+  if (s.experts == 0) {
+    if (s.experts_used != 0 || s.expert_ffn != 0) throw Error("synth: --experts-used and --expert-ffn need --experts");
+    return;
+  }
+  if (s.arch != "qwen3moe" && s.arch != "llama") throw Error("synth: --experts is for qwen3moe and llama (Mixtral)");
+  if (s.experts_used == 0) s.experts_used = std::min(2, s.experts);
+  if (s.experts_used > s.experts) throw Error("synth: --experts-used must be at most --experts");
+  if (s.expert_ffn == 0) s.expert_ffn = s.ffn;
+  // llama.cpp's llama reads no expert width: its experts are feed_forward_length wide.
+  if (s.arch == "llama" && s.expert_ffn != s.ffn) throw Error("synth: llama's experts are --ffn wide (no --expert-ffn)");
+}
 
 // LongRoPE's factors, rising over the pairs as Phi-3's do: the short ones to 1.5, the
 // long ones to the context's extension factor.
@@ -99,6 +140,7 @@ SynthShape synth_resolve(SynthShape s) {
   if (!a.gemma && !a.phi3 && s.sliding_window != 0) {
     throw Error("synth: --sliding-window is for gemma3 and phi3 (" + std::string(a.name) + " has none here)");
   }
+  resolve_experts(s);
   return s;
 }
 
@@ -138,13 +180,7 @@ std::vector<TensorPlan> synth_tensor_plan(const SynthShape& s) {
     plan.push_back(matrix(p + "attn_output.weight", q_dim, s.dim));
     if (a.gemma) plan.push_back({p + "post_attention_norm.weight", {s.dim}, 0.0f, post_norm});
     plan.push_back(norm(p + "ffn_norm.weight", s.dim));
-    if (a.phi3) {
-      plan.push_back(matrix(p + "ffn_up.weight", s.dim, 2 * int64_t{s.ffn}));  // gate rows, then up rows
-    } else {
-      plan.push_back(matrix(p + "ffn_gate.weight", s.dim, s.ffn));
-      plan.push_back(matrix(p + "ffn_up.weight", s.dim, s.ffn));
-    }
-    plan.push_back(matrix(p + "ffn_down.weight", s.ffn, s.dim));
+    add_ffn(plan, p, s, a.phi3);
     if (a.gemma) plan.push_back({p + "post_ffw_norm.weight", {s.dim}, 0.0f, post_norm});
   }
   // Tied, the embedding takes the head's spread (its own scale does not matter, as every
@@ -187,6 +223,11 @@ void synth_add_hparams(GgufWriter& w, const SynthShape& s) {
       const double scale = double(s.ctx) / s.rope_orig_ctx;
       w.add_f32(p + "rope.scaling.attn_factor", float(std::sqrt(1 + std::log(scale) / std::log(double(s.rope_orig_ctx)))));
     }
+  }
+  if (s.experts > 0) {
+    w.add_u32(p + "expert_count", u32(s.experts));
+    w.add_u32(p + "expert_used_count", u32(s.experts_used));
+    if (s.arch == "qwen3moe") w.add_u32(p + "expert_feed_forward_length", u32(s.expert_ffn));
   }
   w.add_f32(p + "attention.layer_norm_rms_epsilon", a.rms_eps);
   w.add_u32(p + "vocab_size", u32(s.vocab));

@@ -25,11 +25,14 @@ struct SynthShape {
   int32_t rope_orig_ctx = 0;
   int32_t sliding_window = 0;  // 0: the architecture's usual window (gemma3: 512), or none
   bool tied = false;     // no output.weight: the embedding is the output head too
+  // Mixture of experts (qwen3moe; llama: Mixtral's layout): experts of expert_ffn (0: ffn)
+  // each, experts_used (0: 2) per token. qwen3moe defaults to 8 experts.
+  int32_t experts = 0, experts_used = 0, expert_ffn = 0;
 };
 
 struct TensorPlan {
   std::string name;
-  std::vector<int64_t> ne;  // GGUF order: ne[0] is the row length (input features)
+  std::vector<int64_t> ne;  // GGUF order: ne[0] is the row length (input features); experts' ne[2] the expert
   float stddev = 0;         // values drawn from N(0, stddev²); 0: all `fill` (a norm weight)
   float fill = 1.0f;
   std::vector<float> values;  // explicit contents instead (RoPE factors)

@@ -88,7 +88,9 @@ typedef enum tsr_op {
   TSR_OP_MATMUL_ID = 17,
   TSR_OP_SOFTCAP = 18,
   TSR_OP_CAST = 19,
-  TSR_OP_COUNT_ = 20
+  /* ABI 2.1 */
+  TSR_OP_MOE_COMBINE = 20,
+  TSR_OP_COUNT_ = 21
 } tsr_op;
 
 typedef enum tsr_rope_mode {
@@ -345,6 +347,26 @@ typedef struct tsr_cast_params {
   const tsr_tensor* x;
 } tsr_cast_params;
 TSR_ABI_PIN_SIZE(tsr_cast_params, 24);
+
+/* ---- ops of ABI 2.1 ---- */
+
+/* The weighted sum of a mixture-of-experts layer's expert outputs (llama.cpp's weighting
+ * and view-add aggregation in build_moe_ffn): for each token i,
+ *   w[s] = weights[i, s] / sum_t weights[i, t]   when normalize is nonzero, else weights[i, s];
+ *   w[s] = w[s] * scale                           when scale is nonzero (0 stands for 1);
+ *   out[i, :] = x[i, 0, :] * w[0] + x[i, 1, :] * w[1] + ...   in slot order, in f32.
+ * x: [n, n_used, d] f32 (matmul_id's out); weights: [n, n_used] f32 (top_k's values, or
+ * what the host made of them); out: [n, d] f32, which must not alias x or weights. A
+ * normalized row whose weights sum to 0 gives NaN or infinities, as llama.cpp's does. */
+typedef struct tsr_moe_combine_params {
+  size_t struct_size;
+  const tsr_tensor* out;
+  const tsr_tensor* x;
+  const tsr_tensor* weights;
+  int32_t normalize;
+  float scale;
+} tsr_moe_combine_params;
+TSR_ABI_PIN_SIZE(tsr_moe_combine_params, 40);
 
 /* ---- ops as data (ABI 2.0) ----
  * An op is its identifier and a pointer to its params struct above (the one its comment

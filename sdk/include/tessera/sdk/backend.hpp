@@ -22,8 +22,8 @@
 //   void event_wait(Stream*, Event&);           void event_synchronize(Event&);
 //   void get_rows(Stream*, const tsr_get_rows_params&);  ... one per op of ABI 1.0, same
 //   pattern; the ops 2.0 added (mul, scale, gelu, gelu_mul, layer_norm, bias_add, softmax,
-//   top_k, matmul_id, softcap, cast) are optional members: without one, that op is
-//   unsupported (answer supports() accordingly).
+//   top_k, matmul_id, softcap, cast) and 2.1 added (moe_combine) are optional members:
+//   without one, that op is unsupported (answer supports() accordingly).
 //   struct Graph;                                        // optional (ABI 1.2), with:
 //   void graph_begin(Stream&);  std::unique_ptr<Graph> graph_end(Stream&);
 //   void graph_launch(Stream&, const Graph&);
@@ -78,6 +78,9 @@ constexpr const char* op_name(const tsr_top_k_params*) { return "top_k"; }
 constexpr const char* op_name(const tsr_matmul_id_params*) { return "matmul_id"; }
 constexpr const char* op_name(const tsr_softcap_params*) { return "softcap"; }
 constexpr const char* op_name(const tsr_cast_params*) { return "cast"; }
+#endif
+#if TSR_SDK_ABI_AT_LEAST(2, 1)
+constexpr const char* op_name(const tsr_moe_combine_params*) { return "moe_combine"; }
 #endif
 
 #if TSR_SDK_ABI_AT_LEAST(2, 0)
@@ -505,6 +508,9 @@ class BackendPlugin {
         TSR_SDK_OPTIONAL_OP(TSR_OP_MATMUL_ID, tsr_matmul_id_params, matmul_id)
         TSR_SDK_OPTIONAL_OP(TSR_OP_SOFTCAP, tsr_softcap_params, softcap)
         TSR_SDK_OPTIONAL_OP(TSR_OP_CAST, tsr_cast_params, cast)
+#if TSR_SDK_ABI_AT_LEAST(2, 1)
+        TSR_SDK_OPTIONAL_OP(TSR_OP_MOE_COMBINE, tsr_moe_combine_params, moe_combine)
+#endif
 #undef TSR_SDK_OPTIONAL_OP
         default: break;
       }

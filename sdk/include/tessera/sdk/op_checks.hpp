@@ -72,4 +72,18 @@ inline void check_top_k_scalars(const tsr_top_k_params& p, int64_t row_length) {
   require(p.k > 0 && p.k <= row_length, "top_k: k must be in [1, row length]");
 }
 
+#if TSR_ABI_MAJOR > 2 || (TSR_ABI_MAJOR == 2 && TSR_ABI_MINOR >= 1)
+// moe_combine's operand shapes (x [n, n_used, d], weights [n, n_used], out [n, d]) and
+// its scale; dtypes and strides are each backend's to check.
+inline void check_moe_combine_layout(const tsr_moe_combine_params& p) {
+  require(p.x != nullptr && p.x->ndim == 3, "moe_combine: x must be [n, n_used, d]");
+  require(p.weights != nullptr && p.weights->ndim == 2 && p.weights->shape[0] == p.x->shape[0] &&
+              p.weights->shape[1] == p.x->shape[1],
+          "moe_combine: weights must be [n, n_used], as x's first two dims");
+  require(p.out != nullptr && p.out->ndim == 2 && p.out->shape[0] == p.x->shape[0] && p.out->shape[1] == p.x->shape[2],
+          "moe_combine: out must be [n, d], as x's first and last dims");
+  require(std::isfinite(p.scale), "moe_combine: scale must be finite");
+}
+#endif
+
 }  // namespace tsr::sdk
