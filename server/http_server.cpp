@@ -132,7 +132,8 @@ void HttpServer::Impl::configure() {
       cors.preflight(req, res);
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (req.path.starts_with("/v1/") && !authorized(req, options.api_key)) {
+    const bool protected_path = req.path.starts_with("/v1/") || (options.metrics_auth && req.path == "/metrics");
+    if (protected_path && !authorized(req, options.api_key)) {
       send_error(res, 401, ApiError(401, "invalid or missing API key (Authorization: Bearer ...)",
                                     "invalid_request_error", "", "invalid_api_key").to_json());
       return httplib::Server::HandlerResponse::Handled;

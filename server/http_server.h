@@ -19,6 +19,7 @@ struct ServerOptions {
   int32_t port = 8080;             // 0: any free port (start() returns it)
   int32_t max_queue = 256;         // engine requests that may wait for the running batch
   std::string api_key;             // empty: no authentication
+  bool metrics_auth = false;       // /metrics needs the key too
   size_t max_body_bytes = 16u << 20;
   std::string model_id;            // the name /v1/models lists and "model" must match
   std::string model_path;          // accepted as "model" too

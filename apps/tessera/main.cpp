@@ -1,5 +1,4 @@
 // The `tessera` command: run, serve, bench, synth, quantize, maskbench, perplexity, inspect.
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -8,11 +7,10 @@
 
 #include "apps/tessera/cli_args.h"
 #include "apps/tessera/commands.h"
+#include "apps/tessera/log_format.h"
 
 int main(int argc, char** argv) {
-  // stdout carries generated text only; every log line goes to stderr.
-  spdlog::set_default_logger(spdlog::stderr_color_mt("tessera"));
-  spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+  tsr::app::install_log_format();
 
   CLI::App app{"Tessera: a plugin-based LLM inference engine"};
   app.require_subcommand(1);

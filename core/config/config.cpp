@@ -310,6 +310,7 @@ constexpr KeySpec kKeys[] = {
     {"server", "max_queue",
      [](const Field& f, Config& c) { c.server.max_queue = f.int_in<int32_t>(1); }},
     {"server", "api_key", [](const Field& f, Config& c) { c.server.api_key = f.str(); }},
+    {"server", "metrics_auth", [](const Field& f, Config& c) { c.server.metrics_auth = f.boolean(); }},
     {"server", "alias", [](const Field& f, Config& c) { c.server.alias = f.nonempty_str(); }},
     {"server", "cors_origins", [](const Field& f, Config& c) { c.server.cors_origins = f.distinct(&Field::origin); }},
 

@@ -77,6 +77,7 @@ struct ServerConfig {
   int32_t port = 8080;
   int32_t max_queue = 256;
   std::string api_key;                    // empty: no authentication
+  bool metrics_auth = false;              // /metrics needs the API key too
   std::string alias;                      // the served model id; empty: the file name
   std::vector<std::string> cors_origins;  // origins answered with CORS headers; "*": any
 };

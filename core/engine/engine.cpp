@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <filesystem>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -159,6 +160,12 @@ ForwardOptions Engine::Impl::forward_options(const Backend& backend, const KvCac
 void Engine::Impl::load() {
   if (config.model.path.empty()) {
     throw Error("no model given: set [model] path in the config or pass -m MODEL");
+  }
+  // A plugin_dir that is not there would leave the search to the other folders silently,
+  // and load plugins other than the ones the operator pointed at.
+  std::error_code ec;
+  if (!config.plugin_dir.empty() && !std::filesystem::is_directory(config.plugin_dir, ec)) {
+    throw Error("plugin_dir '" + config.plugin_dir + "' is not a directory", TSR_STATUS_NOT_FOUND);
   }
   const auto dirs = plugin_search_dirs(config.plugin_dir);
   auto plugin = Plugin::find(TSR_PLUGIN_BACKEND, config.backend.plugin, dirs);

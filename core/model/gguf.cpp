@@ -410,7 +410,9 @@ GgufFile::~GgufFile() = default;
 std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
   auto impl = std::make_unique<Impl>();
   impl->path = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer, forever; it is then
+  // refused as not a regular file (regular files ignore the flag).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     throw Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)),
                 TSR_STATUS_IO_ERROR);

@@ -230,6 +230,22 @@ const void* Plugin::iface() const { return adapter_ ? adapter_->reg() : desc_->i
 
 Plugin::~Plugin() = default;
 
+namespace {
+
+// Why the dynamic loader refuses `file`, in its words ("invalid ELF header", "undefined
+// symbol: X"): Boost's error code says only "Bad file descriptor", so dlopen is asked again.
+std::string loader_error(const fs::path& file, const boost::system::error_code& ec) {
+  void* handle = ::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle != nullptr) {
+    ::dlclose(handle);
+    return ec.message();
+  }
+  const char* why = ::dlerror();
+  return why != nullptr ? why : ec.message();
+}
+
+}  // namespace
+
 std::shared_ptr<Plugin> Plugin::load(const fs::path& file, tsr_plugin_kind kind,
                                      std::string_view name) {
   auto lib = std::make_unique<Library>();
@@ -241,7 +257,7 @@ std::shared_ptr<Plugin> Plugin::load(const fs::path& file, tsr_plugin_kind kind,
   const auto mode = static_cast<boost::dll::load_mode::type>(
       static_cast<unsigned>(boost::dll::load_mode::rtld_now) | RTLD_NODELETE);
   lib->lib.load(boost::dll::fs::path(file.string()), mode, ec);
-  if (ec) refuse(file, "it could not be loaded: " + ec.message(), TSR_STATUS_NOT_FOUND);
+  if (ec) refuse(file, "it could not be loaded: " + loader_error(file, ec), TSR_STATUS_NOT_FOUND);
   if (!lib->lib.has(TSR_PLUGIN_QUERY_SYMBOL)) {
     refuse(file, "it does not export " TSR_PLUGIN_QUERY_SYMBOL " (not a Tessera plugin?)");
   }

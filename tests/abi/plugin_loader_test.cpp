@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "base/error.h"
 #include "core/plugin_host/plugin_loader.h"
@@ -111,12 +112,17 @@ TEST(PluginLoader, NotASharedLibraryIsRefused) {
   const auto dir = std::filesystem::path(::testing::TempDir()) / "fake_plugins";
   std::filesystem::create_directories(dir);
   const auto file = dir / "libtessera_backend_fake.so";
-  { std::FILE* f = std::fopen(file.c_str(), "w"); std::fputs("not an ELF file", f); std::fclose(f); }
+  {
+    std::ofstream f(file);
+    for (int i = 0; i < 16; ++i) f << "not an ELF file\n";
+  }
   try {
     Plugin::find(TSR_PLUGIN_BACKEND, "fake", {dir});
     FAIL();
   } catch (const Error& e) {
+    // The dynamic loader's own words, not Boost's "Bad file descriptor".
     EXPECT_NE(std::string(e.what()).find("could not be loaded"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("invalid ELF header"), std::string::npos) << e.what();
   }
 }
 
@@ -139,6 +145,21 @@ TEST(PluginLoader, SearchOrderConfigThenEnvThenExecutable) {
   EXPECT_EQ(std::filesystem::weakly_canonical(dirs[3]), std::filesystem::weakly_canonical(TESSERA_PLUGIN_DIR));
   EXPECT_EQ(dirs[4].filename(), "tessera");
   EXPECT_EQ(dirs[5].filename(), "tessera");
+}
+
+// A plugin_dir that is not there is refused, naming it, rather than searched past.
+TEST(PluginLoader, MissingPluginDirIsRefused) {
+  const std::string toml = "plugin_dir = \"/nowhere/plugins\"\n[model]\npath = \"/dev/null\"\n";
+  tsr_engine_params params = tsr_engine_default_params();
+  params.config_toml = toml.c_str();
+  tsr_engine* engine = nullptr;
+  tsr_error* error = nullptr;
+  EXPECT_EQ(tsr_engine_create(&params, &engine, &error), TSR_STATUS_NOT_FOUND);
+  ASSERT_NE(error, nullptr);
+  EXPECT_NE(std::string(tsr_error_message(error)).find("plugin_dir '/nowhere/plugins' is not a directory"),
+            std::string::npos)
+      << tsr_error_message(error);
+  tsr_error_free(error);
 }
 
 // Through the public C API: the engine refuses the plugin and says why.

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "core/model/gguf_writer.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/common/shared_data.h"
 #include "tests/common/subprocess.h"
@@ -164,33 +166,131 @@ TEST(CliFlags, NglChoosesTheBackend) {
   }
 }
 
+// `tessera serve -m stories260K --port 0 -t 1 ARGS...` in a child process (with `env`
+// added to its environment), and the port it printed once it listens; -1 if it did not.
+class ServeProcess {
+ public:
+  explicit ServeProcess(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
+    int out[2];
+    if (pipe(out) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(out[1], STDOUT_FILENO);
+      close(out[0]);
+      for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
+      std::vector<std::string> all{bin(), "serve", "-m", model(), "--port", "0", "-t", "1"};
+      all.insert(all.end(), args.begin(), args.end());
+      std::vector<char*> argv;
+      for (std::string& a : all) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(out[1]);
+    std::string line;
+    pollfd p{out[0], POLLIN, 0};
+    for (char c; line.find('\n') == std::string::npos && poll(&p, 1, 60000) > 0 && read(out[0], &c, 1) == 1;) line += c;
+    close(out[0]);
+    if (const size_t colon = line.rfind(':'); colon != std::string::npos) port_ = std::stoi(line.substr(colon + 1));
+  }
+  ~ServeProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+  // Sends `sig` and returns the wait status.
+  int stop(int sig) {
+    kill(pid_, sig);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = -1;
+};
+
 // `serve --alias NAME`: the id /v1/models lists and requests name.
 TEST(CliFlags, ServeAlias) {
   TSR_REQUIRE_SHARED(kStories);
-  int out[2];
-  ASSERT_EQ(pipe(out), 0);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out[1], STDOUT_FILENO);
-    close(out[0]);
-    const std::string m = model();
-    execl(bin().c_str(), "tessera", "serve", "-m", m.c_str(), "--port", "0", "-t", "1", "--alias", "my-model",
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(out[1]);
-  std::string line;
-  pollfd p{out[0], POLLIN, 0};
-  for (char c; line.find('\n') == std::string::npos && poll(&p, 1, 60000) > 0 && read(out[0], &c, 1) == 1;) line += c;
-  const size_t colon = line.rfind(':');
-  ASSERT_NE(colon, std::string::npos) << line;
-  httplib::Client client("127.0.0.1", std::stoi(line.substr(colon + 1)));
+  ServeProcess serve({"--alias", "my-model"});
+  ASSERT_GT(serve.port(), 0);
+  httplib::Client client("127.0.0.1", serve.port());
   const httplib::Result models = client.Get("/v1/models");
-  kill(pid, SIGTERM);
-  waitpid(pid, nullptr, 0);
-  close(out[0]);
   ASSERT_TRUE(models);
   EXPECT_EQ(nlohmann::json::parse(models->body)["data"][0]["id"], "my-model") << models->body;
+}
+
+// The API key can stay out of the command line (--api-key-file, TESSERA_API_KEY), /metrics
+// can require it ([server] metrics_auth), and SIGHUP and SIGUSR1 drain the server (exit 0)
+// as SIGTERM does, instead of killing it.
+TEST(CliFlags, ServeKeyOutsideTheCommandLineAndSignalsThatDrain) {
+  TSR_REQUIRE_SHARED(kStories);
+  const std::string key_file = (work_dir() / "api.key").string(), config = (work_dir() / "metrics_auth.toml").string();
+  std::ofstream(key_file) << "file-key\n";
+  std::ofstream(config) << "[server]\nmetrics_auth = true\n";
+  const auto status = [](httplib::Client& c, const char* path, const std::string& key) {
+    httplib::Headers h;
+    if (!key.empty()) h.emplace("Authorization", "Bearer " + key);
+    const httplib::Result r = c.Get(path, h);
+    return r ? r->status : -1;
+  };
+  {
+    ServeProcess serve({"--api-key-file", key_file, "--config", config});
+    ASSERT_GT(serve.port(), 0);
+    httplib::Client c("127.0.0.1", serve.port());
+    EXPECT_EQ(status(c, "/v1/models", ""), 401);
+    EXPECT_EQ(status(c, "/v1/models", "file-key"), 200);
+    EXPECT_EQ(status(c, "/metrics", ""), 401);
+    EXPECT_EQ(status(c, "/metrics", "file-key"), 200);
+    EXPECT_EQ(status(c, "/health", ""), 200);
+    const int st = serve.stop(SIGHUP);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "wait status " << st;
+  }
+  {
+    ServeProcess serve({}, {"TESSERA_API_KEY=env-key"});
+    ASSERT_GT(serve.port(), 0);
+    httplib::Client c("127.0.0.1", serve.port());
+    EXPECT_EQ(status(c, "/v1/models", "env-key"), 200);
+    EXPECT_EQ(status(c, "/v1/models", "file-key"), 401);
+    EXPECT_EQ(status(c, "/metrics", ""), 200);  // open without metrics_auth
+    const int st = serve.stop(SIGUSR1);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "wait status " << st;
+  }
+  std::ofstream(key_file, std::ios::trunc) << "\n";
+  const Outcome empty = run("serve -m " + testing::shell_quote(model()) + " --port 0 --api-key-file " + key_file);
+  EXPECT_EQ(empty.status, 1);
+  EXPECT_NE(empty.out.find("the first line is empty"), std::string::npos) << empty.out;
+}
+
+// Strings from a model file reach the log escaped: an architecture name holding a newline,
+// a forged record and a terminal escape stays on its own line, visibly.
+TEST(CliFlags, ModelStringsCannotForgeLogLines) {
+  GgufWriter w;
+  w.add_string("general.architecture", "evil\n[00:00:00.000] [info] forged\x1b[31m");
+  w.add_tensor("token_embd.weight", GgmlType::F32, {8, 4}, std::vector<uint8_t>(8 * 4 * 4));
+  const std::string file = (work_dir() / "evil.gguf").string();
+  w.write(file);
+  const Outcome r = run("run -m " + testing::shell_quote(file) + " -p x -n 1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("evil\\n[00:00:00.000] [info] forged\\x1b[31m"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\n[00:00:00.000] [info] forged"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+}
+
+// A FIFO as the model is refused at once instead of waiting for a writer.
+TEST(CliFlags, FifoModelIsRefused) {
+  const std::string fifo = (work_dir() / "model.fifo").string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const testing::CommandResult r =
+      testing::run_command("timeout 30 " + bin() + " run -m " + testing::shell_quote(fifo) + " -p x 2>&1");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("not a regular file"), std::string::npos) << r.out;
 }
 
 // ---- the chat REPL under a pseudo-terminal --------------------------------------------
