@@ -72,6 +72,7 @@ host = "::1"
 port = 65535
 max_queue = 1
 api_key = "k"
+metrics_auth = true
 alias = "served"
 cors_origins = ["*", "https://a.example:8443"]
 [log]
@@ -238,6 +239,7 @@ TEST(Config, EveryKeyParsed) {
   EXPECT_EQ(c.server.port, 65535);
   EXPECT_EQ(c.server.max_queue, 1);
   EXPECT_EQ(c.server.api_key, "k");
+  EXPECT_TRUE(c.server.metrics_auth);
   EXPECT_EQ(c.server.alias, "served");
   EXPECT_EQ(c.server.cors_origins, (std::vector<std::string>{"*", "https://a.example:8443"}));
   EXPECT_EQ(c.model.context, 4096);
