@@ -179,9 +179,11 @@ std::function<int()> register_synth(CLI::App& app) {
   app.add_option("--rope-base", o.rope_base, "RoPE base (default: the architecture's, 1e4 llama, 1e6 qwen)")
       ->check(CLI::PositiveNumber);
   app.add_option("--rope-scaling", o.rope_scaling,
-                 "RoPE scaling: none, linear (with --rope-scale) or longrope (phi3, with --rope-orig-ctx)")
+                 "RoPE scaling: none, linear (with --rope-scale), yarn (with --rope-scale and --rope-orig-ctx) or "
+                 "longrope (phi3, with --rope-orig-ctx)")
       ->capture_default_str();
-  app.add_option("--rope-orig-ctx", o.rope_orig_ctx, "LongRoPE: the context before extension to --ctx (Phi-3 128k: 4096)")
+  app.add_option("--rope-orig-ctx", o.rope_orig_ctx,
+                 "LongRoPE and YaRN: the context before extension to --ctx (Phi-3 128k: 4096; Qwen3 YaRN: 32768)")
       ->check(CLI::PositiveNumber);
   app.add_option("--rope-scale", o.rope_scale, "RoPE context scaling factor (gemma3 4B-27B: 8, global layers only)")
       ->check(CLI::PositiveNumber);

@@ -255,9 +255,11 @@ void LlamaForward::attention_block(Scratch& s, int l, int64_t n) {
       backend_.rms_norm({sizeof(tsr_rms_norm_params), &rows, &rows, norm, hp.rms_eps, 0});
     }
   }
+  const float base = hp.layer_rope_base(l);
+  const std::array<float, 2> corr = hp.rope_ext_factor != 0.0f ? hp.yarn_corr_dims(base) : std::array<float, 2>{};
   for (tsr_tensor* t : {&s.q, &s.k}) {
-    backend_.rope({sizeof(tsr_rope_params), t, &s.positions, hp.n_rot, hp.rope_mode, hp.layer_rope_base(l),
-                   hp.layer_rope_scale(l), rope_factors_, 0.0f, hp.rope_attn_factor, 0.0f, 0.0f});
+    backend_.rope({sizeof(tsr_rope_params), t, &s.positions, hp.n_rot, hp.rope_mode, base, hp.layer_rope_scale(l),
+                   rope_factors_, hp.rope_ext_factor, hp.rope_attn_factor, corr[0], corr[1]});
   }
   backend_.kv_write({sizeof(tsr_kv_write_params), &cache_.k(l), &cache_.v(l), &s.k, &s.v,
                      &s.slots});

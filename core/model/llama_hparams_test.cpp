@@ -72,8 +72,35 @@ TEST(LlamaHParams, RefusesUnusableFloats) {
 
 // Computing them as plain RoPE would change every position's logits without a word.
 TEST(LlamaHParams, RefusesRopeVariantsItDoesNotCompute) {
-  expect_refused([](GgufWriter& w) { w.add_string("llama.rope.scaling.type", "yarn"); },
-                 "rope.scaling.type 'yarn' is not supported (none, linear)");
+  expect_refused([](GgufWriter& w) { w.add_string("llama.rope.scaling.type", "su"); },
+                 "rope.scaling.type 'su' is not supported (none, linear, yarn)");
+  expect_refused([](GgufWriter& w) {
+    w.add_string("llama.rope.scaling.type", "yarn");
+    w.add_f32("llama.rope.scaling.yarn_log_multiplier", 0.1f);
+  }, "yarn_log_multiplier (DeepSeek's YaRN scale) is not supported");
+}
+
+// YaRN as llama.cpp sets it up: ext_factor 1, 1 / factor, betas 32 and 1, and the
+// correction dims of ggml_rope_yarn_corr_dims for the original context.
+TEST(LlamaHParams, Yarn) {
+  const LlamaHParams hp = read([](GgufWriter& w) {
+    w.add_string("llama.rope.scaling.type", "yarn");
+    w.add_f32("llama.rope.scaling.factor", 4.0f);
+    w.add_u32("llama.rope.scaling.original_context_length", 4096);
+    w.add_u32("llama.attention.key_length", 128);
+  });
+  EXPECT_FLOAT_EQ(hp.rope_ext_factor, 1.0f);
+  EXPECT_FLOAT_EQ(hp.rope_freq_scale, 0.25f);
+  EXPECT_EQ(hp.n_ctx_orig, 4096);
+  // n_rot 128, base 1e4: 128 ln(4096 / (32 * 2 pi)) / (2 ln 1e4) = 20.94 -> 20, and with beta 1 45.8 -> 46.
+  const std::array<float, 2> dims = hp.yarn_corr_dims(10000.0f);
+  EXPECT_FLOAT_EQ(dims[0], 20.0f);
+  EXPECT_FLOAT_EQ(dims[1], 46.0f);
+  // A tiny original context puts both below 0: the ramp is then the same as with 0 and 0.
+  LlamaHParams tiny = hp;
+  tiny.n_ctx_orig = 4;
+  EXPECT_EQ(tiny.yarn_corr_dims(10000.0f), (std::array<float, 2>{0.0f, 0.0f}));
+  EXPECT_FLOAT_EQ(read().rope_ext_factor, 0.0f);
 }
 
 // What each architecture adds to llama's graph, and Qwen3's head size of its own.

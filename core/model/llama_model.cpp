@@ -93,6 +93,22 @@ void read_phi3(const GgufFile& g, LlamaHParams& hp) {
   }
 }
 
+// YaRN as llama.cpp runs it for every architecture but DeepSeek's: ext_factor 1, betas 32
+// and 1 unless the file says, cos and sin scaled by 1 + 0.1 ln(factor) (the backend's
+// YaRN term) times rope.scaling.attn_factor. DeepSeek's log multiplier changes that scale
+// (llama.cpp special-cases it), so a file with one is refused until deepseek2 runs.
+template <class Positive>
+void read_yarn(const GgufFile& g, LlamaHParams& hp, const Positive& positive) {
+  const std::string a = hp.arch + ".";
+  hp.rope_ext_factor = 1.0f;
+  hp.yarn_beta_fast = static_cast<float>(positive(a + "rope.scaling.yarn_beta_fast", 32.0));
+  hp.yarn_beta_slow = static_cast<float>(positive(a + "rope.scaling.yarn_beta_slow", 1.0));
+  if (g.get_float(a + "rope.scaling.yarn_log_multiplier").value_or(0.0) != 0.0) {
+    throw Error(g.path() + ": rope.scaling.yarn_log_multiplier (DeepSeek's YaRN scale) is not supported",
+                TSR_STATUS_UNSUPPORTED);
+  }
+}
+
 // Experts as llama.cpp reads them: expert_count and expert_used_count, each expert
 // expert_feed_forward_length wide (qwen3moe's default: feed_forward_length / experts used;
 // Mixtral's llama: feed_forward_length).
@@ -158,11 +174,13 @@ LlamaHParams llama_hparams_from_gguf(const GgufFile& g) {
   // RoPE variants this engine does not compute are refused: running them as plain RoPE
   // would give other logits at every position, silently.
   const std::string scaling = g.get_string(a + "rope.scaling.type").value_or("none");
-  if (scaling == "linear") {
+  if (scaling == "linear" || scaling == "yarn") {
     hp.rope_freq_scale = static_cast<float>(1.0 / positive(a + "rope.scaling.factor", 1.0));
   } else if (scaling != "none") {
-    throw Error(g.path() + ": rope.scaling.type '" + scaling + "' is not supported (none, linear)", TSR_STATUS_UNSUPPORTED);
+    throw Error(g.path() + ": rope.scaling.type '" + scaling + "' is not supported (none, linear, yarn)",
+                TSR_STATUS_UNSUPPORTED);
   }
+  if (scaling == "yarn") read_yarn(g, hp, positive);
   hp.rope_attn_factor = static_cast<float>(positive(a + "rope.scaling.attn_factor", 1.0));
   hp.n_ctx_orig = g.get_int(a + "rope.scaling.original_context_length")
                       ? required_int(g, a + "rope.scaling.original_context_length", 1)
@@ -530,6 +548,7 @@ class LlamaModel::Loader {
     m_.rope_long_ = rope_factor_tensor("rope_factors_long.weight");
     m_.rope_short_ = rope_factor_tensor("rope_factors_short.weight");
     if (m_.hparams_.rope_attn_factor != 1.0f) require_rope_attn_factor();
+    if (m_.hparams_.rope_ext_factor != 0.0f) require_yarn();
   }
 
   tsr_tensor rope_factor_tensor(const std::string& name) {
@@ -553,6 +572,13 @@ class LlamaModel::Loader {
     probe.struct_size = sizeof(probe);
     probe.attn_factor = m_.hparams_.rope_attn_factor;
     require_param(TSR_OP_ROPE, probe, m_.gguf_->path() + ": rope.scaling.attn_factor needs rope that scales cos and sin");
+  }
+
+  void require_yarn() const {
+    tsr_rope_params probe{};
+    probe.struct_size = sizeof(probe);
+    probe.ext_factor = m_.hparams_.rope_ext_factor;
+    require_param(TSR_OP_ROPE, probe, m_.gguf_->path() + ": rope.scaling.type yarn needs YaRN rope");
   }
 
   static uint16_t load_u16(const uint8_t* p) {
@@ -586,6 +612,18 @@ std::unique_ptr<LlamaModel> LlamaModel::load(std::shared_ptr<const GgufFile> ggu
                hp.arch, hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.n_ff, hp.n_vocab,
                hp.n_ctx_train);
   return m;
+}
+
+std::array<float, 2> LlamaHParams::yarn_corr_dims(float freq_base) const {
+  // The pair index at which a wavelength of 2 pi / beta fits the original context.
+  const auto corr_dim = [&](float beta) {
+    return float(n_rot) * std::log(float(n_ctx_orig) / (beta * 2.0f * float(M_PI))) / (2.0f * std::log(freq_base));
+  };
+  const float dims = float(n_rot);
+  const float low = std::min(dims, std::max(0.0f, std::floor(corr_dim(yarn_beta_fast))));
+  // ggml's ramp divides by max(0.001, high - low): a high below low ramps as high = low does.
+  const float high = std::max(low, std::min(dims - 1.0f, std::ceil(corr_dim(yarn_beta_slow))));
+  return {low, high};
 }
 
 const tsr_tensor* LlamaModel::rope_factors(int32_t context) const {

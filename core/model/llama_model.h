@@ -4,6 +4,7 @@
 // because CPU backends read the weights in place.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <string>
@@ -52,6 +53,12 @@ struct LlamaHParams {
   float rope_attn_factor = 1.0f;
   int32_t n_ctx_orig = 0;  // rope.scaling.original_context_length, else n_ctx_train
 
+  // YaRN (rope.scaling.type yarn): rope_freq_scale is 1 / the factor, and each pair's angle
+  // mixes the interpolated and the extrapolated one over the pairs between the correction
+  // dims of beta_fast and beta_slow (1: on, as llama.cpp's yarn_ext_factor; 0: off).
+  float rope_ext_factor = 0.0f;
+  float yarn_beta_fast = 32.0f, yarn_beta_slow = 1.0f;
+
   // Mixture-of-experts feed-forward (qwen3moe; llama with expert_count, i.e. Mixtral):
   // n_expert experts of width n_ff_exp, n_expert_used of them per token, picked by the
   // softmax of the router's logits and weighted by their probabilities renormalized over
@@ -59,6 +66,9 @@ struct LlamaHParams {
   int32_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;
 
   bool moe() const { return n_expert > 0; }
+  // YaRN's correction dims for a RoPE base, as ggml_rope_yarn_corr_dims computes them (in
+  // float), clamped into what tsr_rope_params accepts without changing the ramp.
+  std::array<float, 2> yarn_corr_dims(float freq_base) const;
   bool layer_is_swa(int il) const { return n_swa > 0 && il % swa_pattern < swa_pattern - 1; }
   float layer_rope_base(int il) const { return layer_is_swa(il) ? rope_freq_base_swa : rope_freq_base; }
   float layer_rope_scale(int il) const { return layer_is_swa(il) ? rope_freq_scale_swa : rope_freq_scale; }

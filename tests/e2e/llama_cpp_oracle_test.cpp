@@ -250,6 +250,12 @@ constexpr const char* kQwen2Small = "--dim 64 --layers 2 --heads 4 --kv-heads 2 
 // this one is Qwen2.5 0.5B's embedding too, and its tied output head.
 constexpr const char* kQwen2_05bLayout = "--dim 896 --layers 2 --heads 14 --kv-heads 2 --ffn 256 --tied";
 constexpr const char* kQwen3Small = "--dim 64 --layers 2 --heads 4 --kv-heads 2 --head-dim 32 --ffn 128";
+// YaRN (Qwen3's long-context files: factor 4 over 32k): here over an original context of
+// 64, so that the prompts and continuations (~100 tokens) pass it and the correction dims
+// (0 and 3 for these 16 pairs at base 1e6) ramp over pairs the positions turn.
+constexpr const char* kQwen3YarnSmall =
+    "--dim 64 --layers 2 --heads 4 --kv-heads 2 --head-dim 32 --ffn 128 --rope-scaling yarn --rope-scale 4 "
+    "--rope-orig-ctx 64";
 constexpr const char* kQwen3_17bLayout = "--dim 128 --layers 2 --heads 16 --kv-heads 8 --head-dim 128 --ffn 256";
 // Six layers: five local ones (a window of 8, shorter than every prompt and its
 // continuation) and a global one. The second has Gemma 3 4B's heads and its linear RoPE
@@ -292,6 +298,8 @@ INSTANTIATE_TEST_SUITE_P(
                       OracleCase{"qwen2_05b_layout_q8_0", "qwen2", "tokenizer-qwen3", kQwen2_05bLayout, "q8_0"},
                       OracleCase{"qwen3_small_f32", "qwen3", "tokenizer-qwen3", kQwen3Small, "f32"},
                       OracleCase{"qwen3_small_q8_0", "qwen3", "tokenizer-qwen3", kQwen3Small, "q8_0"},
+                      OracleCase{"qwen3_yarn_small_f32", "qwen3", "tokenizer-qwen3", kQwen3YarnSmall, "f32"},
+                      OracleCase{"qwen3_yarn_small_q8_0", "qwen3", "tokenizer-qwen3", kQwen3YarnSmall, "q8_0"},
                       OracleCase{"qwen3_17b_layout_f32", "qwen3", "tokenizer-qwen3", kQwen3_17bLayout, "f32"},
                       OracleCase{"qwen3_17b_layout_q8_0", "qwen3", "tokenizer-qwen3", kQwen3_17bLayout, "q8_0"},
                       OracleCase{"gemma3_small_f32", "gemma3", "tokenizer-llama3_1", kGemma3Small, "f32"},

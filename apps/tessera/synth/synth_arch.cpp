@@ -125,14 +125,18 @@ SynthShape synth_resolve(SynthShape s) {
   if (s.heads % s.kv_heads != 0) throw Error("synth: --heads must be a multiple of --kv-heads");
   if (s.head_dim % 2 != 0) throw Error("synth: the head size (--head-dim, or --dim / --heads) must be even");
   if (s.rope_base == 0) s.rope_base = a.rope_base;
-  if (s.rope_scaling != "none" && s.rope_scaling != "linear" && s.rope_scaling != "longrope") {
-    throw Error("synth: --rope-scaling must be none, linear or longrope, not '" + s.rope_scaling + "'");
+  if (s.rope_scaling != "none" && s.rope_scaling != "linear" && s.rope_scaling != "longrope" && s.rope_scaling != "yarn") {
+    throw Error("synth: --rope-scaling must be none, linear, yarn or longrope, not '" + s.rope_scaling + "'");
   }
-  if ((s.rope_scaling == "linear") != (s.rope_scale > 0)) {
-    throw Error("synth: --rope-scaling linear and --rope-scale go together");
+  const bool yarn = s.rope_scaling == "yarn";
+  if ((s.rope_scaling == "linear" || yarn) != (s.rope_scale > 0)) {
+    throw Error("synth: --rope-scaling linear or yarn and --rope-scale go together");
   }
-  if ((s.rope_scaling == "longrope") != (s.rope_orig_ctx > 0) || (s.rope_orig_ctx > 0 && !a.phi3)) {
-    throw Error("synth: --rope-scaling longrope and --rope-orig-ctx go together, for phi3");
+  if ((s.rope_scaling == "longrope" || yarn) != (s.rope_orig_ctx > 0)) {
+    throw Error("synth: --rope-scaling longrope or yarn and --rope-orig-ctx go together");
+  }
+  if ((s.rope_scaling == "longrope") != a.phi3 && s.rope_scaling != "none" && s.rope_scaling != "linear") {
+    throw Error("synth: phi3 takes --rope-scaling longrope, the others yarn");
   }
   if (s.rope_orig_ctx >= s.ctx) throw Error("synth: --rope-orig-ctx must be below --ctx");
   if (a.phi3 && s.head_dim * s.heads != s.dim) throw Error("synth: phi3 needs --heads x the head size = --dim");
@@ -212,9 +216,10 @@ void synth_add_hparams(GgufWriter& w, const SynthShape& s) {
   }
   w.add_u32(p + "rope.dimension_count", u32(s.head_dim));
   w.add_f32(p + "rope.freq_base", s.rope_base);
-  if (s.rope_scaling == "linear") {
-    w.add_string(p + "rope.scaling.type", "linear");
+  if (s.rope_scaling == "linear" || s.rope_scaling == "yarn") {  // as the converter writes them
+    w.add_string(p + "rope.scaling.type", s.rope_scaling);
     w.add_f32(p + "rope.scaling.factor", s.rope_scale);
+    if (s.rope_scaling == "yarn") w.add_u32(p + "rope.scaling.original_context_length", u32(s.rope_orig_ctx));
   }
   if (s.sliding_window > 0) w.add_u32(p + "attention.sliding_window", u32(s.sliding_window));
   if (a.phi3) {  // as llama.cpp's converter: the original context always, LongRoPE's mscale

@@ -18,8 +18,8 @@ struct SynthShape {
   int32_t head_dim = 0;  // 0: dim / heads
   int32_t ffn = 0, vocab = 0, ctx = 2048;
   float rope_base = 0;   // 0: the architecture's usual base
-  // none, linear (with rope_scale, the context factor) or longrope (phi3: factors and
-  // attn_factor for ctx over rope_orig_ctx)
+  // none, linear (with rope_scale, the context factor), yarn (rope_scale over
+  // rope_orig_ctx) or longrope (phi3: factors and attn_factor for ctx over rope_orig_ctx)
   std::string rope_scaling = "none";
   float rope_scale = 0;
   int32_t rope_orig_ctx = 0;
