@@ -4,7 +4,7 @@
 # Tessera's ratio to llama.cpp. SHAPE picks the file: qwen3-1.7b (the default: Qwen3
 # 1.7B's 28 layers, 2048 embedding, 16 x 128 heads over 8, FFN 6144, tied) or
 # qwen3-30b-a3b-6l (Qwen3-30B-A3B's layers, six of its 48: 2048 embedding, 32 x 128 heads
-# over 4, 128 experts of 768 with 8 per token, 3.7B parameters), both with the Qwen3
+# over 4, 128 experts of 768 with 8 per token, 4.4B parameters), both with the Qwen3
 # vocabulary, in Q8_0 by default.
 # Usage: bench/vs_llama_cpp.sh [TYPE] [PROMPT_TOKENS] [GEN_TOKENS]; SHAPE, THREADS and
 # KEEP=1 (keep the synth file in build/bench/) from the environment.

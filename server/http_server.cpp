@@ -101,7 +101,7 @@ struct HttpServer::Impl {
       : engine(e),
         options(std::move(o)),
         admission(std::make_shared<Admission>(options.max_queue)),
-        ctx{e, options.model_id, options.model_path, metrics, admission, stopping,
+        ctx{e, options.model_id, options.model_path, metrics, admission, options.max_choices, stopping,
             std::make_shared<std::atomic<int32_t>>(0)},
         cors(options.cors_origins) {}
 

@@ -20,6 +20,7 @@ struct ServerOptions {
   int32_t max_queue = 256;         // engine requests that may wait for the running batch
   std::string api_key;             // empty: no authentication
   bool metrics_auth = false;       // /metrics needs the key too
+  int32_t max_choices = 256;       // prompts x n of one request, at most
   size_t max_body_bytes = 16u << 20;
   std::string model_id;            // the name /v1/models lists and "model" must match
   std::string model_path;          // accepted as "model" too

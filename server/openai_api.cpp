@@ -91,12 +91,27 @@ std::shared_ptr<void> in_flight_token(const ApiContext& ctx) {
   return std::shared_ptr<void>(nullptr, [n = ctx.in_flight](void*) { --*n; });
 }
 
+// The choices a request asks for (prompts x n), counted before any prompt is tokenized: an
+// idle server admits any one request, so one of 1,000 prompts x n = 128 would hold the
+// engine for everyone else for minutes.
+void check_choices(const ApiContext& ctx, Endpoint endpoint, const json& body, int32_t n) {
+  const json* prompt = endpoint == Endpoint::CHAT ? nullptr : field(body, "prompt");
+  const bool many = prompt != nullptr && prompt->is_array() && !prompt->empty() && !prompt->front().is_number();
+  const int64_t choices = int64_t(many ? prompt->size() : 1) * n;
+  if (choices > ctx.max_choices) {
+    throw ApiError(400, "the request asks for " + std::to_string(choices) + " choices (prompts x n); this server takes " +
+                            std::to_string(ctx.max_choices) + " per request ([server] max_choices)",
+                   "invalid_request_error", many ? "prompt" : "n", "too_many_choices");
+  }
+}
+
 void handle_generation(const ApiContext& ctx, Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
   if (ctx.stopping) throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
   const json body = parse_body(req);
   check_model(ctx, body);
   const GenerationSpec spec =
       parse_generation(body, endpoint, ctx.engine.request_defaults(), ctx.engine.tokenizer().n_tokens());
+  check_choices(ctx, endpoint, body, spec.n);
   if (spec.constraint) {
     try {
       ctx.engine.compile_constraint(spec.constraint->spec);  // a bad one is a 400, not a failed stream

@@ -27,6 +27,7 @@ struct ApiContext {
   std::string model_path;  // also accepted as "model"
   std::shared_ptr<Metrics> metrics;
   std::shared_ptr<Admission> admission;
+  int32_t max_choices;  // prompts x n of one request, at most
   const std::atomic<bool>& stopping;  // the server shuts down: requests are cancelled
   // Responses still being written; HttpServer::stop() lets them finish before it closes.
   std::shared_ptr<std::atomic<int32_t>> in_flight;

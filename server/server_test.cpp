@@ -355,6 +355,14 @@ TEST_F(ServerTest, NotFoundAndTooLarge) {
   const json long_chat = expect_error(
       post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", std::string(3000, 'a')}}}}}), 400, "messages");
   EXPECT_EQ(long_chat["error"]["code"], "context_length_exceeded");
+  // Text whose bytes alone need more tokens than the context is refused untokenized.
+  for (const auto& [path, body] : {std::pair{"/v1/completions", json{{"prompt", std::string(1u << 19, 'a')}}},
+                                   {"/v1/chat/completions",
+                                    json{{"messages", {{{"role", "user"}, {"content", std::string(1u << 19, 'a')}}}}}}}) {
+    const json huge = expect_error(post(path, body), 400);
+    EXPECT_EQ(huge["error"]["code"], "context_length_exceeded");
+    EXPECT_NE(huge["error"]["message"].get<std::string>().find("524288 bytes, at least"), std::string::npos) << huge;
+  }
   expect_error(post("/v1/completions", {{"prompt", std::string(2u << 20, 'a')}}), 413);
 }
 
@@ -457,6 +465,32 @@ TEST_F(ServerTest, IdleServerAdmitsAnyCall) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(json::parse(r->body)["choices"].size(), 4u);
+}
+
+// Choices are counted per request before anything is tokenized: prompts x n over
+// max_choices is a 400 naming the bound, whatever the queue holds.
+TEST_F(ServerTest, RequestsBeyondMaxChoicesAreRefused) {
+  ServerOptions o = test_options();
+  o.max_choices = 8;
+  HttpServer small(*engine_, o);
+  const int port = small.start();
+  const auto many = post("/v1/completions", {{"prompt", std::vector<std::string>(3, "Once")}, {"max_tokens", 2}, {"n", 3}},
+                         port);
+  ASSERT_TRUE(many);
+  EXPECT_EQ(many->status, 400) << many->body;
+  const json error = json::parse(many->body)["error"];
+  EXPECT_EQ(error["code"], "too_many_choices");
+  EXPECT_EQ(error["param"], "prompt");
+  EXPECT_NE(error["message"].get<std::string>().find("asks for 9 choices"), std::string::npos) << error;
+  const auto chat = post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"n", 9}}, port);
+  ASSERT_TRUE(chat);
+  EXPECT_EQ(chat->status, 400) << chat->body;
+  EXPECT_EQ(json::parse(chat->body)["error"]["param"], "n");
+  const auto fits = post("/v1/completions", {{"prompt", std::vector<std::string>(2, "Once")}, {"max_tokens", 2}, {"n", 4}},
+                         port);
+  ASSERT_TRUE(fits);
+  EXPECT_EQ(fits->status, 200) << fits->body;
+  EXPECT_EQ(json::parse(fits->body)["choices"].size(), 8u);
 }
 
 TEST_F(ServerTest, FullQueueAnswers503WithRetryAfter) {

@@ -69,6 +69,7 @@ server::ServerOptions server_options(const Config& c, const ServeFlags& f) {
   o.max_queue = c.server.max_queue;
   o.api_key = c.server.api_key;
   o.metrics_auth = c.server.metrics_auth;
+  o.max_choices = c.server.max_choices;
   if (f.max_body) o.max_body_bytes = *f.max_body;
   o.model_id = c.server.alias.empty() ? server::model_id_from_path(c.model.path) : c.server.alias;
   o.model_path = c.model.path;

@@ -309,6 +309,8 @@ constexpr KeySpec kKeys[] = {
      [](const Field& f, Config& c) { c.server.port = f.int_in<int32_t>(1, 65535); }},
     {"server", "max_queue",
      [](const Field& f, Config& c) { c.server.max_queue = f.int_in<int32_t>(1); }},
+    {"server", "max_choices",
+     [](const Field& f, Config& c) { c.server.max_choices = f.int_in<int32_t>(1, 65536); }},
     {"server", "api_key", [](const Field& f, Config& c) { c.server.api_key = f.str(); }},
     {"server", "metrics_auth", [](const Field& f, Config& c) { c.server.metrics_auth = f.boolean(); }},
     {"server", "alias", [](const Field& f, Config& c) { c.server.alias = f.nonempty_str(); }},

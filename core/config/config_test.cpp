@@ -71,6 +71,7 @@ plugins = ["gbnf", "regex"]
 host = "::1"
 port = 65535
 max_queue = 1
+max_choices = 3
 api_key = "k"
 metrics_auth = true
 alias = "served"
@@ -238,6 +239,7 @@ TEST(Config, EveryKeyParsed) {
   EXPECT_EQ(c.server.host, "::1");
   EXPECT_EQ(c.server.port, 65535);
   EXPECT_EQ(c.server.max_queue, 1);
+  EXPECT_EQ(c.server.max_choices, 3);
   EXPECT_EQ(c.server.api_key, "k");
   EXPECT_TRUE(c.server.metrics_auth);
   EXPECT_EQ(c.server.alias, "served");

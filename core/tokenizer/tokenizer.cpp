@@ -70,10 +70,17 @@ std::vector<TextFragment> split_at(const std::vector<TextFragment>& in, std::str
 std::unique_ptr<Tokenizer> Tokenizer::create(Vocab vocab) {
   check_vocab(vocab);
   if (vocab.types.empty()) vocab.types.assign(vocab.tokens.size(), TokenType::NORMAL);
-  if (vocab.model == "llama") return std::make_unique<SpmTokenizer>(std::move(vocab));
-  if (vocab.model == "gpt2") return std::make_unique<BpeTokenizer>(std::move(vocab));
-  throw Error("tokenizer model '" + vocab.model + "' is not supported yet",
-              TSR_STATUS_UNSUPPORTED);
+  std::unique_ptr<Tokenizer> t;
+  if (vocab.model == "llama") {
+    t = std::make_unique<SpmTokenizer>(std::move(vocab));
+  } else if (vocab.model == "gpt2") {
+    t = std::make_unique<BpeTokenizer>(std::move(vocab));
+  } else {
+    throw Error("tokenizer model '" + vocab.model + "' is not supported yet", TSR_STATUS_UNSUPPORTED);
+  }
+  for (const std::string& text : t->vocab_.tokens) t->max_token_bytes_ = std::max(t->max_token_bytes_, text.size());
+  for (const std::string& piece : t->pieces_) t->max_token_bytes_ = std::max(t->max_token_bytes_, piece.size());
+  return t;
 }
 
 bool Tokenizer::is_eog(int32_t id) const {

@@ -38,11 +38,19 @@ class Tokenizer {
   const Vocab& vocab() const { return vocab_; }
   int32_t n_tokens() const { return static_cast<int32_t>(vocab_.tokens.size()); }
   bool is_eog(int32_t id) const;
+  // The most bytes of text one token can stand for (the longest token text or piece, and
+  // at least one UTF-8 character), so that a text of n bytes gives at least
+  // n / max_token_bytes() tokens: a server can refuse a text too long for its context
+  // without tokenizing it.
+  size_t max_token_bytes() const { return max_token_bytes_; }
 
  protected:
   explicit Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {}
   Vocab vocab_;
   std::vector<std::string> pieces_;  // each token's bytes without render_special; set by subclasses
+
+ private:
+  size_t max_token_bytes_ = 4;  // set by create() once the subclass has its pieces
 };
 
 }  // namespace tsr
