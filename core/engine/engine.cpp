@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "core/chat/chat_template.h"
+#include "core/kv/host_memory.h"
 #include "core/constraint/grammar_cache.h"
 #include "core/constraint/token_vocab.h"
 #include "base/error.h"
@@ -185,6 +186,9 @@ void Engine::Impl::load() {
   ModelRunnerOptions ro;
   ro.block_size = shape.block_size;
   ro.num_blocks = kv_cache_num_blocks(shape, config.cache.memory_bytes, n_ctx, config.scheduler.max_seqs);
+  if (backend->props().host_visible != 0) {
+    check_host_kv_pool(uint64_t(ro.num_blocks) * shape.bytes_per_block(), host_memory_limit());
+  }
   ro.prefix_caching = config.cache.prefix_caching;
   ro.forward = forward_options(*backend, shape, n_ctx);
   runner = std::make_unique<ModelRunner>(*model, *backend, ro);

@@ -1,0 +1,69 @@
+#include "core/kv/host_memory.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "base/error.h"
+
+namespace tsr {
+
+namespace {
+
+uint64_t mem_total() {
+  std::ifstream in("/proc/meminfo");
+  for (std::string key; in >> key;) {
+    uint64_t kib = 0;
+    if (key == "MemTotal:" && in >> kib) return kib * 1024;
+    in.ignore(1 << 10, '\n');
+  }
+  return 0;
+}
+
+// The first number in `path` ("max" or an absent file: no limit).
+uint64_t read_limit(const std::string& path) {
+  std::ifstream in(path);
+  uint64_t value = 0;
+  return in >> value ? value : 0;
+}
+
+// This process's cgroup v2 path ("0::/path" in /proc/self/cgroup).
+std::string cgroup_v2_path() {
+  std::ifstream in("/proc/self/cgroup");
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("0::")) return line.substr(3);
+  }
+  return {};
+}
+
+uint64_t cgroup_limit() {
+  const std::string v2 = cgroup_v2_path();
+  if (!v2.empty()) {
+    if (const uint64_t limit = read_limit("/sys/fs/cgroup" + v2 + "/memory.max")) return limit;
+    if (const uint64_t limit = read_limit("/sys/fs/cgroup/memory.max")) return limit;
+  }
+  return read_limit("/sys/fs/cgroup/memory/memory.limit_in_bytes");
+}
+
+std::string gib(uint64_t bytes) { return fmt::format("{:.2f} GiB", double(bytes) / double(1ull << 30)); }
+
+}  // namespace
+
+uint64_t host_memory_limit() {
+  const uint64_t total = mem_total(), cgroup = cgroup_limit();
+  if (total == 0) return cgroup;
+  return cgroup == 0 ? total : std::min(total, cgroup);
+}
+
+void check_host_kv_pool(uint64_t pool_bytes, uint64_t limit) {
+  if (limit == 0 || pool_bytes <= limit) return;
+  throw Error("the KV cache would take " + gib(pool_bytes) + ", more than the " + gib(limit) +
+                  " of memory this process may use (RAM, or its cgroup's limit); lower [cache] memory, "
+                  "the context (-c) or [scheduler] max_seqs",
+              TSR_STATUS_OUT_OF_MEMORY);
+}
+
+}  // namespace tsr
