@@ -21,6 +21,7 @@
 #include "server/cors.h"
 #include "server/metrics.h"
 #include "server/openai_api.h"
+#include "server/tokenize_api.h"
 
 namespace tsr::server {
 
@@ -132,7 +133,8 @@ void HttpServer::Impl::configure() {
       cors.preflight(req, res);
       return httplib::Server::HandlerResponse::Handled;
     }
-    const bool protected_path = req.path.starts_with("/v1/") || (options.metrics_auth && req.path == "/metrics");
+    const bool protected_path = req.path.starts_with("/v1/") || req.path == "/tokenize" || req.path == "/detokenize" ||
+                                (options.metrics_auth && req.path == "/metrics");
     if (protected_path && !authorized(req, options.api_key)) {
       send_error(res, 401, ApiError(401, "invalid or missing API key (Authorization: Bearer ...)",
                                     "invalid_request_error", "", "invalid_api_key").to_json());
@@ -170,6 +172,8 @@ void HttpServer::Impl::routes() {
   http.Get(R"(/v1/models/(.+))", [this](const Request& q, Response& r) { handle_model(ctx, q, r); });
   http.Post("/v1/completions", [this](const Request& q, Response& r) { handle_completions(ctx, q, r); });
   http.Post("/v1/chat/completions", [this](const Request& q, Response& r) { handle_chat_completions(ctx, q, r); });
+  http.Post("/tokenize", [this](const Request& q, Response& r) { handle_tokenize(ctx, q, r); });
+  http.Post("/detokenize", [this](const Request& q, Response& r) { handle_detokenize(ctx, q, r); });
 }
 
 HttpServer::HttpServer(Engine& engine, ServerOptions options)

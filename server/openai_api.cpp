@@ -19,14 +19,7 @@
 
 namespace tsr::server {
 
-namespace {
-
 using nlohmann::json;
-using namespace std::chrono_literals;
-
-int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 // Deeper documents are refused: nlohmann's parser is iterative, but destroying or dumping
 // a document recurses per level, and ~100k levels fit in a body of 200 KB.
@@ -54,6 +47,13 @@ void check_model(const ApiContext& ctx, const json& body) {
     throw ApiError(404, "the model '" + *model + "' does not exist; this server serves '" + ctx.model_id + "'",
                    "invalid_request_error", "model", "model_not_found");
   }
+}
+
+namespace {
+using namespace std::chrono_literals;
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 std::shared_ptr<GenerationJob> start_job(const ApiContext& ctx, std::vector<RequestParams> choices,

@@ -3,6 +3,8 @@
 // the HTTP layer turns it into the error response.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <atomic>
 #include <memory>
 #include <string>
@@ -32,6 +34,11 @@ struct ApiContext {
   // Responses still being written; HttpServer::stop() lets them finish before it closes.
   std::shared_ptr<std::atomic<int32_t>> in_flight;
 };
+
+// The request body as a JSON object, at most 512 levels deep; throws ApiError 400.
+nlohmann::json parse_body(const httplib::Request& req);
+// A "model" field naming another model than the served one is a 404.
+void check_model(const ApiContext& ctx, const nlohmann::json& body);
 
 void handle_completions(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_chat_completions(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res);

@@ -21,20 +21,6 @@ void check_fits(const std::vector<int32_t>& prompt, const Engine& engine, const 
   }
 }
 
-// A text whose bytes alone need more tokens than the context holds, refused before it is
-// tokenized (or rendered): each token stands for at most max_token_bytes() bytes, so this
-// never refuses a text that would fit, and a 10 MB prompt costs no tokenizer pass.
-void check_text_fits(size_t bytes, const Engine& engine, const std::string& param) {
-  const size_t per_token = engine.tokenizer().max_token_bytes();
-  const size_t least = (bytes + per_token - 1) / per_token;
-  const auto n_ctx = static_cast<size_t>(engine.context_length());
-  if (least >= n_ctx) {
-    throw ApiError(400, "the prompt has " + std::to_string(bytes) + " bytes, at least " + std::to_string(least) +
-                            " tokens; this model's context holds " + std::to_string(n_ctx) + " (prompt and output)",
-                   "invalid_request_error", param, "context_length_exceeded");
-  }
-}
-
 bool is_token_array(const json& v) {
   return v.is_array() && !v.empty() && v.front().is_number();
 }
@@ -104,6 +90,20 @@ std::vector<ChatMessage> parse_messages(const json& body) {
 
 }  // namespace
 
+// A text whose bytes alone need more tokens than the context holds, refused before it is
+// tokenized (or rendered): each token stands for at most max_token_bytes() bytes, so this
+// never refuses a text that would fit, and a 10 MB prompt costs no tokenizer pass.
+void check_text_fits(size_t bytes, const Engine& engine, const std::string& param) {
+  const size_t per_token = engine.tokenizer().max_token_bytes();
+  const size_t least = (bytes + per_token - 1) / per_token;
+  const auto n_ctx = static_cast<size_t>(engine.context_length());
+  if (least >= n_ctx) {
+    throw ApiError(400, "the prompt has " + std::to_string(bytes) + " bytes, at least " + std::to_string(least) +
+                            " tokens; this model's context holds " + std::to_string(n_ctx) + " (prompt and output)",
+                   "invalid_request_error", param, "context_length_exceeded");
+  }
+}
+
 std::vector<std::vector<int32_t>> completion_prompts(const json& body, const Engine& engine) {
   const json* v = field(body, "prompt");
   if (!v) throw bad_param("prompt", "'prompt' is required");
@@ -120,14 +120,14 @@ std::vector<std::vector<int32_t>> completion_prompts(const json& body, const Eng
   return prompts;
 }
 
-std::vector<int32_t> chat_prompt(const json& body, const Engine& engine) {
+std::vector<int32_t> chat_prompt(const json& body, const Engine& engine, bool add_generation_prompt) {
   std::vector<int32_t> ids;
   const std::vector<ChatMessage> messages = parse_messages(body);
   size_t bytes = 0;
   for (const ChatMessage& m : messages) bytes += m.content.size();
   check_text_fits(bytes, engine, "messages");
   try {
-    ids = engine.chat_prompt(messages);
+    ids = engine.chat_prompt(messages, add_generation_prompt);
   } catch (const Error& e) {
     // raise_exception() in a template is how it rejects a conversation (roles, order).
     throw bad_param("messages", std::string("the chat template rejected the messages: ") + e.what());

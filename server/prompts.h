@@ -20,6 +20,10 @@ std::vector<std::vector<int32_t>> completion_prompts(const nlohmann::json& body,
 // "messages" through the model's tokenizer.chat_template (ChatML when it has none), with
 // the vocabulary's BOS and EOS strings. Special-token text in the rendered prompt becomes
 // those tokens; BOS is added only when the template did not write it already.
-std::vector<int32_t> chat_prompt(const nlohmann::json& body, const Engine& engine);
+std::vector<int32_t> chat_prompt(const nlohmann::json& body, const Engine& engine, bool add_generation_prompt = true);
+
+// Throws ApiError 400 context_length_exceeded when `bytes` of text need more tokens than
+// the context holds even at the vocabulary's longest token (no tokenizer pass).
+void check_text_fits(size_t bytes, const Engine& engine, const std::string& param);
 
 }  // namespace tsr::server

@@ -417,8 +417,11 @@ TEST_F(ServerTest, ApiKey) {
   EXPECT_EQ(c.Get("/health")->status, 200);
   c.set_bearer_token_auth("wrong");
   expect_error(c.Post("/v1/completions", body.dump(), "application/json"), 401);
+  expect_error(post("/tokenize", {{"prompt", "Once"}}, port), 401);
+  expect_error(post("/detokenize", {{"tokens", {1}}}, port), 401);
   c.set_bearer_token_auth("secret");
   EXPECT_EQ(c.Post("/v1/completions", body.dump(), "application/json")->status, 200);
+  EXPECT_EQ(c.Post("/tokenize", R"({"prompt": "Once"})", "application/json")->status, 200);
 }
 
 // With the engine paused nothing leaves the queue: one request waits, the next is refused.
@@ -465,6 +468,32 @@ TEST_F(ServerTest, IdleServerAdmitsAnyCall) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(json::parse(r->body)["choices"].size(), 4u);
+}
+
+// vLLM's /tokenize and /detokenize: the completion prompt's ids (BOS as the model wants,
+// or none), the chat prompt's, token strings on request, and text back from ids.
+TEST_F(ServerTest, TokenizeAndDetokenize) {
+  const json t = json::parse(post("/tokenize", {{"prompt", "Once upon a time"}})->body);
+  EXPECT_EQ(t["tokens"].get<std::vector<int32_t>>(), engine_->tokenize("Once upon a time"));
+  EXPECT_EQ(t["count"], t["tokens"].size());
+  EXPECT_EQ(t["max_model_len"], engine_->context_length());
+  EXPECT_TRUE(t["token_strs"].is_null());
+  const json plain = json::parse(
+      post("/tokenize", {{"prompt", "Once upon a time"}, {"add_special_tokens", false}, {"return_token_strs", true}})->body);
+  EXPECT_EQ(plain["count"].get<size_t>() + 1, t["count"].get<size_t>()) << "no BOS";
+  ASSERT_EQ(plain["token_strs"].size(), plain["tokens"].size());
+  EXPECT_EQ(plain["token_strs"][0], engine_->tokenizer().vocab().tokens[plain["tokens"][0].get<size_t>()]);
+  const json back = json::parse(post("/detokenize", {{"tokens", plain["tokens"]}})->body);
+  EXPECT_EQ(back["prompt"], "Once upon a time");
+  const json messages = {{{"role", "user"}, {"content", "Hello"}}};
+  const json chat = json::parse(post("/tokenize", {{"messages", messages}})->body);
+  EXPECT_EQ(chat["tokens"].get<std::vector<int32_t>>(), engine_->chat_prompt({{"user", "Hello"}}));
+  const json open = json::parse(post("/tokenize", {{"messages", messages}, {"add_generation_prompt", false}})->body);
+  EXPECT_LT(open["count"].get<size_t>(), chat["count"].get<size_t>());
+  expect_error(post("/tokenize", {{"prompt", "x"}, {"messages", messages}}), 400, "prompt");
+  expect_error(post("/tokenize", {{"messages", messages}, {"add_special_tokens", true}}), 400, "add_special_tokens");
+  expect_error(post("/detokenize", {{"tokens", {1, engine_->tokenizer().n_tokens()}}}), 400, "tokens");
+  expect_error(post("/tokenize", {{"model", "gpt-4"}, {"prompt", "x"}}), 404, "model");
 }
 
 // Choices are counted per request before anything is tokenized: prompts x n over

@@ -100,10 +100,10 @@ class Engine {
   // `on_output` (may be empty) also sees each increment as it comes.
   GenerateResult generate(RequestParams params, OutputCallback on_output = {});
   std::vector<int32_t> tokenize(std::string_view text) const;  // with BOS as the model wants
-  // `messages` rendered with chat_template() (the next assistant turn opened) and tokenized,
-  // special tokens parsed, BOS added unless the template wrote it. Throws tsr::Error when
-  // the template rejects the messages (raise_exception) or fails.
-  std::vector<int32_t> chat_prompt(const std::vector<ChatMessage>& messages) const;
+  // `messages` rendered with chat_template() (with add_generation_prompt, the next assistant
+  // turn opened) and tokenized, special tokens parsed, BOS added unless the template wrote
+  // it. Throws tsr::Error when the template rejects the messages (raise_exception) or fails.
+  std::vector<int32_t> chat_prompt(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true) const;
 
   // Compiles a constraint now (waiting for the compile worker), so that a caller can
   // report a bad one before it streams anything; requests then find it cached. Throws

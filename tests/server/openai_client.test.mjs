@@ -132,3 +132,23 @@ test('unknown model is 404, long prompt 400, bad key 401', async () => {
   const stranger = new OpenAI({ baseURL, apiKey: 'wrong', maxRetries: 0 });
   await expectApiError(stranger.models.list(), 401);
 });
+
+// vLLM's token endpoints sit beside /v1 (the client has no method for them): a prompt's
+// ids, as many as the completion reports as prompt_tokens, and its text back.
+test('tokenize and detokenize round trip', async () => {
+  const post = async (path, body) => {
+    const r = await fetch(`${process.env.TESSERA_URL}${path}`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${process.env.TESSERA_API_KEY}` },
+      body: JSON.stringify(body),
+    });
+    assert.equal(r.status, 200);
+    return r.json();
+  };
+  const prompt = 'Once upon a time';
+  const t = await post('/tokenize', { model, prompt });
+  const completion = await client.completions.create({ ...greedy, prompt, max_tokens: 1 });
+  assert.equal(t.count, completion.usage.prompt_tokens);
+  const plain = await post('/tokenize', { model, prompt, add_special_tokens: false });
+  assert.equal((await post('/detokenize', { model, tokens: plain.tokens })).prompt, prompt);
+});
