@@ -22,7 +22,20 @@ void refuse_unsupported(const json& body, Endpoint endpoint) {
     if (v && !(v->is_array() && v->empty())) throw unsupported_param(key, "tool calling");
   }
   if (endpoint == Endpoint::COMPLETIONS && field(body, "suffix")) throw unsupported_param("suffix", "a suffix");
-  if (get_int(body, "min_tokens", 0, INT32_MAX).value_or(0) > 0) throw unsupported_param("min_tokens", "min_tokens");
+}
+
+// The request fields of the engine beyond OpenAI's, as vLLM names them: priority (lower
+// runs first under [scheduler] policy = "priority"), cache_salt (prefix-cache isolation)
+// and min_tokens (no end of generation, and no stop string, before that many tokens).
+void parse_engine_fields(const json& body, RequestParams& p) {
+  if (auto v = get_int(body, "priority", INT32_MIN, INT32_MAX)) p.priority = int32_t(*v);
+  if (const json* salt = field(body, "cache_salt")) {
+    if (!salt->is_string() || salt->get_ref<const std::string&>().empty() || salt->get_ref<const std::string&>().size() > 1024) {
+      throw bad_param("cache_salt", "'cache_salt' must be a non-empty string of at most 1024 bytes");
+    }
+    p.cache_salt = salt->get<std::string>();
+  }
+  if (auto v = get_int(body, "min_tokens", 0, p.max_tokens)) p.min_tokens = int32_t(*v);
 }
 
 // OpenAI's response_format: text, json_object, or json_schema {name, schema, strict}.
@@ -192,6 +205,7 @@ GenerationSpec parse_generation(const json& body, Endpoint endpoint, RequestPara
   if (auto s = get_int(body, "seed", INT64_MIN, INT64_MAX)) p.seed = static_cast<uint64_t>(*s);
   p.stop = parse_stop(body);
   p.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
+  parse_engine_fields(body, p);
   spec.n = int32_t(get_int(body, "n", 1, kMaxN).value_or(1));
   if (auto best_of = get_int(body, "best_of", 1, kMaxN); best_of && *best_of != spec.n) {
     throw unsupported_param("best_of", "best_of other than n");

@@ -470,6 +470,41 @@ TEST_F(ServerTest, IdleServerAdmitsAnyCall) {
   EXPECT_EQ(json::parse(r->body)["choices"].size(), 4u);
 }
 
+// vLLM's request fields beyond OpenAI's reach the engine: min_tokens holds off the end of
+// generation (the greedy text goes on past where it stopped), cache_salt keeps a prefix
+// out of other salts' cache hits, and priority is taken.
+TEST_F(ServerTest, MinTokensCacheSaltAndPriority) {
+  // EOS pushed to the top by logit_bias ends at once, unless min_tokens holds it off.
+  const std::string eos = std::to_string(engine_->tokenizer().vocab().eos_id);
+  const json eager{{"prompt", "Once upon a time"}, {"max_tokens", 40}, {"temperature", 0}, {"logit_bias", {{eos, 100}}}};
+  EXPECT_EQ(completion(eager)["usage"]["completion_tokens"], 1);
+  json held = eager;
+  held["min_tokens"] = 6;
+  const json six = completion(held);
+  EXPECT_EQ(six["choices"][0]["finish_reason"], "stop") << six;
+  EXPECT_EQ(six["usage"]["completion_tokens"], 7) << six;  // six held tokens, then EOS
+  // A stop string does not end the text before min_tokens either (vLLM's rule).
+  const json base{{"prompt", "Once upon a time"}, {"max_tokens", 100}, {"temperature", 0}, {"stop", {"Lily"}}};
+  const json first = completion(base);
+  json later = base;
+  later["min_tokens"] = first["usage"]["completion_tokens"].get<int>() + 5;
+  const json second = completion(later);
+  EXPECT_EQ(second["choices"][0]["finish_reason"], "stop") << second;
+  EXPECT_GT(second["choices"][0]["text"].get<std::string>().size(), first["choices"][0]["text"].get<std::string>().size())
+      << first << second;
+  std::string story;
+  for (int i = 0; i < 12; ++i) story += "The little dog ran to the park. ";
+  const json cached = json{{"prompt", story}, {"max_tokens", 1}, {"priority", -3}};
+  completion(cached);
+  EXPECT_GT(completion(cached)["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0);
+  json salted = cached;
+  salted["cache_salt"] = "tenant-a";
+  EXPECT_EQ(completion(salted)["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_GT(completion(salted)["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0);
+  expect_error(post("/v1/completions", {{"prompt", "x"}, {"min_tokens", -1}}), 400, "min_tokens");
+  expect_error(post("/v1/completions", {{"prompt", "x"}, {"cache_salt", ""}}), 400, "cache_salt");
+}
+
 // vLLM's /tokenize and /detokenize: the completion prompt's ids (BOS as the model wants,
 // or none), the chat prompt's, token strings on request, and text back from ids.
 TEST_F(ServerTest, TokenizeAndDetokenize) {

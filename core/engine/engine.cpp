@@ -566,6 +566,7 @@ RequestId Engine::submit(RequestParams params, OutputCallback on_output) {
     if (t < 0 || t >= m.tokenizer->n_tokens()) throw Error("prompt token id " + std::to_string(t) + " is out of range");
   }
   if (params.max_tokens < 1) throw Error("max_tokens must be >= 1");
+  if (params.min_tokens < 0) throw Error("min_tokens must be >= 0");
   if (params.constraint) m.grammars->check_kind(params.constraint->kind);
   SamplerChain validate(params.sampling);  // throws naming a bad sampling parameter
   for (const LogitBias& b : params.sampling.logit_bias) {

@@ -73,6 +73,10 @@ void Request::on_preempted() {
 }
 
 void Request::release_text(std::string_view piece) {
+  if (num_output_tokens() < params_.min_tokens) {  // stop strings do not end it yet (vLLM's rule)
+    out_text_ += piece;
+    return;
+  }
   const StopMatcher::Result r = stop_.push(piece);
   out_text_ += r.text;
   if (r.stopped && !finished()) {
@@ -101,6 +105,7 @@ int32_t Request::append_verified(std::span<const float> logits, int32_t n_vocab,
         break;
       }
     }
+    if (num_output_tokens() < params_.min_tokens && !params_.ignore_eos) row = hold_eog(row);
     if (params_.on_logits) params_.on_logits(row);
     const Distribution p = distribution(row);
     int32_t token = 0;
@@ -127,6 +132,14 @@ std::span<const float> Request::constrain(std::span<const float> row) {
     any |= allowed;
   }
   return any ? std::span<const float>(masked_) : std::span<const float>();
+}
+
+std::span<const float> Request::hold_eog(std::span<const float> row) {
+  if (row.data() != masked_.data()) masked_.assign(row.begin(), row.end());
+  for (const int32_t id : tokenizer_.vocab().eog_ids) {
+    if (id >= 0 && size_t(id) < masked_.size()) masked_[size_t(id)] = -std::numeric_limits<float>::infinity();
+  }
+  return masked_;
 }
 
 void Request::trim_drafts_to_constraint() {

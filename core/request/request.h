@@ -31,6 +31,9 @@ struct RequestParams {
   SamplingParams sampling;           // temperature 0 = greedy
   std::optional<uint64_t> seed;      // absent: random
   bool ignore_eos = false;
+  // Tokens generated before an end-of-generation token may be sampled or a stop string
+  // can end the request (vLLM's min_tokens).
+  int32_t min_tokens = 0;
   std::vector<std::string> stop;     // stop strings, excluded from the text
   int32_t priority = 0;              // policy "priority": lower runs first
   std::optional<double> timeout_ms;  // deadline from arrival; finishes as "length"
@@ -129,6 +132,9 @@ class Request {
   // `row` with the tokens the constraint forbids set to -infinity (in masked_); empty when
   // it forbids every token.
   std::span<const float> constrain(std::span<const float> row);
+  // `row` with the end-of-generation tokens set to -infinity (in masked_), while fewer than
+  // min_tokens are generated.
+  std::span<const float> hold_eog(std::span<const float> row);
 
   RequestId id_;
   RequestParams params_;
