@@ -68,6 +68,8 @@ void add_engine_flags(CLI::App& app, EngineFlags& f, EngineFlagSet set) {
                  "layers on the GPU (-ngl): 0 the CPU backend, all (e.g. 99) the GPU backend that loads");
   app.add_option("--hf-repo", f.hf_repo, "(-hf; refused: models are not downloaded, pass -m FILE)");
   app.add_flag("-v,--verbose", f.verbose, "debug logging");
+  app.add_option("--cache-type-k", f.cache_type_k, "KV cache dtype of K (-ctk): f32, f16, bf16, q8_0, q4_0 (default f16)");
+  app.add_option("--cache-type-v", f.cache_type_v, "KV cache dtype of V (-ctv): f32, f16, bf16, q8_0, q4_0 (default f16)");
   if (set.ctx_size) {
     app.add_option("-c,--ctx-size", f.ctx_size, "context in tokens (0: the model's, as [cache] memory allows)")
         ->check(CLI::NonNegativeNumber);
@@ -88,6 +90,9 @@ Config load_app_config(const EngineFlags& f) {
   }
   if (c.backend.threads == 0) c.backend.threads = tsr::sdk::cpu_physical_cores();
   if (f.ctx_size) c.model.context = *f.ctx_size;
+  // Checked as the config keys are (the same names and message).
+  if (!f.cache_type_k.empty()) c.cache.dtype_k = config_parse_string("[cache]\ndtype_k = \"" + f.cache_type_k + "\"\n", "-ctk").cache.dtype_k;
+  if (!f.cache_type_v.empty()) c.cache.dtype_v = config_parse_string("[cache]\ndtype_v = \"" + f.cache_type_v + "\"\n", "-ctv").cache.dtype_v;
   if (!f.chat_template.empty()) c.model.chat_template = f.chat_template;
   if (f.verbose) c.log.level = "debug";
   spdlog::set_level(spdlog::level::from_str(c.log.level));

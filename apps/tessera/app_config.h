@@ -17,6 +17,7 @@ struct EngineFlags {
   int32_t threads = 0;
   std::optional<int32_t> ctx_size;      // -c: [model] context
   std::optional<int32_t> n_gpu_layers;  // -ngl: 0 the CPU, all layers a GPU backend
+  std::string cache_type_k, cache_type_v;  // -ctk / -ctv: [cache] dtype_k / dtype_v
   bool verbose = false;
 };
 

@@ -13,20 +13,14 @@ namespace tsr::app {
 namespace {
 
 // llama.cpp's multi-letter single-dash flags and the long names Tessera registers.
-constexpr std::array<std::pair<std::string_view, std::string_view>, 5> kLlamaFlags{{
+constexpr std::array<std::pair<std::string_view, std::string_view>, 7> kLlamaFlags{{
     {"-ngl", "--n-gpu-layers"},
+    {"-ctk", "--cache-type-k"},
+    {"-ctv", "--cache-type-v"},
     {"-cnv", "--conversation"},
     {"-sys", "--system-prompt"},
     {"-hf", "--hf-repo"},
     {"-hfr", "--hf-repo"},
-}};
-
-// llama.cpp flags for what Tessera does not have yet, with the reason instead of a guess.
-constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kNotYet{{
-    {"-ctk", "the KV cache is F32 for now: KV dtypes (-ctk/-ctv) are not implemented yet"},
-    {"-ctv", "the KV cache is F32 for now: KV dtypes (-ctk/-ctv) are not implemented yet"},
-    {"--cache-type-k", "the KV cache is F32 for now: KV dtypes (-ctk/-ctv) are not implemented yet"},
-    {"--cache-type-v", "the KV cache is F32 for now: KV dtypes (-ctk/-ctv) are not implemented yet"},
 }};
 
 class UnknownName : public CLI::ParseError {
@@ -110,9 +104,6 @@ std::vector<std::string> normalize_args(const CLI::App& app, int argc, const cha
       if (flag == llama) flag = name;
     }
     const CLI::Option* opt = option_for(*scope, flag);
-    for (const auto& [name, why] : kNotYet) {
-      if (flag == name) throw UnknownName(flag + ": " + std::string(why));
-    }
     if (!opt && flag != "-h" && flag != "--help" && !(scope == &app && flag == "--version")) {
       const std::string where = scope == &app ? "tessera" : "tessera " + scope->get_name();
       throw UnknownName("unknown flag '" + arg.substr(0, eq) + "' for " + where +

@@ -156,7 +156,7 @@ int bench_engine(const ServingFlags& f, const EngineBenchOptions& o) {
                                    "tg" + std::to_string(o.tg_tokens) + "_tok_s"};
   for (int32_t b : o.batches) keys.push_back("b" + std::to_string(b) + "_tok_s");
   const std::string pp_macs = "pp" + std::to_string(o.pp_tokens) + "_g_mac_s";
-  keys.insert(keys.end(), {"load_ms", "load_to_first_token_ms", "mem_read_gb_s", "roofline_tok_s", pp_macs, "peak_f32_fma_g_s", "peak_i8_mac_g_s"});
+  keys.insert(keys.end(), {"kv_bytes_per_token", "kv_max_contexts", "load_ms", "load_to_first_token_ms", "mem_read_gb_s", "roofline_tok_s", pp_macs, "peak_f32_fma_g_s", "peak_i8_mac_g_s"});
   for (const std::string& key : keys) {
     if (j.contains(key)) std::printf("%-16s %12.2f\n", key.c_str(), j[key].get<double>());
   }
@@ -225,6 +225,8 @@ std::function<int()> register_bench(CLI::App& app) {
   app.add_option("-p,--n-prompt", engine_opts->pp_tokens, "engine benchmark: prompt tokens of the prefill test (0: skip)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("-n,--n-gen", engine_opts->tg_tokens, "engine benchmark: tokens of the decode test (0: skip)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("-d,--n-depth", engine_opts->depth, "engine benchmark: context tokens before the decode test")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--batches", engine_opts->batches, "engine benchmark: batched decode sizes (0: none)")
       ->delimiter(',')->check(CLI::NonNegativeNumber);

@@ -4,13 +4,16 @@
 #include <cstdio>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "apps/tessera/commands.h"
 #include "base/error.h"
+#include "core/kv/kv_cache.h"
 #include "core/model/gguf.h"
+#include "core/model/llama_model.h"
 
 namespace tsr::app {
 
@@ -76,6 +79,32 @@ void print_tensors(const GgufFile& f) {
              parameters, bytes);
 }
 
+// The KV cache a token costs in each dtype ([cache] dtype, -ctk / -ctv), for files whose
+// architecture Tessera runs (others print none).
+void print_kv_bytes(const GgufFile& f) {
+  LlamaHParams hp;
+  try {
+    hp = llama_hparams_from_gguf(f);
+  } catch (const Error&) {
+    return;
+  }
+  fmt::print("\nKV cache per token ({} layers x {} kv heads x {} dims, K and V):\n", hp.n_layer, hp.n_head_kv,
+             hp.head_dim);
+  for (const std::string_view name : kKvDtypeNames) {
+    std::optional<KvFormat> format;
+    try {
+      format = kv_format_resolve(name, name, "none", hp.head_dim);
+    } catch (const Error&) {
+      fmt::print("  {:<5}  (heads of {} elements are not whole blocks of 32)\n", name, hp.head_dim);
+      continue;
+    }
+    const KvCacheShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim, 16, 0, *format};
+    const uint64_t per_token = shape.bytes_per_token();
+    fmt::print("  {:<5}  {:>9} bytes  ({:.1f} MiB for the trained context of {})\n", name, per_token,
+               double(per_token) * hp.n_ctx_train / (1 << 20), hp.n_ctx_train);
+  }
+}
+
 }  // namespace
 
 int cmd_inspect(const std::string& model_path, bool full_arrays) {
@@ -84,6 +113,7 @@ int cmd_inspect(const std::string& model_path, bool full_arrays) {
     print_header(*f);
     print_metadata(*f, full_arrays);
     print_tensors(*f);
+    print_kv_bytes(*f);
     return 0;
   } catch (const Error& e) {
     fmt::print(stderr, "error: {}\n", e.what());

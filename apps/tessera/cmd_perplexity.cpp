@@ -3,6 +3,8 @@
 // with the first half as context), and with --kl-base REF the KL divergence of the model's
 // next-token distributions from a reference model's (e.g. the F32 original of a quantized
 // model, or the same file without `--quant`), their top-1 agreement and both perplexities.
+// The model's KV cache is the config's ([cache] dtype, -ctk / -ctv); the reference's is
+// always F32, so that `--kl-base` on the same file measures what a KV dtype costs.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -35,7 +37,8 @@ struct PerplexityFlags {
 // One model on the CPU backend with a one-sequence KV cache: full-chunk logits.
 class LogitsRunner {
  public:
-  LogitsRunner(const Config& c, const std::string& path, const std::string& quant) {
+  // `exact_kv`: an F32 cache whatever the config says (the reference).
+  LogitsRunner(const Config& c, const std::string& path, const std::string& quant, bool exact_kv) {
     const auto dirs = plugin_search_dirs(c.plugin_dir);
     backend_ = Backend::create(Plugin::find(TSR_PLUGIN_BACKEND, c.backend.plugin, dirs), c.backend.device,
                                c.backend.threads);
@@ -44,6 +47,10 @@ class LogitsRunner {
     if (!quant.empty() && quant != "auto") scheme = std::make_shared<QuantScheme>(Plugin::find(TSR_PLUGIN_QUANT, quant, dirs));
     model_ = LlamaModel::load(gguf_, *backend_, {}, scheme);
     tokenizer_ = Tokenizer::create(vocab_from_gguf(*gguf_));
+    if (!exact_kv) {
+      kv_ = ModelRunner::cache_shape(*model_, c.cache).format;
+      kv_format_check(*backend_, kv_);
+    }
   }
 
   // A KV cache for one sequence of up to `ctx` tokens, whose blocks it keeps: every chunk
@@ -51,6 +58,7 @@ class LogitsRunner {
   void reserve(int32_t ctx) {
     ModelRunnerOptions o;
     o.num_blocks = (ctx + o.block_size - 1) / o.block_size;
+    o.kv = kv_;
     runner_.reset();
     runner_ = std::make_unique<ModelRunner>(*model_, *backend_, o);
     if (!runner_->kv().allocate(kSeq, ctx, 0)) throw Error("perplexity: no KV blocks for a context of " + std::to_string(ctx));
@@ -73,6 +81,7 @@ class LogitsRunner {
   std::unique_ptr<LlamaModel> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ModelRunner> runner_;
+  KvFormat kv_;
   static constexpr SeqId kSeq = 1;
 };
 
@@ -126,7 +135,7 @@ int run_perplexity(const PerplexityFlags& f) {
   Config c = load_app_config(f.engine);
   if (c.model.path.empty()) throw Error("no model: pass -m MODEL");
   const std::string quant = f.quant.empty() ? c.quant.scheme : f.quant;
-  LogitsRunner model(c, c.model.path, quant);
+  LogitsRunner model(c, c.model.path, quant, false);
   const int32_t ctx = f.ctx > 0 ? f.ctx : std::min(512, model.n_ctx_train());
   if (ctx < 4 || ctx > model.n_ctx_train()) {
     throw Error(fmt::format("-c {} must be between 4 and the model's context {}", ctx, model.n_ctx_train()));
@@ -134,7 +143,7 @@ int run_perplexity(const PerplexityFlags& f) {
   model.reserve(ctx);
   std::unique_ptr<LogitsRunner> base;
   if (!f.kl_base.empty()) {
-    base = std::make_unique<LogitsRunner>(c, f.kl_base, "auto");
+    base = std::make_unique<LogitsRunner>(c, f.kl_base, "auto", true);
     if (base->n_vocab() != model.n_vocab()) throw Error("--kl-base: the vocabularies differ");
     base->reserve(ctx);
   }
@@ -154,6 +163,7 @@ int run_perplexity(const PerplexityFlags& f) {
     spdlog::info("chunk {}/{}: perplexity so far {:.4f}", c0 + 1, n_chunks, std::exp(t.nll / double(t.tokens)));
   }
   nlohmann::json out{{"model", c.model.path}, {"quant", quant}, {"ctx", ctx}, {"chunks", n_chunks},
+                     {"cache_type_k", c.cache.k_dtype()}, {"cache_type_v", c.cache.v_dtype()},
                      {"tokens", t.tokens}, {"ppl", std::exp(t.nll / double(t.tokens))}};
   std::printf("perplexity: %.4f over %lld tokens (%lld chunks of %d)\n", out["ppl"].get<double>(),
               (long long)t.tokens, (long long)n_chunks, ctx);

@@ -1,5 +1,6 @@
 #include "apps/tessera/engine_bench.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <random>
 
 #include "apps/tessera/machine_probe.h"
+#include "base/error.h"
 #include "core/engine/engine.h"
 
 namespace tsr::app {
@@ -54,9 +56,10 @@ double bench_pp(Engine& engine, int32_t n, uint64_t seed) {
 // B requests decoding together: tokens per second over `steps` steps after prefill. The
 // clock starts once every request has its first token (the engine's count is cumulative
 // over the runs of one bench), so that no prefill step is timed.
-double bench_batch(Engine& engine, int32_t batch, int32_t steps, uint64_t seed) {
+// Each request's prompt has `prompt_len` tokens: the context the timed steps attend over.
+double bench_batch(Engine& engine, int32_t batch, int32_t steps, uint64_t seed, int32_t prompt_len = 8) {
   const int64_t start = engine.stats().generated_tokens;
-  for (int32_t b = 0; b < batch; ++b) engine.submit(greedy(random_prompt(engine, 8, seed + b), steps + 1), {});
+  for (int32_t b = 0; b < batch; ++b) engine.submit(greedy(random_prompt(engine, prompt_len, seed + b), steps + 1), {});
   while (engine.stats().generated_tokens - start < batch) {
     if (!engine.step()) break;
   }
@@ -72,6 +75,17 @@ double bench_batch(Engine& engine, int32_t batch, int32_t steps, uint64_t seed) 
 uint64_t prompt_macs_per_token(const LlamaHParams& hp) {
   const uint64_t q = uint64_t(hp.n_head) * hp.head_dim, kv = uint64_t(hp.n_head_kv) * hp.head_dim;
   return uint64_t(hp.n_layer) * hp.n_embd * (2 * q + 2 * kv + 3 * uint64_t(hp.n_ff));
+}
+
+// The KV cache's dtypes, bytes per token, and how many full contexts its pool holds.
+void add_kv_figures(const Engine& engine, nlohmann::json& j) {
+  const CacheConfig& c = engine.config().cache;
+  j["cache_type_k"] = c.k_dtype();
+  j["cache_type_v"] = c.v_dtype();
+  j["context"] = engine.context_length();
+  j["kv_bytes_per_token"] = engine.kv_bytes_per_token();
+  j["kv_pool_bytes"] = engine.kv_bytes_per_token() * uint64_t(engine.kv_tokens());
+  j["kv_max_contexts"] = engine.kv_tokens() / engine.context_length();
 }
 
 double best_of(int32_t reps, const std::function<double(int32_t)>& run) {
@@ -116,10 +130,15 @@ nlohmann::json run_engine_bench(const Config& base, const EngineBenchOptions& o)
         best_of(o.repetitions, [&](int32_t i) { return bench_pp(*engine, pp, 100 + i); });
   }
   if (o.tg_tokens > 0) {
-    const int32_t tg = std::min(o.tg_tokens, engine->context_length() - 9);
-    spdlog::info("bench: tg{} ...", tg);
+    const int32_t prompt = std::max(8, o.depth);
+    if (prompt + o.tg_tokens + 1 > engine->context_length()) {
+      throw Error(fmt::format("bench: -d {} and -n {} need a context of {} tokens, the engine has {} (-c)", o.depth,
+                              o.tg_tokens, prompt + o.tg_tokens + 1, engine->context_length()));
+    }
+    spdlog::info("bench: tg{} after {} tokens ...", o.tg_tokens, prompt);
     j["tg" + std::to_string(o.tg_tokens) + "_tok_s"] =
-        best_of(o.repetitions, [&](int32_t i) { return bench_batch(*engine, 1, tg, 200 + i); });
+        best_of(o.repetitions, [&](int32_t i) { return bench_batch(*engine, 1, o.tg_tokens, 200 + i, prompt); });
+    j["depth"] = prompt;
   }
   for (int32_t b : o.batches) {
     if (b <= 0) continue;
@@ -127,6 +146,7 @@ nlohmann::json run_engine_bench(const Config& base, const EngineBenchOptions& o)
     j["b" + std::to_string(b) + "_tok_s"] =
         best_of(o.repetitions, [&](int32_t i) { return bench_batch(*engine, b, o.batch_steps, 300 + 100 * i); });
   }
+  add_kv_figures(*engine, j);
   j["weight_bytes"] = engine->weight_bytes();
   j["step_read_bytes"] = engine->step_read_bytes();
   // The roofline from host memory bandwidth holds where the weights live in host memory;

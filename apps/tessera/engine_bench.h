@@ -16,6 +16,7 @@ namespace tsr::app {
 struct EngineBenchOptions {
   int32_t pp_tokens = 512;
   int32_t tg_tokens = 128;
+  int32_t depth = 0;         // tokens in the context before the decode test (llama-bench's -d); at least 8
   std::vector<int32_t> batches{1, 4, 16};
   int32_t batch_steps = 32;  // decode steps timed per batch size
   int32_t repetitions = 3;   // best of

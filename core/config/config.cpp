@@ -23,6 +23,7 @@
 #include <toml++/toml.h>
 
 #include "core/config/did_you_mean.h"
+#include "core/kv/kv_dtype_names.h"
 #include "base/error.h"
 
 namespace tsr {
@@ -176,6 +177,12 @@ class Field {
     return out;
   }
 
+  // A size, or 0 for the string "auto".
+  uint64_t size_or_auto() const {
+    if (node_.is_string() && *node_.value<std::string>() == "auto") return 0;
+    return size();
+  }
+
   uint64_t size() const {
     if (node_.is_integer()) return int_in<uint64_t>(1, kI64Max);
     if (!node_.is_string()) type_error("size string or integer");
@@ -253,9 +260,13 @@ constexpr KeySpec kKeys[] = {
 
     {"cache", "block_size",
      [](const Field& f, Config& c) { c.cache.block_size = f.power_of_two_in(1, 1024); }},
-    {"cache", "memory", [](const Field& f, Config& c) { c.cache.memory_bytes = f.size(); }},
+    {"cache", "memory", [](const Field& f, Config& c) { c.cache.memory_bytes = f.size_or_auto(); }},
     {"cache", "prefix_caching",
      [](const Field& f, Config& c) { c.cache.prefix_caching = f.boolean(); }},
+    {"cache", "dtype", [](const Field& f, Config& c) { c.cache.dtype = f.one_of(kKvDtypeNames); }},
+    {"cache", "dtype_k", [](const Field& f, Config& c) { c.cache.dtype_k = f.one_of(kKvDtypeNames); }},
+    {"cache", "dtype_v", [](const Field& f, Config& c) { c.cache.dtype_v = f.one_of(kKvDtypeNames); }},
+    {"cache", "rotation", [](const Field& f, Config& c) { c.cache.rotation = f.one_of(kKvRotations); }},
 
     {"scheduler", "max_batch_tokens",
      [](const Field& f, Config& c) { c.scheduler.max_batch_tokens = f.int_in<int32_t>(1); }},

@@ -32,8 +32,16 @@ struct QuantConfig {
 
 struct CacheConfig {
   int32_t block_size = 16;
-  uint64_t memory_bytes = 2ull << 30;     // "2GiB"
+  uint64_t memory_bytes = 0;              // 0 ("auto"): a share of the memory free at start (core/kv/kv_memory.h)
   bool prefix_caching = true;
+  std::string dtype = "f16";              // K and V: f32 | f16 | bf16 | q8_0 | q4_0 (core/kv/kv_dtype.h)
+  std::string dtype_k, dtype_v;           // empty: dtype (llama.cpp's -ctk / -ctv)
+  std::string rotation = "auto";          // auto (q4_0 caches) | hadamard | none
+
+  // The default f16 for K and V, unchanged: a backend without f16 caches runs F32 instead.
+  bool dtype_is_default() const { return dtype == "f16" && dtype_k.empty() && dtype_v.empty(); }
+  const std::string& k_dtype() const { return dtype_k.empty() ? dtype : dtype_k; }
+  const std::string& v_dtype() const { return dtype_v.empty() ? dtype : dtype_v; }
 };
 
 struct SchedulerConfig {

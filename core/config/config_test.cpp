@@ -41,6 +41,10 @@ scheme = "int4_g128"
 block_size = 64
 memory = "1.5GiB"
 prefix_caching = false
+dtype = "bf16"
+dtype_k = "q8_0"
+dtype_v = "q4_0"
+rotation = "hadamard"
 [scheduler]
 max_batch_tokens = 512
 max_seqs = 8
@@ -170,8 +174,11 @@ TEST(Config, Defaults) {
   EXPECT_TRUE(c.backend.pack_weights);
   EXPECT_EQ(c.quant.scheme, "auto");
   EXPECT_EQ(c.cache.block_size, 16);
-  EXPECT_EQ(c.cache.memory_bytes, 2ull << 30);
+  EXPECT_EQ(c.cache.memory_bytes, 0u);  // auto
   EXPECT_TRUE(c.cache.prefix_caching);
+  EXPECT_EQ(c.cache.k_dtype(), "f16");
+  EXPECT_EQ(c.cache.v_dtype(), "f16");
+  EXPECT_EQ(c.cache.rotation, "auto");
   EXPECT_EQ(c.scheduler.max_batch_tokens, 2048);
   EXPECT_EQ(c.scheduler.max_seqs, 64);
   EXPECT_EQ(c.scheduler.policy, "fcfs");
@@ -214,6 +221,10 @@ TEST(Config, EveryKeyParsed) {
   EXPECT_EQ(c.cache.block_size, 64);
   EXPECT_EQ(c.cache.memory_bytes, 3ull << 29);
   EXPECT_FALSE(c.cache.prefix_caching);
+  EXPECT_EQ(c.cache.dtype, "bf16");
+  EXPECT_EQ(c.cache.k_dtype(), "q8_0");
+  EXPECT_EQ(c.cache.v_dtype(), "q4_0");
+  EXPECT_EQ(c.cache.rotation, "hadamard");
   EXPECT_EQ(c.scheduler.max_batch_tokens, 512);
   EXPECT_EQ(c.scheduler.max_seqs, 8);
   EXPECT_EQ(c.scheduler.policy, "priority");
@@ -367,6 +378,7 @@ TEST(Config, WrongType) {
       {"[backend]\nthreads = 2.0\n", "backend.threads: expected integer, got float"},
       {"[sampling]\ntemperature = \"hot\"\n", "sampling.temperature: expected float, got string"},
       {"[cache]\nprefix_caching = 1\n", "cache.prefix_caching: expected boolean, got integer"},
+      {"[cache]\ndtype = \"q8\"\n", "cache.dtype: unknown value 'q8' (expected one of: f32, f16, bf16, q8_0, q4_0)"},
       {"[cache]\nmemory = true\n", "cache.memory: expected size string or integer, got boolean"},
       {"[model]\npath = 3\n", "model.path: expected string, got integer"},
       {"[constraints]\nplugins = \"regex\"\n",
@@ -483,6 +495,7 @@ TEST(Config, SizeParsing) {
 TEST(Config, CacheMemoryTakesStringOrInteger) {
   EXPECT_EQ(config_parse_string("[cache]\nmemory = \"4GiB\"\n").cache.memory_bytes, 4ull << 30);
   EXPECT_EQ(config_parse_string("[cache]\nmemory = 1048576\n").cache.memory_bytes, 1ull << 20);
+  EXPECT_EQ(config_parse_string("[cache]\nmemory = \"auto\"\n").cache.memory_bytes, 0u);
   const std::string msg = parse_error("[cache]\nmemory = \"4 gigs\"\n");
   EXPECT_NE(msg.find("cfg.toml:2:10: cache.memory: invalid size '4 gigs'"), std::string::npos)
       << msg;

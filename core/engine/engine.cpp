@@ -19,6 +19,7 @@
 #include "base/error.h"
 #include "core/kv/kv_cache.h"
 #include "core/kv/kv_cache_manager.h"
+#include "core/kv/kv_memory.h"
 #include "core/model/gguf.h"
 #include "core/model/llama_forward.h"
 #include "core/runner/model_runner.h"
@@ -101,6 +102,8 @@ struct Engine::Impl {
   std::unique_ptr<DraftClient> draft;     // NULL without speculative decoding
   std::unique_ptr<SpeculationPolicy> spec_policy;
   int32_t n_ctx = 0;
+  uint64_t kv_bytes_per_token = 0;
+  int64_t kv_tokens = 0;  // the pool's capacity
   std::string chat_template;  // the Jinja text chat prompts are rendered with
 
   // Step-thread state (step_mutex is held while a step runs).
@@ -181,11 +184,16 @@ void Engine::Impl::load() {
     throw Error(config.model.path + ": the vocabulary has " + std::to_string(tokenizer->n_tokens()) +
                 " tokens, the embedding " + std::to_string(hp.n_vocab));
   }
-  const KvCacheShape shape = ModelRunner::cache_shape(*model, config.cache.block_size);
-  n_ctx = kv_cache_context(shape, config.cache.memory_bytes, config.model.context, hp.n_ctx_train);
+  KvCacheShape shape = ModelRunner::cache_shape(*model, config.cache);
+  shape.format = kv_format_for_backend(*backend, shape.format, config.cache.dtype_is_default());
+  const uint64_t kv_memory = kv_memory_budget(config.cache.memory_bytes, backend->props(), model->weight_bytes());
+  n_ctx = kv_cache_context(shape, kv_memory, config.model.context, hp.n_ctx_train);
   ModelRunnerOptions ro;
   ro.block_size = shape.block_size;
-  ro.num_blocks = kv_cache_num_blocks(shape, config.cache.memory_bytes, n_ctx, config.scheduler.max_seqs);
+  ro.kv = shape.format;
+  ro.num_blocks = kv_cache_num_blocks(shape, kv_memory, n_ctx, config.scheduler.max_seqs);
+  kv_bytes_per_token = shape.bytes_per_token();
+  kv_tokens = int64_t(ro.num_blocks) * shape.block_size;
   if (backend->props().host_visible != 0) {
     check_host_kv_pool(uint64_t(ro.num_blocks) * shape.bytes_per_block(), host_memory_limit());
   }
@@ -513,6 +521,8 @@ const Config& Engine::config() const { return impl_->config; }
 const Tokenizer& Engine::tokenizer() const { return *impl_->tokenizer; }
 const LlamaHParams& Engine::hparams() const { return impl_->model->hparams(); }
 int32_t Engine::context_length() const { return impl_->n_ctx; }
+uint64_t Engine::kv_bytes_per_token() const { return impl_->kv_bytes_per_token; }
+int64_t Engine::kv_tokens() const { return impl_->kv_tokens; }
 const std::string& Engine::chat_template() const { return impl_->chat_template; }
 const tsr_device_props& Engine::device() const { return impl_->backend->props(); }
 

@@ -67,6 +67,8 @@ class Engine {
   const Tokenizer& tokenizer() const;
   const LlamaHParams& hparams() const;
   int32_t context_length() const;
+  uint64_t kv_bytes_per_token() const;  // K and V of every layer, in the cache's dtypes
+  int64_t kv_tokens() const;            // tokens the KV pool holds, over all sequences
   // The chat template (Jinja) chat prompts are rendered with: [model] chat_template, else
   // the model's own, else ChatML.
   const std::string& chat_template() const;

@@ -12,6 +12,10 @@ namespace tsr {
 // 0 when none can be read.
 uint64_t host_memory_limit();
 
+// What this process could still take on the host: min(MemAvailable, the cgroup's limit less
+// its current usage); 0 when none can be read.
+uint64_t host_memory_available();
+
 // Throws tsr::Error when a KV pool of `pool_bytes` in host memory exceeds `limit` (0:
 // unknown, accepted), naming both and what to lower. Weights are not counted: mapped from
 // the file, they can be paged, and llama.cpp runs files larger than the RAM too.

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "core/kv/kv_dtype.h"
 #include "core/plugin_host/tensor.h"
 
 namespace tsr {
@@ -18,27 +19,37 @@ uint64_t kv_blocks_for(const KvCacheShape& shape, int32_t tokens) {
 
 }  // namespace
 
-uint64_t KvCacheShape::bytes_per_block() const {
-  return uint64_t(2) * n_layer * block_size * n_kv_heads * head_dim * sizeof(float);
+uint64_t KvCacheShape::bytes_per_token() const {
+  const int64_t k = kv_head_bytes(format.k, head_dim), v = kv_head_bytes(format.v, head_dim);
+  if (k < 0 || v < 0) throw Error("KV cache: heads of " + std::to_string(head_dim) + " elements are not whole blocks");
+  return uint64_t(n_layer) * n_kv_heads * uint64_t(k + v);
 }
+
+uint64_t KvCacheShape::bytes_per_block() const { return bytes_per_token() * block_size; }
 
 KvCache::KvCache(Backend& backend, const KvCacheShape& shape) : shape_(shape) {
   if (shape.num_blocks <= 0) throw Error("the KV cache needs at least one block");
   const int64_t slots = int64_t(shape.num_blocks) * shape.block_size;
-  const uint64_t bytes = uint64_t(slots) * shape.n_kv_heads * shape.head_dim * sizeof(float);
   for (int l = 0; l < shape.n_layer; ++l) {
-    for (auto* list : {&k_, &v_}) {
+    for (auto [list, dtype] : {std::pair{&k_, shape.format.k}, {&v_, shape.format.v}}) {
       // Not cleared: attention reads only the slots a sequence has written, so no value
       // here is ever read before it is written. On the CPU the pages are then touched as
       // blocks are first used, not all at start-up (seconds for a 2 GiB pool), and a pool
       // larger than the memory a run needs costs nothing.
-      buffers_.push_back(backend.alloc(bytes));
-      list->push_back(tensor_make(TSR_DTYPE_F32, buffers_.back()->base(),
-                                  {slots, shape.n_kv_heads, shape.head_dim}));
+      buffers_.push_back(backend.alloc(uint64_t(slots) * shape.n_kv_heads * kv_head_bytes(dtype, shape.head_dim)));
+      list->push_back(tensor_make(dtype, buffers_.back()->base(), {slots, shape.n_kv_heads, shape.head_dim}));
     }
   }
-  spdlog::info("KV cache: {} blocks of {} tokens, {:.1f} MiB", shape.num_blocks,
-               shape.block_size, double(bytes) * 2 * shape.n_layer / (1 << 20));
+  if (shape.format.rotated) {
+    const std::vector<float> h = hadamard_matrix(shape.head_dim);
+    buffers_.push_back(backend.alloc(h.size() * sizeof(float)));
+    backend.write(*buffers_.back(), 0, h.data(), h.size() * sizeof(float));
+    rotation_ = tensor_make(TSR_DTYPE_F32, buffers_.back()->base(), {shape.head_dim, shape.head_dim});
+  }
+  spdlog::info("KV cache: {} blocks of {} tokens, K {} / V {}{}, {:.1f} MiB ({} bytes per token)", shape.num_blocks,
+               shape.block_size, tsr_dtype_name(shape.format.k), tsr_dtype_name(shape.format.v),
+               shape.format.rotated ? " (Hadamard-rotated)" : "",
+               double(shape.bytes_per_block()) * shape.num_blocks / (1 << 20), shape.bytes_per_token());
 }
 
 std::vector<const tsr_tensor*> KvCache::all_tensors() const {
@@ -64,10 +75,15 @@ int32_t kv_cache_context(const KvCacheShape& shape, uint64_t memory_bytes, int32
     }
     if (requested > n_ctx_train) {
       spdlog::warn("context: {} tokens, more than the {} the model was trained for", requested, n_ctx_train);
+    } else {
+      spdlog::info("context: {} tokens (-c / [model] context; the model was trained for {})", requested, n_ctx_train);
     }
     return requested;
   }
-  if (uint64_t(n_ctx_train) <= fit) return n_ctx_train;
+  if (uint64_t(n_ctx_train) <= fit) {
+    spdlog::info("context: {} tokens, the model's trained context", n_ctx_train);
+    return n_ctx_train;
+  }
   if (fit == 0) {
     throw Error(fmt::format("[cache] memory = {:.1f} MiB holds no block of {} tokens ({} bytes)", mib,
                             shape.block_size, shape.bytes_per_block()));

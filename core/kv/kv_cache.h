@@ -1,6 +1,8 @@
 // The paged KV cache's storage: for every layer a K and a V tensor of
-// [num_blocks * block_size, n_kv_heads, head_dim] in the backend's memory.
-// Which blocks belong to which sequence is the block pool's business, not this class's.
+// [num_blocks * block_size, n_kv_heads, head_dim] in the backend's memory, each of its
+// dtype ([cache] dtype, -ctk / -ctv), and, when K and V are stored rotated, the Hadamard
+// matrix that rotates them (kv_dtype.h). Which blocks belong to which sequence is the
+// block pool's business, not this class's.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/kv/kv_dtype.h"
 #include "core/plugin_host/backend.h"
 
 namespace tsr {
@@ -18,8 +21,10 @@ struct KvCacheShape {
   int32_t head_dim = 0;
   int32_t block_size = 16;
   int32_t num_blocks = 0;
+  KvFormat format;  // dtypes of K and V, and whether they are stored rotated
 
-  uint64_t bytes_per_block() const;  // all layers, K and V
+  uint64_t bytes_per_token() const;  // all layers, K and V
+  uint64_t bytes_per_block() const;
 };
 
 class KvCache {
@@ -31,11 +36,16 @@ class KvCache {
   const tsr_tensor& v(int layer) const { return v_[layer]; }
   // Every K and V tensor, for copy_blocks.
   std::vector<const tsr_tensor*> all_tensors() const;
+  // The normalized Hadamard matrix [head_dim, head_dim] (F32) that rotates each head of
+  // q, k and v before K and V are stored, and the attention's output back; NULL when the
+  // cache is not rotated.
+  const tsr_tensor* rotation() const { return shape_.format.rotated ? &rotation_ : nullptr; }
 
  private:
   KvCacheShape shape_;
   std::vector<std::unique_ptr<BackendBuffer>> buffers_;
   std::vector<tsr_tensor> k_, v_;
+  tsr_tensor rotation_{};
 };
 
 // Copies every layer's K and V rows of block src to block dst for each pair (copy-on-write

@@ -20,6 +20,7 @@ struct LlamaForward::Scratch {
   std::unique_ptr<BackendBuffer> act, meta, logits;
   // Views for the current step.
   tsr_tensor x, xn, q, k, v, attn, gate, up, last, last_norm, out_logits;
+  tsr_tensor k_rot, v_rot;  // k and v rotated, for a rotated cache (KvCache::rotation)
   // MoE layers: router logits [n, n_expert], the chosen experts' ids and weights
   // [n, n_used], and their gate, up and down outputs [n, n_used, width].
   tsr_tensor router, expert_ids, expert_weights, expert_gate, expert_up, expert_down;
@@ -61,7 +62,8 @@ void LlamaForward::ensure_scratch(Scratch& s, int32_t n, int32_t n_logits, size_
   if (n > s.cap_tokens) {
     // x, xn, q, k, v, attn, the feed-forward's, and the output rows (at most one per token).
     const int64_t per_token = 4 * int64_t(hp.n_embd) + 2 * int64_t(hp.n_head) * hp.head_dim +
-                              2 * int64_t(hp.n_head_kv) * hp.head_dim + ffn_floats_per_token(hp);
+                              2 * int64_t(hp.n_head_kv) * hp.head_dim * (cache_.rotation() ? 2 : 1) +
+                              ffn_floats_per_token(hp);
     s.act = backend_.alloc(uint64_t(per_token) * n * sizeof(float));
     s.cap_tokens = n;
   }
@@ -196,6 +198,10 @@ void LlamaForward::enqueue(Scratch& s, const StepBatch& b) {
   s.k = take({n, hp.n_head_kv, hp.head_dim});
   s.v = take({n, hp.n_head_kv, hp.head_dim});
   s.attn = take({n, int64_t(hp.n_head) * hp.head_dim});
+  if (cache_.rotation() != nullptr) {
+    s.k_rot = take({n, hp.n_head_kv, hp.head_dim});
+    s.v_rot = take({n, hp.n_head_kv, hp.head_dim});
+  }
   if (!hp.moe()) {
     s.gate = take({n, hp.n_ff});
     s.up = take({n, hp.n_ff});
@@ -261,12 +267,39 @@ void LlamaForward::attention_block(Scratch& s, int l, int64_t n) {
     backend_.rope({sizeof(tsr_rope_params), t, &s.positions, hp.n_rot, hp.rope_mode, base, hp.layer_rope_scale(l),
                    rope_factors_, hp.rope_ext_factor, hp.rope_attn_factor, corr[0], corr[1]});
   }
+  if (cache_.rotation() != nullptr) return rotated_attention(s, l, n);
   backend_.kv_write({sizeof(tsr_kv_write_params), &cache_.k(l), &cache_.v(l), &s.k, &s.v,
                      &s.slots});
   tsr_tensor attn3 = tensor_make(TSR_DTYPE_F32, s.attn.data, {n, hp.n_head, hp.head_dim});
-  backend_.attention({sizeof(tsr_attention_params), &attn3, &s.q, &cache_.k(l), &cache_.v(l),
+  attention(attn3, s.q, s, l);
+  matmul(s.xn, s.attn, w.wo);
+  residual_add(s, w.attn_post_norm);
+}
+
+void LlamaForward::attention(const tsr_tensor& out, const tsr_tensor& q, Scratch& s, int l) {
+  const LlamaHParams& hp = model_.hparams();
+  backend_.attention({sizeof(tsr_attention_params), &out, &q, &cache_.k(l), &cache_.v(l),
                       &s.tables, &s.seq_lens, &s.qsl, &s.positions, cache_.shape().block_size,
                       hp.attn_scale, hp.layer_is_swa(l) ? hp.n_swa : 0, 0.0f, nullptr});
+}
+
+// Attention over a Hadamard-rotated cache (core/kv/kv_dtype.h): q, k and v rotated head by
+// head (rows of head_dim times the symmetric H), and the output rotated back. q' goes to
+// the attention buffer and the output to q's, which is free by then.
+void LlamaForward::rotated_attention(Scratch& s, int l, int64_t n) {
+  const LlamaHParams& hp = model_.hparams();
+  const tsr_tensor& h = *cache_.rotation();
+  auto heads = [&](const tsr_tensor& t, int64_t count) { return tensor_make(TSR_DTYPE_F32, t.data, {n * count, hp.head_dim}); };
+  for (auto [from, to, count] : {std::tuple{&s.q, &s.attn, hp.n_head}, {&s.k, &s.k_rot, hp.n_head_kv}, {&s.v, &s.v_rot, hp.n_head_kv}}) {
+    tsr_tensor y = heads(*to, count);
+    matmul(y, heads(*from, count), h);
+  }
+  backend_.kv_write({sizeof(tsr_kv_write_params), &cache_.k(l), &cache_.v(l), &s.k_rot, &s.v_rot, &s.slots});
+  const tsr_tensor q_rot = tensor_make(TSR_DTYPE_F32, s.attn.data, {n, hp.n_head, hp.head_dim});
+  attention(s.q, q_rot, s, l);
+  tsr_tensor back = heads(s.attn, hp.n_head);
+  matmul(back, heads(s.q, hp.n_head), h);
+  const LlamaLayer& w = model_.layer(l);
   matmul(s.xn, s.attn, w.wo);
   residual_add(s, w.attn_post_norm);
 }

@@ -45,6 +45,8 @@ class LlamaForward {
   bool run_graph(const StepBatch& batch, std::vector<float>& logits);
   void record_graph(Scratch& s, const StepBatch& padded, int32_t bucket);
   void attention_block(Scratch& s, int layer, int64_t n);
+  void attention(const tsr_tensor& out, const tsr_tensor& q, Scratch& s, int layer);
+  void rotated_attention(Scratch& s, int layer, int64_t n);
   void ffn_block(Scratch& s, int layer);
   void moe_ffn(Scratch& s, const LlamaLayer& w);
   void residual_add(Scratch& s, const tsr_tensor& post_norm);

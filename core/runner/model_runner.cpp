@@ -16,13 +16,19 @@ KvCacheShape sized(KvCacheShape shape, int32_t num_blocks) {
 ModelRunner::ModelRunner(const LlamaModel& model, Backend& backend, const ModelRunnerOptions& options)
     : model_(model),
       backend_(backend),
-      cache_(backend, sized(cache_shape(model, options.block_size), options.num_blocks)),
+      cache_(backend, sized(cache_shape(model, options.block_size, options.kv), options.num_blocks)),
       kv_(options.num_blocks, options.block_size, options.prefix_caching),
       forward_(model, backend, cache_, options.forward) {}
 
-KvCacheShape ModelRunner::cache_shape(const LlamaModel& model, int32_t block_size) {
+KvCacheShape ModelRunner::cache_shape(const LlamaModel& model, int32_t block_size, const KvFormat& format) {
   const LlamaHParams& hp = model.hparams();
-  return KvCacheShape{hp.n_layer, hp.n_head_kv, hp.head_dim, block_size, 0};
+  return KvCacheShape{hp.n_layer, hp.n_head_kv, hp.head_dim, block_size, 0, format};
+}
+
+KvCacheShape ModelRunner::cache_shape(const LlamaModel& model, const CacheConfig& cache) {
+  const KvFormat format =
+      kv_format_resolve(cache.k_dtype(), cache.v_dtype(), cache.rotation, model.hparams().head_dim);
+  return cache_shape(model, cache.block_size, format);
 }
 
 void ModelRunner::execute(const SchedulerOutput& out, std::vector<float>& logits) {

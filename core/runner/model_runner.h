@@ -11,7 +11,9 @@
 #include <span>
 #include <vector>
 
+#include "core/config/config.h"
 #include "core/kv/kv_cache.h"
+#include "core/kv/kv_dtype.h"
 #include "core/kv/kv_cache_manager.h"
 #include "core/model/llama_forward.h"
 #include "core/model/llama_model.h"
@@ -23,6 +25,7 @@ struct ModelRunnerOptions {
   int32_t block_size = 16;
   int32_t num_blocks = 0;       // KV blocks (see kv_cache_num_blocks); > 0
   bool prefix_caching = false;  // blocks of committed prefixes are shared between sequences
+  KvFormat kv;                  // the cache's dtypes and rotation
   ForwardOptions forward;
 };
 
@@ -31,9 +34,11 @@ class ModelRunner {
   // `model` and `backend` outlive the runner.
   ModelRunner(const LlamaModel& model, Backend& backend, const ModelRunnerOptions& options);
 
-  // The cache shape of `model` with blocks of `block_size` tokens and no blocks yet: what
-  // sizing (kv_cache_context, kv_cache_num_blocks) starts from.
-  static KvCacheShape cache_shape(const LlamaModel& model, int32_t block_size);
+  // The cache shape of `model` with blocks of `block_size` tokens in `format` and no blocks
+  // yet: what sizing (kv_cache_context, kv_cache_num_blocks) starts from.
+  static KvCacheShape cache_shape(const LlamaModel& model, int32_t block_size, const KvFormat& format);
+  // The same for a [cache] config (its dtypes and rotation resolved for the model).
+  static KvCacheShape cache_shape(const LlamaModel& model, const CacheConfig& cache);
 
   const LlamaModel& model() const { return model_; }
   int32_t n_vocab() const { return model_.hparams().n_vocab; }

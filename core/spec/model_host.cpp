@@ -5,6 +5,7 @@
 #include <new>
 
 #include "base/error.h"
+#include "core/kv/kv_memory.h"
 #include "core/model/gguf.h"
 #include "core/runner/model_runner.h"
 #include "core/plugin_host/host_services.h"
@@ -46,9 +47,12 @@ tsr_status model_open(void* context, const char* path, tsr_model** out, tsr_erro
     m->token_texts = vocab_from_gguf(*m->gguf).tokens;
     const LlamaHParams& hp = m->model->hparams();
     ModelRunnerOptions ro;
-    ro.block_size = config.cache.block_size;
-    ro.num_blocks = kv_cache_num_blocks(ModelRunner::cache_shape(*m->model, ro.block_size), config.cache.memory_bytes,
-                                        hp.n_ctx_train, config.scheduler.max_seqs);
+    KvCacheShape shape = ModelRunner::cache_shape(*m->model, config.cache);
+    shape.format = kv_format_for_backend(backend, shape.format, config.cache.dtype_is_default());
+    ro.block_size = shape.block_size;
+    ro.kv = shape.format;
+    const uint64_t kv_memory = kv_memory_budget(config.cache.memory_bytes, backend.props(), m->model->weight_bytes());
+    ro.num_blocks = kv_cache_num_blocks(shape, kv_memory, hp.n_ctx_train, config.scheduler.max_seqs);
     m->runner = std::make_unique<ModelRunner>(*m->model, backend, ro);
     *out = m.release();
   });

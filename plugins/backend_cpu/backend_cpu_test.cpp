@@ -20,6 +20,7 @@
 
 #include "base/error.h"
 #include "quant_formats/float_convert.h"
+#include "quant_formats/ggml_blocks.h"
 #include "core/plugin_host/backend.h"
 #include "core/plugin_host/plugin_loader.h"
 #include "core/plugin_host/tensor.h"
@@ -835,8 +836,9 @@ constexpr int64_t kHeads = 8, kKvHeads = 2;
 const std::vector<int32_t> kSeqLens = {5, 23, 12};
 
 // Three sequences' keys and values, kept contiguously for the reference and written by
-// kv_write into a paged cache through scattered, shuffled block tables. Slots no table
-// names stay NaN, so a kernel reading a wrong slot shows.
+// kv_write into a paged cache of some KV dtype through scattered, shuffled block tables.
+// Slots no table names stay NaN, so a kernel reading a wrong slot shows. For a
+// low-precision cache, k and v become the values the cache holds once written.
 struct PagedCache {
   int32_t block_size = 0;
   int64_t head_dim = 0;
@@ -850,8 +852,37 @@ struct PagedCache {
   }
 };
 
+// The values of one stored row of a KV cache of `dtype` (GGUF's reference decoders).
+std::vector<float> kv_row_values(tsr_dtype dtype, const uint8_t* row, int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  if (dtype == TSR_DTYPE_F32) std::memcpy(v.data(), row, v.size() * sizeof(float));
+  for (int64_t i = 0; i < n && (dtype == TSR_DTYPE_F16 || dtype == TSR_DTYPE_BF16); ++i) {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * i, 2);
+    v[i] = dtype == TSR_DTYPE_F16 ? f16_to_f32(h) : bf16_to_f32(h);
+  }
+  if (dtype == TSR_DTYPE_Q8_0) quant::dequantize_row_q8_0(reinterpret_cast<const quant::BlockQ8_0*>(row), v.data(), n);
+  if (dtype == TSR_DTYPE_Q4_0) quant::dequantize_row_q4_0(reinterpret_cast<const quant::BlockQ4_0*>(row), v.data(), n);
+  return v;
+}
+
+// The keys or values `cache` holds for every token of c, per sequence.
+std::vector<std::vector<float>> stored_values(const PagedCache& c, const DevTensor& cache, tsr_dtype dtype) {
+  const std::vector<uint8_t> bytes = cache.bytes();
+  const int64_t row = kKvHeads * c.head_dim;
+  std::vector<std::vector<float>> out;
+  for (size_t s = 0; s < kSeqLens.size(); ++s) {
+    out.emplace_back();
+    for (int64_t t = 0; t < kSeqLens[s]; ++t) {
+      const std::vector<float> v = kv_row_values(dtype, bytes.data() + c.slot(s, t) * cache.stride, row);
+      out.back().insert(out.back().end(), v.begin(), v.end());
+    }
+  }
+  return out;
+}
+
 PagedCache make_paged_cache(int32_t block_size, int64_t head_dim, uint32_t seed,
-                            Backend& be = backend()) {
+                            Backend& be = backend(), tsr_dtype dtype = TSR_DTYPE_F32) {
   PagedCache c;
   c.block_size = block_size;
   c.head_dim = head_dim;
@@ -892,13 +923,17 @@ PagedCache make_paged_cache(int32_t block_size, int64_t head_dim, uint32_t seed,
     }
   }
   const int64_t slots = num_blocks * block_size, n = static_cast<int64_t>(mapping.size());
-  c.k_cache = make_tensor(TSR_DTYPE_F32, {slots, kKvHeads, head_dim}, nullptr, 0, be);
-  c.v_cache = make_tensor(TSR_DTYPE_F32, {slots, kKvHeads, head_dim}, nullptr, 0, be);
+  c.k_cache = make_tensor(dtype, {slots, kKvHeads, head_dim}, nullptr, 0, be);
+  c.v_cache = make_tensor(dtype, {slots, kKvHeads, head_dim}, nullptr, 0, be);
   const DevTensor dk = upload(k_rows, TSR_DTYPE_F32, {n, kKvHeads, head_dim}, 0, be);
   const DevTensor dv = upload(v_rows, TSR_DTYPE_F32, {n, kKvHeads, head_dim}, 0, be);
   const DevTensor dm = upload_i32(mapping, be);
   be.kv_write({sizeof(tsr_kv_write_params), c.k_cache.get(), c.v_cache.get(), dk.get(), dv.get(),
                dm.get()});
+  if (dtype != TSR_DTYPE_F32) {
+    c.k = stored_values(c, c.k_cache, dtype);
+    c.v = stored_values(c, c.v_cache, dtype);
+  }
   return c;
 }
 
@@ -1010,17 +1045,19 @@ Batch mixed_batch() { return {{0, 1, 2}, {range(0, 5), range(15, 23), {11}}}; }
 // One query per sequence at its last position, in a different sequence order.
 Batch decode_batch() { return {{2, 0, 1}, {{11}, {4}, {22}}}; }
 
-// Block size and head_dim: 16, 64 and 128 fill whole vector registers, 12 and 72 end in a
-// partial one, 136 is wider than the AVX-512 kernel's registers.
+// Block size, head_dim and KV dtype: 16, 64 and 128 fill whole vector registers, 12 and 72
+// end in a partial one, 136 and 160 are wider than the AVX-512 kernels' registers. Every
+// dtype runs through the kernels that read it in registers and in tiles.
 struct AttentionCase {
   int32_t block_size;
   int64_t head_dim;
+  tsr_dtype dtype = TSR_DTYPE_F32;
 };
 
 class AttentionTest : public ::testing::TestWithParam<AttentionCase> {};
 
 TEST_P(AttentionTest, MatchesContiguousReference) {
-  const PagedCache c = make_paged_cache(GetParam().block_size, GetParam().head_dim, 80);
+  const PagedCache c = make_paged_cache(GetParam().block_size, GetParam().head_dim, 80, backend(), GetParam().dtype);
   for (const Batch& b : {mixed_batch(), decode_batch()}) {
     SCOPED_TRACE("rows " + std::to_string(b.rows()));
     const std::vector<float> q =
@@ -1031,7 +1068,7 @@ TEST_P(AttentionTest, MatchesContiguousReference) {
 
 // Each sequence's rows in a batch equal those of the sequence run alone, bit for bit.
 TEST_P(AttentionTest, BatchEqualsSequencesAlone) {
-  const PagedCache c = make_paged_cache(GetParam().block_size, GetParam().head_dim, 81);
+  const PagedCache c = make_paged_cache(GetParam().block_size, GetParam().head_dim, 81, backend(), GetParam().dtype);
   const Batch b = mixed_batch();
   const int64_t row = kHeads * c.head_dim;
   const std::vector<float> q = random_floats(static_cast<size_t>(b.rows() * row), 91);
@@ -1051,7 +1088,7 @@ TEST_P(AttentionTest, BatchEqualsSequencesAlone) {
 // (row, head) pairs share kernel calls sixteen at a time, in decode its kv head's four
 // pairs run one by one (cpu_attention.cpp), and greedy output must not see the difference.
 TEST_P(AttentionTest, PromptRowsEqualTheirDecode) {
-  const PagedCache c = make_paged_cache(GetParam().block_size, GetParam().head_dim, 82);
+  const PagedCache c = make_paged_cache(GetParam().block_size, GetParam().head_dim, 82, backend(), GetParam().dtype);
   const int32_t len = kSeqLens[1];
   const int64_t row = kHeads * c.head_dim;
   const std::vector<float> q = random_floats(static_cast<size_t>(len * row), 92);
@@ -1067,10 +1104,14 @@ INSTANTIATE_TEST_SUITE_P(Cpu, AttentionTest,
                          ::testing::Values(AttentionCase{4, 16}, AttentionCase{16, 16},
                                            AttentionCase{16, 12}, AttentionCase{4, 64},
                                            AttentionCase{16, 72}, AttentionCase{16, 128},
-                                           AttentionCase{8, 136}),
+                                           AttentionCase{8, 136}, AttentionCase{16, 12, TSR_DTYPE_F16},
+                                           AttentionCase{4, 64, TSR_DTYPE_F16}, AttentionCase{16, 72, TSR_DTYPE_BF16},
+                                           AttentionCase{16, 128, TSR_DTYPE_BF16}, AttentionCase{4, 32, TSR_DTYPE_Q8_0},
+                                           AttentionCase{16, 128, TSR_DTYPE_Q8_0}, AttentionCase{16, 64, TSR_DTYPE_Q4_0},
+                                           AttentionCase{8, 160, TSR_DTYPE_Q4_0}),
                          [](const auto& info) {
                            return "block" + std::to_string(info.param.block_size) + "_dim" +
-                                  std::to_string(info.param.head_dim);
+                                  std::to_string(info.param.head_dim) + "_" + tsr_dtype_name(info.param.dtype);
                          });
 
 // ---- copy_blocks ----

@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cpu_kv_format.h"
 #include "cpu_ops.h"
 #include "cpu_simd.h"
 #include "cpu_tensor.h"
@@ -59,16 +60,19 @@ void validate_attention(const AttentionShape& s, int32_t block_size, const int32
   }
 }
 
-// One sequence's keys and values for one kv head.
+// One sequence's keys and values for one kv head, in the caches' dtypes (cpu_kv_format.h).
 struct KeySource {
   const int32_t* table;  // the sequence's block table
-  const float* k;        // the caches' first rows, offset to the kv head
-  const float* v;
-  int64_t row_floats;  // floats from one slot to the next
+  const uint8_t* k;      // the caches' first rows, offset to the kv head
+  const uint8_t* v;
+  int64_t k_stride, v_stride;  // bytes from one slot to the next
+  tsr_dtype k_dtype, v_dtype;
   int32_t block_size;
   int64_t head_dim;
 
   int64_t slot(int64_t t) const { return int64_t(table[t / block_size]) * block_size + t % block_size; }
+  const uint8_t* k_row(int64_t t) const { return k + slot(t) * k_stride; }
+  const uint8_t* v_row(int64_t t) const { return v + slot(t) * v_stride; }
 };
 
 // The optional parts of attention (ABI 2.0; backend.h): keys before `first_key` are
@@ -80,14 +84,21 @@ struct AttendExtras {
   float sink = -INFINITY;
 };
 
+// A thread's buffers for the portable kernel: the scores of one pair's keys, and one
+// dequantized key or value row.
+struct PortableScratch {
+  std::vector<float> scores, row;
+};
+
 // Portable kernel for one (query row, head) pair: scores, then the weighted values.
-// `scores` holds n_keys floats.
-void attend_portable(const float* q, float* out, int64_t n_keys, const KeySource& src, float scale, float* scores,
-                     const AttendExtras& x = {}) {
+// `scratch.scores` holds n_keys floats, `scratch.row` head_dim.
+void attend_portable(const float* q, float* out, int64_t n_keys, const KeySource& src, float scale,
+                     PortableScratch& scratch, const AttendExtras& x = {}) {
   const int64_t hd = src.head_dim;
+  float* scores = scratch.scores.data();
   float max_score = x.sink;
   for (int64_t t = x.first_key; t < n_keys; ++t) {
-    const float* k = src.k + src.slot(t) * src.row_floats;
+    const float* k = kv_row_floats(src.k_dtype, src.k_row(t), scratch.row.data(), hd);
     float dot = 0;
 #pragma omp simd reduction(+ : dot)
     for (int64_t d = 0; d < hd; ++d) dot += q[d] * k[d];
@@ -99,7 +110,7 @@ void attend_portable(const float* q, float* out, int64_t n_keys, const KeySource
   for (int64_t t = x.first_key; t < n_keys; ++t) denom += (scores[t] = std::exp(scores[t] - max_score));
   std::fill(out, out + hd, 0.0f);
   for (int64_t t = x.first_key; t < n_keys; ++t) {
-    const float* v = src.v + src.slot(t) * src.row_floats;
+    const float* v = kv_row_floats(src.v_dtype, src.v_row(t), scratch.row.data(), hd);
 #pragma omp simd
     for (int64_t d = 0; d < hd; ++d) out[d] += scores[t] * v[d];
   }
@@ -150,19 +161,17 @@ struct alignas(64) TileScratch {
   float p[kTileKeys][kLanes];
 };
 
+// A head row of `dtype` as n floats.
 __attribute__((target(TSR_AVX512_TARGET), always_inline))
-inline void copy_row(float* dst, const float* src, int64_t n) {
-  for (int64_t d = 0; d < n; d += 16) {
-    const __mmask16 m = first_lanes(n - d);
-    _mm512_mask_storeu_ps(dst + d, m, _mm512_maskz_loadu_ps(m, src + d));
-  }
+inline void load_row(float* dst, tsr_dtype dtype, const uint8_t* src, int64_t n) {
+  for (int64_t d = 0; d < n; d += 16) _mm512_mask_storeu_ps(dst + d, first_lanes(n - d), kv_load16(dtype, src, d, n));
 }
 
 // The rows of keys and values t0 .. t0 + 15 (those at or past `end` repeat the last one,
 // finite values whose scores are masked).
 struct KeyRows {
-  const float* k[kTileKeys];
-  const float* v[kTileKeys];
+  const uint8_t* k[kTileKeys];
+  const uint8_t* v[kTileKeys];
 };
 
 KeyRows key_rows(const KeySource& src, int64_t t0, int64_t end) {
@@ -175,8 +184,8 @@ KeyRows key_rows(const KeySource& src, int64_t t0, int64_t end) {
       continue;
     }
     const int64_t slot = int64_t(src.table[block]) * src.block_size + offset;
-    rows.k[n] = src.k + slot * src.row_floats;
-    rows.v[n] = src.v + slot * src.row_floats;
+    rows.k[n] = src.k + slot * src.k_stride;
+    rows.v[n] = src.v + slot * src.v_stride;
     if (++offset == src.block_size) {
       offset = 0;
       ++block;
@@ -190,8 +199,8 @@ __attribute__((target(TSR_AVX512_TARGET)))
 void load_key_tile(const KeySource& src, int64_t t0, int64_t end, TileScratch& s) {
   const KeyRows rows = key_rows(src, t0, end);
   for (int n = 0; n < kTileKeys; ++n) {
-    copy_row(s.k[n], rows.k[n], src.head_dim);
-    copy_row(s.v[n], rows.v[n], src.head_dim);
+    load_row(s.k[n], src.k_dtype, rows.k[n], src.head_dim);
+    load_row(s.v[n], src.v_dtype, rows.v[n], src.head_dim);
   }
 }
 
@@ -292,7 +301,7 @@ inline void transpose16(__m512 r[16]) {
 template <int NC>
 __attribute__((target(TSR_AVX512_TARGET)))
 void attend_pair(const float* q, float* out, int64_t n_keys, const KeySource& src, float scale) {
-  const int64_t rem = src.head_dim - 16 * (NC - 1);
+  const int64_t hd = src.head_dim, rem = hd - 16 * (NC - 1);
   const __mmask16 last = first_lanes(rem);
   const __m512 minus_inf = _mm512_set1_ps(-INFINITY);
   __m512 o[NC];
@@ -302,9 +311,8 @@ void attend_pair(const float* q, float* out, int64_t n_keys, const KeySource& sr
     const KeyRows rows = key_rows(src, t0, n_keys);  // read in place: a lone pair has no reuse to copy for
     __m512 sc = _mm512_setzero_ps();
     for (int c = 0; c < NC; ++c) {
-      const __mmask16 dims = c == NC - 1 ? last : 0xffff;
       __m512 kt[16];
-      for (int n = 0; n < kTileKeys; ++n) kt[n] = _mm512_maskz_loadu_ps(dims, rows.k[n] + 16 * c);
+      for (int n = 0; n < kTileKeys; ++n) kt[n] = kv_load16(src.k_dtype, rows.k[n], 16 * c, hd);
       transpose16(kt);  // kt[j]: dimension 16c + j of the sixteen keys
       for (int j = 0; j < (c == NC - 1 ? rem : 16); ++j) {
         const __m512 qd = _mm512_set1_ps(q[16 * c + j]);
@@ -324,7 +332,7 @@ void attend_pair(const float* q, float* out, int64_t n_keys, const KeySource& sr
     for (int n = 0; n < kTileKeys; ++n) {
       const __m512 pn = _mm512_set1_ps(p[n]);
       for (int c = 0; c < NC; ++c) {
-        o[c] = _mm512_fmadd_ps(pn, _mm512_maskz_loadu_ps(c == NC - 1 ? last : 0xffff, rows.v[n] + 16 * c), o[c]);
+        o[c] = _mm512_fmadd_ps(pn, kv_load16(src.v_dtype, rows.v[n], 16 * c, hd), o[c]);
       }
     }
   }
@@ -365,9 +373,10 @@ struct AttentionCall {
 
   int64_t group() const { return s.heads / s.kv_heads; }
   KeySource keys(int64_t seq, int64_t kv_head) const {
-    return {tables + seq * s.max_blocks, k_cache.row<float>(0) + kv_head * s.head_dim,
-            v_cache.row<float>(0) + kv_head * s.head_dim, k_cache.row_stride / int64_t{sizeof(float)},
-            block_size, s.head_dim};
+    return {tables + seq * s.max_blocks,
+            k_cache.row<uint8_t>(0) + kv_head * row_bytes(k_cache.dtype, s.head_dim),
+            v_cache.row<uint8_t>(0) + kv_head * row_bytes(v_cache.dtype, s.head_dim),
+            k_cache.row_stride, v_cache.row_stride, k_cache.dtype, v_cache.dtype, block_size, s.head_dim};
   }
 };
 
@@ -423,13 +432,13 @@ void attention_portable(const AttentionCall& c) {
   const int64_t group = c.group(), hd = c.s.head_dim;
 #pragma omp parallel num_threads(c.threads) if (c.threads > 1)
   {
-    std::vector<float> scores(static_cast<size_t>(max_keys));
+    PortableScratch scratch{std::vector<float>(static_cast<size_t>(max_keys)), std::vector<float>(size_t(hd))};
 #pragma omp for collapse(2) schedule(dynamic, 4)
     for (int64_t i = 0; i < c.s.n; ++i) {
       for (int64_t h = 0; h < c.s.heads; ++h) {
         const KeySource keys = c.keys(seq_of[i], h / group);
         attend_portable(c.q.row<float>(i) + h * hd, c.out.row<float>(i) + h * hd, c.pos[i] + 1, keys, c.scale,
-                        scores.data(), c.extras(i, h));
+                        scratch, c.extras(i, h));
       }
     }
   }
@@ -441,18 +450,21 @@ void op_attention(OpContext& ctx, const tsr_attention_params& p) {
   sdk::check_attention_layout(p);
   const Matrix out = as_matrix(p.out, TSR_DTYPE_F32, "attention out");
   const Matrix q = as_matrix(p.q, TSR_DTYPE_F32, "attention q");
-  const Matrix kc = as_matrix(p.k_cache, TSR_DTYPE_F32, "attention k_cache");
-  const Matrix vc = as_matrix(p.v_cache, TSR_DTYPE_F32, "attention v_cache");
+  const Matrix kc = as_matrix(p.k_cache, "attention k_cache");
+  const Matrix vc = as_matrix(p.v_cache, "attention v_cache");
+  for (const Matrix* c : {&kc, &vc}) {
+    require(is_kv_dtype(c->dtype), [&] {
+      return std::string("attention: the CPU backend has no KV cache of dtype ") + tsr_dtype_name(c->dtype);
+    });
+  }
   require(out.rows == q.rows && out.cols == q.cols, "attention: out and q shapes differ");
-  require(kc.rows == vc.rows && kc.cols == vc.cols && kc.row_stride == vc.row_stride,
-          "attention: k_cache and v_cache shapes differ");
+  require(kc.rows == vc.rows && kc.cols == vc.cols, "attention: k_cache and v_cache shapes differ");
   const AttentionShape s{q.rows, p.q->shape[1], p.k_cache->shape[1], p.q->shape[2],
                          p.block_tables->shape[0], p.block_tables->shape[1], kc.rows};
   require(p.k_cache->shape[2] == s.head_dim, "attention: head_dim of q and cache differ");
   require(s.kv_heads > 0 && s.heads % s.kv_heads == 0,
           "attention: heads must be a multiple of kv_heads");
   require(p.block_size > 0, "attention: block_size must be > 0");
-  require(kc.row_stride % sizeof(float) == 0, "attention: cache rows must be whole floats apart");
   const int32_t* tables =
       as_i32(p.block_tables, s.num_seqs * s.max_blocks, "attention block_tables");
   const int32_t* seq_lens = as_i32(p.seq_lens, s.num_seqs, "attention seq_lens");

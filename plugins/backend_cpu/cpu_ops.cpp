@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cpu_dtype.h"
+#include "cpu_kv_format.h"
 #include "cpu_ops.h"
 #include "cpu_simd.h"
 #include "cpu_tensor.h"
@@ -118,12 +119,19 @@ void op_rope(OpContext& ctx, const tsr_rope_params& p) {
   }
 }
 
+// Caches of any KV dtype (cpu_kv_format.h): each row of k and v is stored in the cache's
+// dtype, the quantized ones blockwise along the head dimension.
 void op_kv_write(OpContext& ctx, const tsr_kv_write_params& p) {
-  const Matrix kc = as_matrix(p.k_cache, TSR_DTYPE_F32, "kv_write k_cache");
-  const Matrix vc = as_matrix(p.v_cache, TSR_DTYPE_F32, "kv_write v_cache");
+  const Matrix kc = as_matrix(p.k_cache, "kv_write k_cache");
+  const Matrix vc = as_matrix(p.v_cache, "kv_write v_cache");
   const Matrix k = as_matrix(p.k, TSR_DTYPE_F32, "kv_write k");
   const Matrix v = as_matrix(p.v, TSR_DTYPE_F32, "kv_write v");
-  require_same_shape(kc, vc, "kv_write caches");
+  for (const Matrix* c : {&kc, &vc}) {
+    require(is_kv_dtype(c->dtype), [&] {
+      return std::string("kv_write: the CPU backend has no KV cache of dtype ") + tsr_dtype_name(c->dtype);
+    });
+  }
+  require(kc.rows == vc.rows && kc.cols == vc.cols, "kv_write: k_cache and v_cache shapes differ");
   require_same_shape(k, v, "kv_write k/v");
   require(k.cols == kc.cols, "kv_write: row width differs from the cache's");
   const int32_t* slots = as_i32(p.slot_mapping, k.rows, "kv_write slot_mapping");
@@ -131,11 +139,10 @@ void op_kv_write(OpContext& ctx, const tsr_kv_write_params& p) {
     require(slots[i] >= -1 && slots[i] < kc.rows,
             "kv_write: slot " + std::to_string(slots[i]) + " out of range");
   }
-  const size_t bytes = static_cast<size_t>(k.cols) * sizeof(float);
   for (int64_t i = 0; i < k.rows; ++i) {
     if (slots[i] < 0) continue;
-    std::memcpy(kc.row<float>(slots[i]), k.row<float>(i), bytes);
-    std::memcpy(vc.row<float>(slots[i]), v.row<float>(i), bytes);
+    kv_row_write(kc.dtype, k.row<float>(i), kc.row<uint8_t>(slots[i]), k.cols);
+    kv_row_write(vc.dtype, v.row<float>(i), vc.row<uint8_t>(slots[i]), v.cols);
   }
   (void)ctx;
 }
@@ -227,7 +234,8 @@ bool op_supports(tsr_op op, tsr_dtype dtype) {
     case TSR_OP_GET_ROWS: return is_weight_dtype(dtype);
     case TSR_OP_COPY_BLOCKS: return row_bytes(dtype, 32) > 0;
     case TSR_OP_CAST: return cast_supports(dtype, dtype);
-    case TSR_OP_RMS_NORM: case TSR_OP_ROPE: case TSR_OP_KV_WRITE: case TSR_OP_ATTENTION:
+    case TSR_OP_KV_WRITE: case TSR_OP_ATTENTION: return is_kv_dtype(dtype);
+    case TSR_OP_RMS_NORM: case TSR_OP_ROPE:
     case TSR_OP_SILU_MUL: case TSR_OP_ADD: case TSR_OP_MUL: case TSR_OP_SCALE: case TSR_OP_GELU:
     case TSR_OP_GELU_MUL: case TSR_OP_LAYER_NORM: case TSR_OP_BIAS_ADD: case TSR_OP_SOFTMAX: case TSR_OP_TOP_K:
     case TSR_OP_SOFTCAP: case TSR_OP_MOE_COMBINE: return dtype == TSR_DTYPE_F32;

@@ -125,6 +125,13 @@ Mat view(const tsr_tensor* t, tsr_dtype dtype, const std::string& what) {
   return m;
 }
 
+// A KV cache operand: any dtype gpu_decode.cuh decodes (the weight dtypes).
+Mat kv_view(const tsr_tensor* t, const std::string& what) {
+  Mat m = view(t, what);
+  require(is_weight_dtype(m.dtype), what + ": the GPU backend has no KV cache of dtype " + std::to_string(m.dtype));
+  return m;
+}
+
 void require_same_shape(const Mat& a, const Mat& b, const char* what) {
   require(a.rows == b.rows && a.cols == b.cols,
           std::string(what) + ": operand shapes differ (" + std::to_string(a.rows) + "x" +
@@ -366,7 +373,10 @@ class GpuBackend {
         case TSR_OP_CAST:
           if (d != TSR_DTYPE_F32 && d != TSR_DTYPE_F16 && d != TSR_DTYPE_BF16) return false;
           break;
-        case TSR_OP_RMS_NORM: case TSR_OP_ROPE: case TSR_OP_KV_WRITE: case TSR_OP_ATTENTION:
+        case TSR_OP_KV_WRITE: case TSR_OP_ATTENTION:
+          if (!is_weight_dtype(d)) return false;  // the KV dtypes: gpu_decode.cuh's
+          break;
+        case TSR_OP_RMS_NORM: case TSR_OP_ROPE:
         case TSR_OP_SILU_MUL: case TSR_OP_ADD: case TSR_OP_MUL: case TSR_OP_SCALE: case TSR_OP_GELU:
         case TSR_OP_GELU_MUL: case TSR_OP_LAYER_NORM: case TSR_OP_BIAS_ADD: case TSR_OP_SOFTMAX:
         case TSR_OP_TOP_K: case TSR_OP_SOFTCAP: case TSR_OP_MOE_COMBINE:
@@ -609,8 +619,8 @@ class GpuBackend {
 
   void kv_write(Stream* sp, const tsr_kv_write_params& p) {
     Stream& s = begin_op(sp);
-    const Mat kc = view(p.k_cache, TSR_DTYPE_F32, "kv_write k_cache");
-    const Mat vc = view(p.v_cache, TSR_DTYPE_F32, "kv_write v_cache");
+    const Mat kc = kv_view(p.k_cache, "kv_write k_cache");
+    const Mat vc = kv_view(p.v_cache, "kv_write v_cache");
     const Mat k = view(p.k, TSR_DTYPE_F32, "kv_write k");
     const Mat v = view(p.v, TSR_DTYPE_F32, "kv_write v");
     require_same_shape(kc, vc, "kv_write caches");
@@ -631,11 +641,10 @@ class GpuBackend {
     sdk::check_attention_layout(p);
     const Mat out = view(p.out, TSR_DTYPE_F32, "attention out");
     const Mat q = view(p.q, TSR_DTYPE_F32, "attention q");
-    const Mat kc = view(p.k_cache, TSR_DTYPE_F32, "attention k_cache");
-    const Mat vc = view(p.v_cache, TSR_DTYPE_F32, "attention v_cache");
+    const Mat kc = kv_view(p.k_cache, "attention k_cache");
+    const Mat vc = kv_view(p.v_cache, "attention v_cache");
     require_same_shape(out, q, "attention out/q");
     require_same_shape(kc, vc, "attention caches");
-    require(kc.stride == vc.stride, "attention: k and v caches have different row strides");
     const int64_t n = q.rows, heads = p.q->shape[1], kv_heads = p.k_cache->shape[1];
     const int64_t head_dim = p.q->shape[2], num_seqs = p.block_tables->shape[0];
     const int64_t max_blocks = p.block_tables->shape[1];
@@ -661,11 +670,14 @@ class GpuBackend {
     AttentionArgs a{};
     a.out = static_cast<float*>(out.data);
     a.q = static_cast<const float*>(q.data);
-    a.k_cache = static_cast<const float*>(kc.data);
-    a.v_cache = static_cast<const float*>(vc.data);
+    a.k_cache = static_cast<const uint8_t*>(kc.data);
+    a.v_cache = static_cast<const uint8_t*>(vc.data);
+    a.k_dtype = kc.dtype;
+    a.v_dtype = vc.dtype;
+    a.k_stride = kc.stride;
+    a.v_stride = vc.stride;
     a.out_stride = out.stride / 4;
     a.q_stride = q.stride / 4;
-    a.kv_stride = kc.stride / 4;
     a.tables = tables_d;
     a.qsl = qsl_d;
     a.pos = pos_d;

@@ -7,6 +7,7 @@
 #include <cfloat>
 #include <climits>
 
+#include "gpu_decode.cuh"
 #include "gpu_kernels.h"
 
 namespace tsr::gpu {
@@ -80,19 +81,20 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a, At
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   float acc[kMaxAcc] = {};
 
-  // Loads keys [t0, t0 + nt) of `cache` for this block's KV head into kv.
-  auto load_tile = [&](const float* cache, int t0, int nt) {
+  // Loads keys [t0, t0 + nt) of `cache` (of `dtype`) for this block's KV head into kv, as
+  // floats: a quantized key is decoded here, once per tile, never copied out of the cache.
+  auto load_tile = [&](const uint8_t* cache, int dtype, int64_t stride, int t0, int nt) {
     for (int i = threadIdx.x; i < nt * hd; i += kThreads) {
       const int t = i / hd, d = i % hd, key = t0 + t;
       const int64_t slot = int64_t(table[key / a.block_size]) * a.block_size + key % a.block_size;
-      kv[t * ld + d] = cache[slot * a.kv_stride + kvh * hd + d];
+      kv[t * ld + d] = decode_any(dtype, cache + slot * stride, int64_t(kvh) * hd + d);
     }
   };
 
   for (int t0 = key_begin; t0 < key_end; t0 += T) {
     const int nt = min(T, key_end - t0);
     __syncthreads();  // the previous tile's V is no longer read
-    load_tile(a.k_cache, t0, nt);
+    load_tile(a.k_cache, a.k_dtype, a.k_stride, t0, nt);
     __syncthreads();
     for (int i = threadIdx.x; i < nq * T; i += kThreads) {
       const int qi = i / T, t = i % T, r = qi / qh;
@@ -120,7 +122,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a, At
         m_run[qi] = m_new;
       }
     }
-    load_tile(a.v_cache, t0, nt);  // the scores no longer need K
+    load_tile(a.v_cache, a.v_dtype, a.v_stride, t0, nt);  // the scores no longer need K
     __syncthreads();
 #pragma unroll
     for (int j = 0; j < kMaxAcc; ++j) {

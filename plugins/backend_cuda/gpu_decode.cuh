@@ -45,6 +45,18 @@ __device__ __forceinline__ float decode(const uint8_t* row, int64_t j) {
   }
 }
 
+// Element j of a row of a runtime dtype (uniform across a block: the branch costs little
+// beside the load).
+__device__ __forceinline__ float decode_any(int dtype, const uint8_t* row, int64_t j) {
+  switch (dtype) {
+    case TSR_DTYPE_F16: return decode<TSR_DTYPE_F16>(row, j);
+    case TSR_DTYPE_BF16: return decode<TSR_DTYPE_BF16>(row, j);
+    case TSR_DTYPE_Q8_0: return decode<TSR_DTYPE_Q8_0>(row, j);
+    case TSR_DTYPE_Q4_0: return decode<TSR_DTYPE_Q4_0>(row, j);
+    default: return decode<TSR_DTYPE_F32>(row, j);
+  }
+}
+
 template <int D>
 using DtypeTag = std::integral_constant<int, D>;
 

@@ -121,9 +121,13 @@ struct AttentionPlan {
 struct AttentionArgs {
   float* out;
   const float* q;
-  const float* k_cache;
-  const float* v_cache;
-  int64_t out_stride, q_stride, kv_stride;  // in floats
+  // The caches in their dtypes (F32, F16, BF16, Q8_0, Q4_0: gpu_decode.cuh), each key
+  // decoded as its tile is loaded.
+  const uint8_t* k_cache;
+  const uint8_t* v_cache;
+  int32_t k_dtype, v_dtype;
+  int64_t k_stride, v_stride;  // bytes from one slot to the next
+  int64_t out_stride, q_stride;  // in floats
   const int32_t* tables;
   const int32_t* qsl;
   const int32_t* pos;

@@ -1,5 +1,7 @@
 // The small ops: one block per row where a row needs a reduction or an index, a flat grid
 // for elementwise ops. Semantics follow plugins/backend_cpu/cpu_ops.cpp.
+#include <cfloat>
+
 #include "gpu_decode.cuh"
 #include "gpu_kernels.h"
 
@@ -79,16 +81,48 @@ __global__ void rope_kernel(Mat x, RopeArgs a) {
   v[q] = x0 * sn + x1 * cs;
 }
 
-__global__ void kv_write_kernel(Mat kc, Mat vc, Mat k, Mat v, const int32_t* slots) {
+// One GGUF block of 32 floats quantized as quant_formats/ggml_blocks.cpp's reference does
+// (the CPU backend's KV cache): a block with a NaN or an infinity gets a NaN scale.
+template <int D>
+__device__ void quantize_block(const float* x, uint8_t* block) {
+  bool finite = true;
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < kQK; ++j) {
+    finite = finite && isfinite(x[j]);
+    if (amax < fabsf(x[j])) amax = fabsf(x[j]), max = x[j];
+  }
+  const float d = !finite ? NAN : D == TSR_DTYPE_Q8_0 ? amax / 127.0f : max / -8.0f;
+  const float id = finite && fabsf(d) >= FLT_MIN ? 1.0f / d : 0.0f;
+  const uint16_t dh = f32_to_f16_bits(d);
+  block[0] = static_cast<uint8_t>(dh & 0xff);  // blocks are 2-byte aligned at best
+  block[1] = static_cast<uint8_t>(dh >> 8);
+  for (int j = 0; j < kQK && D == TSR_DTYPE_Q8_0; ++j) {
+    block[2 + j] = static_cast<uint8_t>(finite ? static_cast<int8_t>(roundf(x[j] * id)) : 0);
+  }
+  for (int j = 0; j < kQK / 2 && D == TSR_DTYPE_Q4_0; ++j) {
+    const int q0 = finite ? min(15, int(static_cast<int8_t>(x[j] * id + 8.5f))) : 8;
+    const int q1 = finite ? min(15, int(static_cast<int8_t>(x[j + kQK / 2] * id + 8.5f))) : 8;
+    block[2 + j] = static_cast<uint8_t>(q0 | (q1 << 4));
+  }
+}
+
+// cache[slots[i]] = src[i] in the cache's dtype D: an element per thread, or a block of 32
+// per thread for Q8_0 / Q4_0.
+template <int D>
+__global__ void kv_store_kernel(Mat cache, Mat src, const int32_t* slots) {
   const int32_t slot = slots[blockIdx.x];
-  if (slot < 0 || slot >= kc.rows) return;  // -1 skips the row
-  const float* ks = row_ptr<const float>(k, blockIdx.x);
-  const float* vs = row_ptr<const float>(v, blockIdx.x);
-  float* kd = row_ptr<float>(kc, slot);
-  float* vd = row_ptr<float>(vc, slot);
-  for (int64_t c = threadIdx.x; c < k.cols; c += blockDim.x) {
-    kd[c] = ks[c];
-    vd[c] = vs[c];
+  if (slot < 0 || slot >= cache.rows) return;  // -1 skips the row
+  const float* s = row_ptr<const float>(src, blockIdx.x);
+  uint8_t* d = row_ptr<uint8_t>(cache, slot);
+  if constexpr (D == TSR_DTYPE_Q8_0 || D == TSR_DTYPE_Q4_0) {
+    const int bytes = D == TSR_DTYPE_Q8_0 ? kQ8Bytes : kQ4Bytes;
+    for (int64_t b = threadIdx.x; b < src.cols / kQK; b += blockDim.x) quantize_block<D>(s + b * kQK, d + b * bytes);
+  } else {
+    for (int64_t c = threadIdx.x; c < src.cols; c += blockDim.x) {
+      if constexpr (D == TSR_DTYPE_F32) reinterpret_cast<float*>(d)[c] = s[c];
+      else if constexpr (D == TSR_DTYPE_F16) reinterpret_cast<uint16_t*>(d)[c] = f32_to_f16_bits(s[c]);
+      else reinterpret_cast<uint16_t*>(d)[c] = f32_to_bf16_bits(s[c]);
+    }
   }
 }
 
@@ -130,7 +164,14 @@ void rope(cudaStream_t s, const Mat& x, const RopeArgs& a) {
 
 void kv_write(cudaStream_t s, const Mat& k_cache, const Mat& v_cache, const Mat& k, const Mat& v,
               const int32_t* slots) {
-  kv_write_kernel<<<static_cast<unsigned>(k.rows), kThreads, 0, s>>>(k_cache, v_cache, k, v, slots);
+  for (const auto& io : {std::pair{&k_cache, &k}, {&v_cache, &v}}) {
+    const Mat& cache = *io.first;
+    const Mat& src = *io.second;
+    dispatch_dtype(cache.dtype, [&](auto tag) {
+      constexpr int D = decltype(tag)::value;
+      kv_store_kernel<D><<<static_cast<unsigned>(src.rows), kThreads, 0, s>>>(cache, src, slots);
+    });
+  }
 }
 
 void copy_blocks(cudaStream_t s, const Mat& cache, const int32_t* pairs, int64_t first, int64_t n,

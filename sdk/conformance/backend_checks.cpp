@@ -888,11 +888,12 @@ struct Paged {
   }
 };
 
-Paged make_paged(std::mt19937& rng, int32_t block_size) {
+// head_dim 0: a random one of 8, 16 and 24.
+Paged make_paged(std::mt19937& rng, int32_t block_size, int64_t head_dim = 0) {
   Paged c;
   c.block_size = block_size;
   c.kv_heads = pick(rng, 1, 2);
-  c.head_dim = 8 * pick(rng, 1, 3);
+  c.head_dim = head_dim > 0 ? head_dim : 8 * pick(rng, 1, 3);
   c.heads = c.kv_heads * pick(rng, 1, 4);
   c.lens = {static_cast<int32_t>(pick(rng, 1, 9)), static_cast<int32_t>(pick(rng, 10, 40)),
             static_cast<int32_t>(pick(rng, 1, 20))};
@@ -919,7 +920,7 @@ struct DevCache {
   DevTensor k, v;
 };
 
-DevCache write_cache(Device& dev, const Paged& c) {
+DevCache write_cache(Device& dev, const Paged& c, tsr_dtype dtype = TSR_DTYPE_F32) {
   std::vector<float> k_rows, v_rows;
   std::vector<int32_t> mapping;
   for (size_t s = 0; s < c.lens.size(); ++s) {
@@ -935,8 +936,8 @@ DevCache write_cache(Device& dev, const Paged& c) {
     }
   }
   const auto n = static_cast<int64_t>(mapping.size());
-  DevCache cache{make_tensor(dev, TSR_DTYPE_F32, {c.slots, c.kv_heads, c.head_dim}),
-                 make_tensor(dev, TSR_DTYPE_F32, {c.slots, c.kv_heads, c.head_dim})};
+  DevCache cache{make_tensor(dev, dtype, {c.slots, c.kv_heads, c.head_dim}),
+                 make_tensor(dev, dtype, {c.slots, c.kv_heads, c.head_dim})};
   const DevTensor dk = upload(dev, k_rows, TSR_DTYPE_F32, {n, c.kv_heads, c.head_dim}, 4);
   const DevTensor dv = upload(dev, v_rows, TSR_DTYPE_F32, {n, c.kv_heads, c.head_dim});
   const DevTensor dm = upload_i32(dev, mapping);
@@ -1046,9 +1047,10 @@ struct AttentionCall {
   }
 };
 
-AttentionCall make_attention(Device& dev, const Paged& c, const Batch& b, const std::vector<float>& q) {
+AttentionCall make_attention(Device& dev, const Paged& c, const Batch& b, const std::vector<float>& q,
+                             tsr_dtype cache_dtype = TSR_DTYPE_F32) {
   const int64_t n = b.rows(), seqs = static_cast<int64_t>(b.lens.size());
-  return {write_cache(dev, c),
+  return {write_cache(dev, c, cache_dtype),
           make_tensor(dev, TSR_DTYPE_F32, {n, c.heads, c.head_dim}, nullptr, 4),
           upload(dev, q, TSR_DTYPE_F32, {n, c.heads, c.head_dim}, 12),
           upload(dev, b.tables, TSR_DTYPE_I32, {seqs, c.max_blocks}),
@@ -1106,6 +1108,67 @@ TEST_P(AttentionTest, WindowSoftcapAndSinksMatchReference) {
     });
   }
   if (ran == 0) GTEST_SKIP() << "the backend implements none of attention's optional parts";
+}
+
+// The values a row of `dtype` holds (the decoders of `encode`).
+std::vector<double> decode(tsr_dtype d, const uint8_t* row, int64_t n) {
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    uint16_t h = 0;
+    if (d == TSR_DTYPE_F16 || d == TSR_DTYPE_BF16) std::memcpy(&h, row + 2 * i, 2);
+    if (d == TSR_DTYPE_F16) v[i] = f16_value(h);
+    if (d == TSR_DTYPE_BF16) v[i] = bf16_value(h);
+    if (!is_quant(d)) continue;
+    const uint8_t* block = row + i / 32 * unit_bytes(d);
+    std::memcpy(&h, block, 2);
+    const int j = int(i % 32);
+    const int q = d == TSR_DTYPE_Q8_0 ? int(static_cast<int8_t>(block[2 + j]))
+                                      : (j < 16 ? block[2 + j] & 0x0f : block[2 + j - 16] >> 4) - 8;
+    v[i] = f16_value(h) * q;
+  }
+  return v;
+}
+
+// The keys and values a cache written by write_cache holds, as a Paged of those values.
+Paged stored_values(const Paged& c, const DevCache& cache, tsr_dtype d) {
+  Paged stored = c;
+  for (auto [dev, kv] : {std::pair{&cache.k, &stored.k}, {&cache.v, &stored.v}}) {
+    const std::vector<uint8_t> bytes = dev->packed_rows<uint8_t>();
+    const int64_t row = row_bytes(d, c.row());
+    for (size_t s = 0; s < c.lens.size(); ++s) {
+      for (int64_t t = 0; t < c.lens[s]; ++t) {
+        const std::vector<double> v = decode(d, &bytes[c.slot(s, t) * row], c.row());
+        std::copy(v.begin(), v.end(), (*kv)[s].begin() + t * c.row());
+      }
+    }
+  }
+  return stored;
+}
+
+// KV caches of the low-precision dtypes a backend supports (ABI 2.0: kv_write and attention
+// take the cache's dtype): kv_write stores each row close to its floats (to within the
+// dtype's precision), and attention reads exactly the values the cache holds.
+TEST_P(AttentionTest, LowPrecisionKvCachesStoreAndReadTheirValues) {
+  const std::pair<tsr_dtype, double> dtypes[] = {
+      {TSR_DTYPE_F16, 1e-3}, {TSR_DTYPE_BF16, 8e-3}, {TSR_DTYPE_Q8_0, 1e-2}, {TSR_DTYPE_Q4_0, 0.15}};
+  int ran = 0;
+  for (const auto& [dtype, store_tol] : dtypes) {
+    if (!dut().supports(TSR_OP_KV_WRITE, dtype) || !dut().supports(TSR_OP_ATTENTION, dtype)) continue;
+    ++ran;
+    SCOPED_TRACE(dtype_name(dtype));
+    const Paged c = make_paged(rng, GetParam(), 32 * pick(rng, 1, 2));
+    const Batch b = mixed_batch(c);
+    const std::vector<float> q = random_floats(static_cast<size_t>(b.rows() * c.heads * c.head_dim), rng);
+    const AttentionCall a = make_attention(dut(), c, b, q, dtype);
+    const Paged stored = stored_values(c, a.cache, dtype);
+    for (size_t s = 0; s < c.lens.size(); ++s) {
+      EXPECT_LT(norm_err(c.k[s], std::vector<double>(stored.k[s].begin(), stored.k[s].end())), store_tol);
+      EXPECT_LT(norm_err(c.v[s], std::vector<double>(stored.v[s].begin(), stored.v[s].end())), store_tol);
+    }
+    dut().run(a.params(), "attention");
+    EXPECT_LT(norm_err(a.out.packed_rows(), ref_attention(stored, b, q)), kTol);
+  }
+  if (ran == 0) GTEST_SKIP() << "the backend has no KV cache of a low-precision dtype";
 }
 
 INSTANTIATE_TEST_SUITE_P(Backend, AttentionTest, ::testing::Values(4, 16),

@@ -72,7 +72,8 @@ TEST(CliFlags, UnknownFlagsAndCommandsSuggestAndFail) {
       {"rnu -p x", "unknown command 'rnu'; did you mean 'run'?"},
       {"serve --prot 8080", "did you mean '--port'?"},
       // Letters after a one-letter flag are no value of it: -ctk is not "-c tk".
-      {"run -ctk q8_0 -p x", "-ctk: the KV cache is F32 for now"},
+      {"run -ctk q9_0 -p x", "unknown value 'q9_0' (expected one of: f32, f16, bf16, q8_0, q4_0); did you mean 'q8_0'?"},
+      {"run -ctx 5 -p x", "unknown flag '-ctx'"},
   };
   for (const auto& c : cases) {
     const Outcome o = run(c.args);
@@ -142,6 +143,39 @@ TEST(CliFlags, CtxSizeCapsTheContext) {
   EXPECT_TRUE(std::regex_search(fitted.out, std::regex("context: \\d+ tokens, of the 512 the model was trained for")))
       << fitted.out;
   EXPECT_NE(fitted.out.find("-c N"), std::string::npos) << fitted.out;
+}
+
+// -ctk / -ctv (llama.cpp's --cache-type-k / -v) choose the KV dtypes; a dtype the model's
+// heads cannot take is refused naming both.
+TEST(CliFlags, CtkCtvChooseTheKvDtypes) {
+  TSR_REQUIRE_SHARED(kStories);
+  const std::string base = "run -m " + model() + " -t 1 --temp 0 -n 4 -p Once ";
+  const Outcome mixed = run(base + "-ctk bf16 --cache-type-v f32");
+  EXPECT_EQ(mixed.status, 0) << mixed.out;
+  EXPECT_NE(mixed.out.find("K bf16 / V f32"), std::string::npos) << mixed.out;
+  const Outcome refused = run(base + "-ctk q8_0");
+  EXPECT_EQ(refused.status, 1);
+  EXPECT_NE(refused.out.find("q8_0 stores blocks of 32 along the head dimension, and this model's heads have 8 elements"),
+            std::string::npos)
+      << refused.out;
+}
+
+// A model trained for 131,072 tokens starts with the default settings ([cache] memory =
+// "auto"), and the log says how much memory the cache took and which context it chose.
+// Heads of 32 x 256 in 8 layers: half a MiB of F32 KV per token, 64 GiB for the trained
+// context, more than half of any CI machine's free memory, so the context shrinks to fit.
+TEST(CliFlags, ALongContextModelStartsWithTheDefaults) {
+  const std::string file = (work_dir() / "ctx-131072.gguf").string();
+  ASSERT_EQ(run("synth " + file + " --preset tiny --donor bytes --dim 64 --heads 32 --kv-heads 32 --head-dim 256 "
+                "--layers 8 --ffn 128 --ctx 131072 --type f16").status, 0);
+  const Outcome r = run("run -m " + file + " -t 1 --temp 0 -n 4 -ctk f32 -ctv f32 -p Once");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("KV cache memory: auto"), std::string::npos) << r.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex("context: (\\d+) tokens"))) << r.out;
+  EXPECT_GE(std::stoi(m[1]), 16);
+  EXPECT_LE(std::stoi(m[1]), 131072);
+  EXPECT_NE(r.out.find("131072"), std::string::npos) << r.out;
 }
 
 TEST(CliFlags, NglChoosesTheBackend) {

@@ -127,8 +127,9 @@ TEST_F(EngineInvariance, ChunkedPrefill) {
 
 TEST_F(EngineInvariance, PreemptionByRecompute) {
   Config c = base_config();
-  // 32 blocks of 16 tokens: one full context; 16 requests of up to 205 tokens cannot all fit.
-  c.cache.memory_bytes = 32 * 20480;
+  // 32 blocks of 16 tokens (10240 bytes each at F16): one full context; 16 requests of up
+  // to 205 tokens cannot all fit.
+  c.cache.memory_bytes = 32 * 10240;
   auto engine = Engine::create(c);
   ASSERT_EQ(engine->stats().kv_blocks_total, 32);
   expect_references(refs_, run_batch(*engine, mixed_batch(refs_)));

@@ -141,6 +141,7 @@ std::unique_ptr<Engine> make_engine(const std::string& model, int32_t context) {
   Config config;
   config.model.path = model;
   config.model.context = context;
+  config.cache.dtype = "f32";  // as llama_ref.mjs asks of llama.cpp
   config.plugin_dir = TESSERA_PLUGIN_DIR;
   config.backend.threads = 2;
   config.scheduler.max_seqs = 1;
@@ -344,6 +345,7 @@ TEST(MoeInvariance, BatchedChunkedAndGraphsMatchAlone) {
   }
   Config c;
   c.model.path = model;
+  c.cache.dtype = "f32";  // as make_engine's
   c.plugin_dir = TESSERA_PLUGIN_DIR;
   c.backend.threads = 2;
   c.backend.graphs = "on";
