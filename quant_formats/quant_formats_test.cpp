@@ -11,6 +11,8 @@
 #include "quant_formats/ggml_blocks.h"
 #include "quant_formats/float_convert.h"
 #include "quant_formats/int4_g128.h"
+#include "quant_formats/iq4.h"
+#include "quant_formats/kquants.h"
 
 namespace tsr::quant {
 namespace {
@@ -125,6 +127,138 @@ TEST(NonFiniteWeights, BlocksDequantizeToNaNOrZero) {
   for (float v : y) EXPECT_TRUE(std::isnan(v));
   std::vector<uint8_t> row(4 + 128);
   quantize_row_fp8_e4m3(g.data(), row.data(), 128);  // NaN -> 0x7f, infinity -> ±448: defined
+}
+
+
+namespace kquant_digests {
+
+// The input quant_formats/ggml_oracle/digests.c generates (the same integer and float
+// operations): 64 super-blocks of roughly normal values with outliers, one all zero and one
+// all positive.
+constexpr int64_t kN = 256 * 64;
+uint64_t g_state = 0;
+uint64_t next() {
+  uint64_t z = (g_state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+float unit() { return static_cast<float>(next() >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f; }
+
+std::vector<float> input() {
+  g_state = 1234;
+  std::vector<float> x(kN);
+  for (float& v : x) {
+    float s = unit() + unit() + unit() + unit();
+    if ((next() & 63) == 0) s *= 8;
+    v = s * 0.05f;
+  }
+  std::fill(x.begin(), x.begin() + 256, 0.0f);
+  for (int64_t i = 512; i < 768; ++i) x[size_t(i)] = std::fabs(x[size_t(i)]);
+  return x;
+}
+
+uint64_t fnv1a(const void* p, size_t n) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
+
+template <class Block, class Quantize>
+uint64_t digest(Quantize quantize, int64_t block_elems) {
+  const std::vector<float> x = input();
+  std::vector<Block> q(size_t(kN / block_elems));
+  quantize(x.data(), q.data(), kN);
+  return fnv1a(q.data(), q.size() * sizeof(Block));
+}
+
+}  // namespace kquant_digests
+
+// Byte equality with llama.cpp's quantizers (what llama-quantize writes without an
+// importance matrix): the digests are those of ggml-quants.c itself, printed by
+// quant_formats/ggml_oracle/run.sh from the llama.cpp sources node-llama-cpp 3.21.1 ships.
+TEST(Kquants, BytesEqualGgmlsQuantizers) {
+  using namespace kquant_digests;
+  EXPECT_EQ(digest<BlockQ2_K>(quantize_row_q2_k_ref, 256), 0xc6c5ebe8fbf79d9cull);
+  EXPECT_EQ(digest<BlockQ3_K>(quantize_row_q3_k_ref, 256), 0xf3264651f5f4e996ull);
+  EXPECT_EQ(digest<BlockQ4_K>(quantize_row_q4_k_ref, 256), 0x251f13623749feb2ull);
+  EXPECT_EQ(digest<BlockQ5_K>(quantize_row_q5_k_ref, 256), 0x20fa69460d8dca9bull);
+  EXPECT_EQ(digest<BlockQ6_K>(quantize_row_q6_k_ref, 256), 0xbb3c26c6c71db5c0ull);
+  EXPECT_EQ(digest<BlockIQ4_NL>(quantize_row_iq4_nl, 32), 0x5a435cdebba89cdbull);
+  EXPECT_EQ(digest<BlockIQ4_XS>(quantize_row_iq4_xs, 256), 0xc08d12b802e65db4ull);
+  // And the floats of ggml's dequantizer, bit for bit.
+  const std::vector<float> x = input();
+  std::vector<BlockQ4_K> q(kN / 256);
+  quantize_row_q4_k_ref(x.data(), q.data(), kN);
+  std::vector<float> y(kN);
+  dequantize_row_q4_k(q.data(), y.data(), kN);
+  EXPECT_EQ(fnv1a(y.data(), y.size() * sizeof(float)), 0xd1eabe657d6dcc14ull);
+}
+
+// Each format's dequantized values stay within its resolution of the input: the error of
+// a 256-block scales with the block's range over the format's levels.
+TEST(Kquants, RoundTripWithinEachFormatsResolution) {
+  const std::vector<float> x = gaussian(256 * 16, 5);
+  const auto rms_error = [&](auto quantize, auto dequantize, auto block) {
+    std::vector<decltype(block)> q(x.size() / (sizeof(block) == sizeof(BlockIQ4_NL) ? 32 : 256));
+    quantize(x.data(), q.data(), int64_t(x.size()));
+    std::vector<float> y(x.size());
+    dequantize(q.data(), y.data(), int64_t(x.size()));
+    double e = 0;
+    for (size_t i = 0; i < x.size(); ++i) e += (x[i] - y[i]) * (x[i] - y[i]);
+    return std::sqrt(e / double(x.size()));
+  };
+  // Unit-variance input: llama.cpp's figures for these formats are near these bounds.
+  EXPECT_LT(rms_error(quantize_row_q2_k_ref, dequantize_row_q2_k, BlockQ2_K{}), 0.45);
+  EXPECT_LT(rms_error(quantize_row_q3_k_ref, dequantize_row_q3_k, BlockQ3_K{}), 0.25);
+  EXPECT_LT(rms_error(quantize_row_q4_k_ref, dequantize_row_q4_k, BlockQ4_K{}), 0.12);
+  EXPECT_LT(rms_error(quantize_row_q5_k_ref, dequantize_row_q5_k, BlockQ5_K{}), 0.06);
+  EXPECT_LT(rms_error(quantize_row_q6_k_ref, dequantize_row_q6_k, BlockQ6_K{}), 0.03);
+  EXPECT_LT(rms_error(quantize_row_iq4_nl, dequantize_row_iq4_nl, BlockIQ4_NL{}), 0.12);
+  EXPECT_LT(rms_error(quantize_row_iq4_xs, dequantize_row_iq4_xs, BlockIQ4_XS{}), 0.12);
+}
+
+// Hand-made blocks decode as ggml-common.h lays them out.
+TEST(Kquants, LayoutsDecodeByHand) {
+  BlockQ4_K b{};
+  b.d = f32_to_f16(0.5f);
+  b.dmin = f32_to_f16(0.25f);
+  b.scales[0] = 3;              // sub-block 0: scale 3
+  b.scales[4] = 2;              // sub-block 0: min 2
+  b.scales[8] = 0x5 | (0x1 << 4);  // sub-block 4: scale low bits 5, min low bits 1
+  b.scales[0] |= 1 << 6;        // sub-block 4's scale gains 16 (bits 4-5 from scales[0])
+  b.qs[0] = 0x97;               // element 0: 7; element 32: 9
+  b.qs[64] = 0x0a;              // element 128 (sub-block 4): 10
+  float y[256];
+  dequantize_row_q4_k(&b, y, 256);
+  EXPECT_EQ(y[0], 0.5f * 3 * 7 - 0.25f * 2);
+  EXPECT_EQ(y[128], 0.5f * 21 * 10 - 0.25f * 1);
+  uint8_t sc, m;
+  kquant_scale_min(4, b.scales, &sc, &m);
+  EXPECT_EQ(sc, 21);
+  EXPECT_EQ(m, 1);
+
+  BlockQ6_K c{};
+  c.d = f32_to_f16(1.0f);
+  c.scales[2] = -3;   // group 2: elements 32-47
+  c.ql[32] = 0x05;    // element 32: low bits 5
+  c.qh[0] = 0x3 << 2;  // element 32: high bits 3 -> 53 - 32 = 21
+  float z[256];
+  dequantize_row_q6_k(&c, z, 256);
+  EXPECT_EQ(z[32], -3.0f * 21);
+  EXPECT_EQ(z[0], 0.0f);  // scale 0
+
+  BlockIQ4_XS e{};
+  e.d = f32_to_f16(2.0f);
+  e.scales_l[0] = 0x0 | (0x1 << 4);  // sub-block 0 low 0, sub-block 1 low 1
+  e.scales_h = 0x2 | (0x2 << 2);     // both: high bits 2 -> 32 and 33, i.e. 0 and 1
+  e.qs[16] = 0xf0;                   // sub-block 1: element 32 index 0, element 48 index 15
+  float w[256];
+  dequantize_row_iq4_xs(&e, w, 256);
+  EXPECT_EQ(w[32], 2.0f * kIQ4Values[0]);
+  EXPECT_EQ(w[48], 2.0f * kIQ4Values[15]);
+  EXPECT_EQ(w[0], 0.0f);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
-// `tessera quantize IN OUT TYPE`: converts every 2-D weight whose rows fill whole blocks of
-// TYPE (like `llama-quantize --pure`: one type for all of them), keeps the rest as stored,
-// copies the metadata and says which tensors it converted.
+// `tessera quantize IN OUT TYPE`: a tensor type converts every 2-D weight whose rows fill
+// whole blocks of TYPE (like `llama-quantize --pure`: one type for all of them) and keeps the
+// rest as stored; a mix (q4_k_m, q5_k_m, q6_k) gives each tensor the type llama-quantize's
+// file type would (core/quant/quant_mix.h). Copies the metadata and says what it converted.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
@@ -8,12 +9,14 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
 #include "apps/tessera/commands.h"
 #include "base/error.h"
 #include "core/model/gguf.h"
 #include "core/model/gguf_writer.h"
 #include "core/quant/quant.h"
+#include "core/quant/quant_mix.h"
 
 namespace tsr::app {
 
@@ -45,15 +48,46 @@ bool is_float(GgmlType t) { return t == GgmlType::F32 || t == GgmlType::F16 || t
 // As llama-quantize: quantizing a tensor that is already quantized compounds two rounding
 // errors (a Q4_0 made from a Q8_0 is worse than one made from the F16 original), so it takes
 // --allow-requantize. Dequantizing (to F32, F16, BF16) needs no flag.
-void check_requantize(const GgufFile& in, GgmlType to, bool allowed) {
-  if (allowed || is_float(to)) return;
-  for (const GgufTensorInfo& t : in.tensors()) {
-    if (!is_float(t.type) && keep_reason(t, to).empty()) {
+void check_requantize(const GgufFile& in, const std::vector<GgmlType>& to, bool allowed) {
+  if (allowed) return;
+  for (size_t i = 0; i < to.size(); ++i) {
+    const GgufTensorInfo& t = in.tensors()[i];
+    if (!is_float(t.type) && !is_float(to[i]) && to[i] != t.type) {
       throw Error(fmt::format("{} is already quantized ({} is {}); converting it to {} compounds the rounding: "
                               "quantize the F32/F16/BF16 original, or pass --allow-requantize",
-                              in.path(), t.name, type_name(t.type), type_name(to)));
+                              in.path(), t.name, type_name(t.type), type_name(to[i])));
     }
   }
+}
+
+// What each tensor becomes: `to` where it fits (keep_reason), or the mix's choice.
+struct Plan {
+  std::string name;  // as the user spelled it, for the log
+  std::vector<GgmlType> types;
+  std::vector<std::string> kept;  // "name (type: why)" of the tensors a type leaves as stored
+  std::vector<std::string> fallbacks;
+  uint32_t file_type = 0;
+};
+
+Plan plan_for(const GgufFile& in, const std::string& type) {
+  Plan plan{type, {}, {}, {}, 0};
+  if (const std::optional<quant::QuantMix> mix = quant::quant_mix_parse(type)) {
+    plan.types = quant::quant_mix_types(in, *mix, &plan.fallbacks);
+    plan.file_type = mix->file_type;
+    return plan;
+  }
+  const std::optional<GgmlType> to = quant::parse_type(type);
+  if (!to) {
+    throw Error("unknown type '" + type +
+                "' (f32, f16, bf16, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs; mixes q4_k_m, q5_k_m, q6_k)");
+  }
+  for (const GgufTensorInfo& t : in.tensors()) {
+    const std::string why = keep_reason(t, *to);
+    plan.types.push_back(why.empty() ? *to : t.type);
+    if (!why.empty()) plan.kept.push_back(fmt::format("{} ({}: {})", t.name, type_name(t.type), why));
+  }
+  plan.file_type = quant::llama_file_type(*to);
+  return plan;
 }
 
 // Re-encodes a chunk of rows at a time, so only the output tensor is held whole.
@@ -74,20 +108,20 @@ std::vector<uint8_t> convert(const GgufFile& in, const GgufTensorInfo& t, GgmlTy
 
 // All metadata in order, general.file_type set to `to`'s; the alignment goes through
 // set_alignment(), which owns that key.
-void copy_metadata(const GgufFile& in, GgufWriter& w, GgmlType to) {
+void copy_metadata(const GgufFile& in, GgufWriter& w, const Plan& plan) {
   w.set_alignment(static_cast<uint32_t>(in.alignment()));
   bool file_type = false;
   for (const GgufKv& kv : in.metadata()) {
     if (kv.key == "general.alignment") continue;
     if (kv.key == "general.file_type") {
-      w.add_u32(kv.key, quant::llama_file_type(to));
+      w.add_u32(kv.key, plan.file_type);
       file_type = true;
       continue;
     }
     w.add(kv.key, kv.value);
   }
-  if (!file_type) w.add_u32("general.file_type", quant::llama_file_type(to));
-  const bool quantized = to == GgmlType::Q8_0 || to == GgmlType::Q4_0;
+  if (!file_type) w.add_u32("general.file_type", plan.file_type);
+  const bool quantized = std::any_of(plan.types.begin(), plan.types.end(), [](GgmlType t) { return !is_float(t); });
   if (quantized && in.find("general.quantization_version") == nullptr) {
     w.add_u32("general.quantization_version", 2);
   }
@@ -112,36 +146,38 @@ class ProgressBar {
   int shown_ = -1;
 };
 
-void report(const std::vector<std::string>& converted, const std::vector<std::string>& kept, GgmlType to) {
-  spdlog::info("converted {} tensors to {}: {}", converted.size(), type_name(to), fmt::join(converted, ", "));
-  spdlog::info("kept {} tensors as stored{}", kept.size(), kept.empty() ? "" : ":");
-  for (const std::string& k : kept) spdlog::info("  {}", k);
+void report(const std::map<std::string, std::vector<std::string>>& converted, const Plan& plan) {
+  for (const auto& [type, names] : converted) {
+    spdlog::info("converted {} tensors to {}: {}", names.size(), type, fmt::join(names, ", "));
+  }
+  for (const std::string& f : plan.fallbacks) spdlog::info("fallback (rows do not fill a block): {}", f);
+  spdlog::info("kept {} tensors as stored{}", plan.kept.size(), plan.kept.empty() ? "" : ":");
+  for (const std::string& k : plan.kept) spdlog::info("  {}", k);
 }
 
 int quantize_file(const QuantizeFlags& f) {
-  const std::optional<GgmlType> to = quant::parse_type(f.type);
-  if (!to) throw Error("unknown type '" + f.type + "' (f32, f16, bf16, q8_0, q4_0)");
   const auto in = GgufFile::open(f.in);
-  check_requantize(*in, *to, f.allow_requantize);
+  const Plan plan = plan_for(*in, f.type);
+  check_requantize(*in, plan.types, f.allow_requantize);
   GgufWriter w;
-  copy_metadata(*in, w, *to);
+  copy_metadata(*in, w, plan);
   uint64_t total = 0, done = 0;
   for (const GgufTensorInfo& t : in->tensors()) total += t.nbytes;
   ProgressBar bar(total);
-  std::vector<std::string> converted, kept;
-  for (const GgufTensorInfo& t : in->tensors()) {
-    const std::string why = keep_reason(t, *to);
-    if (why.empty()) {
-      w.add_tensor(t.name, *to, t.ne, convert(*in, t, *to));
-      converted.push_back(t.name);
+  std::map<std::string, std::vector<std::string>> converted;
+  for (size_t i = 0; i < in->tensors().size(); ++i) {
+    const GgufTensorInfo& t = in->tensors()[i];
+    const GgmlType to = plan.types[i];
+    if (to != t.type) {
+      w.add_tensor(t.name, to, t.ne, convert(*in, t, to));
+      converted[type_name(to)].push_back(t.name);
     } else {
       w.add_tensor(t.name, t.type, t.ne, {in->tensor_data(t), t.nbytes});
-      kept.push_back(fmt::format("{} ({}: {})", t.name, type_name(t.type), why));
     }
     bar.update(done += t.nbytes);
   }
   w.write(f.out);
-  report(converted, kept, *to);
+  report(converted, plan);
   spdlog::info("wrote {}: {} -> {} bytes", f.out, in->file_size(), std::filesystem::file_size(f.out));
   return 0;
 }
@@ -152,7 +188,9 @@ std::function<int()> register_quantize(CLI::App& app) {
   auto f = std::make_shared<QuantizeFlags>();
   app.add_option("in", f->in, "GGUF file to read")->required();
   app.add_option("out", f->out, "GGUF file to write")->required();
-  app.add_option("type", f->type, "f32, f16, bf16, q8_0 or q4_0")->required();
+  app.add_option("type", f->type,
+                 "a tensor type (f32, f16, bf16, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs) "
+                 "or a llama.cpp mix (q4_k_m, q5_k_m, q6_k)")->required();
   app.add_flag("--allow-requantize", f->allow_requantize, "convert tensors that are already quantized too");
   return [f]() -> int {
     try {

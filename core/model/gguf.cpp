@@ -618,6 +618,9 @@ std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t type) {
     case GgmlType::Q5_K: return GgmlTypeTraits{"Q5_K", 256, 176};
     case GgmlType::Q6_K: return GgmlTypeTraits{"Q6_K", 256, 210};
     case GgmlType::Q8_K: return GgmlTypeTraits{"Q8_K", 256, 292};
+    case GgmlType::IQ4_NL: return GgmlTypeTraits{"IQ4_NL", 32, 18};
+    case GgmlType::IQ4_XS: return GgmlTypeTraits{"IQ4_XS", 256, 136};
+    case GgmlType::MXFP4: return GgmlTypeTraits{"MXFP4", 32, 17};
     case GgmlType::I8: return GgmlTypeTraits{"I8", 1, 1};
     case GgmlType::I16: return GgmlTypeTraits{"I16", 1, 2};
     case GgmlType::I32: return GgmlTypeTraits{"I32", 1, 4};

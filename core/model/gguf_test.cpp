@@ -676,7 +676,8 @@ TEST(GgufMalformed, TypeTraits) {
       {GgmlType::Q2_K, 256, 84},  {GgmlType::Q3_K, 256, 110}, {GgmlType::Q4_K, 256, 144},
       {GgmlType::Q5_K, 256, 176}, {GgmlType::Q6_K, 256, 210}, {GgmlType::Q8_K, 256, 292},
       {GgmlType::I8, 1, 1},       {GgmlType::I16, 1, 2},      {GgmlType::I32, 1, 4},
-      {GgmlType::I64, 1, 8},      {GgmlType::F64, 1, 8},
+      {GgmlType::I64, 1, 8},      {GgmlType::F64, 1, 8},      {GgmlType::IQ4_NL, 32, 18},
+      {GgmlType::IQ4_XS, 256, 136}, {GgmlType::MXFP4, 32, 17},
   };
   for (const auto& [type, elems, bytes] : expected) {
     const auto traits = ggml_type_traits(static_cast<uint32_t>(type));

@@ -62,6 +62,13 @@ std::optional<tsr_dtype> dtype_of(GgmlType t) {
     case GgmlType::BF16: return TSR_DTYPE_BF16;
     case GgmlType::Q8_0: return TSR_DTYPE_Q8_0;
     case GgmlType::Q4_0: return TSR_DTYPE_Q4_0;
+    case GgmlType::Q2_K: return TSR_DTYPE_Q2_K;
+    case GgmlType::Q3_K: return TSR_DTYPE_Q3_K;
+    case GgmlType::Q4_K: return TSR_DTYPE_Q4_K;
+    case GgmlType::Q5_K: return TSR_DTYPE_Q5_K;
+    case GgmlType::Q6_K: return TSR_DTYPE_Q6_K;
+    case GgmlType::IQ4_NL: return TSR_DTYPE_IQ4_NL;
+    case GgmlType::IQ4_XS: return TSR_DTYPE_IQ4_XS;
     default: return std::nullopt;
   }
 }

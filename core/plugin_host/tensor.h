@@ -9,8 +9,8 @@
 namespace tsr {
 
 const char* dtype_name(tsr_dtype dtype);
-// F32 ... Q4_0: types whose block geometry the host knows (not a quant plugin's format).
-inline bool dtype_is_gguf(tsr_dtype dtype) { return dtype >= TSR_DTYPE_F32 && dtype <= TSR_DTYPE_Q4_0; }
+// Types whose block geometry abi.h fixes (GGUF's, not a quant plugin's format).
+inline bool dtype_is_gguf(tsr_dtype dtype) { return tsr_dtype_block(dtype, nullptr, nullptr) != 0; }
 // Elements per block (1 for plain types) and bytes per block.
 int64_t dtype_block_elems(tsr_dtype dtype);
 int64_t dtype_block_bytes(tsr_dtype dtype);

@@ -27,11 +27,8 @@ void bf16_to_f32_row(const uint16_t* x, float* y, int64_t k) {
 namespace {
 
 int64_t block_elems(GgmlType t) {
-  switch (t) {
-    case GgmlType::Q8_0: return kBlockQ8_0;
-    case GgmlType::Q4_0: return kBlockQ4_0;
-    default: return 1;
-  }
+  const auto traits = ggml_type_traits(static_cast<uint32_t>(t));
+  return traits ? traits->block_elems : 1;
 }
 
 std::string type_name(GgmlType t) {
@@ -47,11 +44,25 @@ void check(GgmlType t, int64_t n, uint64_t bytes) {
   }
 }
 
+// The K-quant and IQ4 scale searches assume finite input (ggml's are undefined on NaN and
+// llama-quantize refuses the result), so a non-finite value is refused up front, by index.
+void check_finite(GgmlType t, std::span<const float> x) {
+  const auto bad = std::find_if(x.begin(), x.end(), [](float v) { return !std::isfinite(v); });
+  if (bad != x.end()) {
+    throw Error(fmt::format("quantization to {}: element {} is {}, not a finite number", type_name(t),
+                            bad - x.begin(), *bad));
+  }
+}
+
 }  // namespace
 
 bool is_supported(GgmlType t) {
-  return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 || t == GgmlType::Q8_0 ||
-         t == GgmlType::Q4_0;
+  switch (t) {
+    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q8_0: case GgmlType::Q4_0:
+    case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+    case GgmlType::IQ4_NL: case GgmlType::IQ4_XS: return true;
+    default: return false;
+  }
 }
 
 bool row_fits(GgmlType t, int64_t row_len) {
@@ -66,6 +77,7 @@ uint64_t byte_size(GgmlType t, int64_t n) {
 void quantize(GgmlType to, std::span<const float> x, std::span<uint8_t> out) {
   const auto n = static_cast<int64_t>(x.size());
   check(to, n, out.size());
+  if (block_elems(to) == kQK_K || to == GgmlType::IQ4_NL) check_finite(to, x);
   void* y = out.data();
   switch (to) {
     case GgmlType::F32: std::copy(x.begin(), x.end(), static_cast<float*>(y)); break;
@@ -73,6 +85,13 @@ void quantize(GgmlType to, std::span<const float> x, std::span<uint8_t> out) {
     case GgmlType::BF16: f32_to_bf16_row(x.data(), static_cast<uint16_t*>(y), n); break;
     case GgmlType::Q8_0: quantize_row_q8_0_ref(x.data(), static_cast<BlockQ8_0*>(y), n); break;
     case GgmlType::Q4_0: quantize_row_q4_0_ref(x.data(), static_cast<BlockQ4_0*>(y), n); break;
+    case GgmlType::Q2_K: quantize_row_q2_k_ref(x.data(), static_cast<BlockQ2_K*>(y), n); break;
+    case GgmlType::Q3_K: quantize_row_q3_k_ref(x.data(), static_cast<BlockQ3_K*>(y), n); break;
+    case GgmlType::Q4_K: quantize_row_q4_k_ref(x.data(), static_cast<BlockQ4_K*>(y), n); break;
+    case GgmlType::Q5_K: quantize_row_q5_k_ref(x.data(), static_cast<BlockQ5_K*>(y), n); break;
+    case GgmlType::Q6_K: quantize_row_q6_k_ref(x.data(), static_cast<BlockQ6_K*>(y), n); break;
+    case GgmlType::IQ4_NL: quantize_row_iq4_nl(x.data(), static_cast<BlockIQ4_NL*>(y), n); break;
+    case GgmlType::IQ4_XS: quantize_row_iq4_xs(x.data(), static_cast<BlockIQ4_XS*>(y), n); break;
     default: break;  // refused by check()
   }
 }
@@ -94,6 +113,13 @@ void dequantize(GgmlType from, std::span<const uint8_t> bytes, std::span<float> 
     case GgmlType::BF16: bf16_to_f32_row(static_cast<const uint16_t*>(x), out.data(), n); break;
     case GgmlType::Q8_0: dequantize_row_q8_0(static_cast<const BlockQ8_0*>(x), out.data(), n); break;
     case GgmlType::Q4_0: dequantize_row_q4_0(static_cast<const BlockQ4_0*>(x), out.data(), n); break;
+    case GgmlType::Q2_K: dequantize_row_q2_k(static_cast<const BlockQ2_K*>(x), out.data(), n); break;
+    case GgmlType::Q3_K: dequantize_row_q3_k(static_cast<const BlockQ3_K*>(x), out.data(), n); break;
+    case GgmlType::Q4_K: dequantize_row_q4_k(static_cast<const BlockQ4_K*>(x), out.data(), n); break;
+    case GgmlType::Q5_K: dequantize_row_q5_k(static_cast<const BlockQ5_K*>(x), out.data(), n); break;
+    case GgmlType::Q6_K: dequantize_row_q6_k(static_cast<const BlockQ6_K*>(x), out.data(), n); break;
+    case GgmlType::IQ4_NL: dequantize_row_iq4_nl(static_cast<const BlockIQ4_NL*>(x), out.data(), n); break;
+    case GgmlType::IQ4_XS: dequantize_row_iq4_xs(static_cast<const BlockIQ4_XS*>(x), out.data(), n); break;
     default: break;  // refused by check()
   }
 }
@@ -110,7 +136,12 @@ std::optional<GgmlType> parse_type(std::string name) {
   if (name == "f16") return GgmlType::F16;
   if (name == "bf16") return GgmlType::BF16;
   if (name == "q8_0") return GgmlType::Q8_0;
-  if (name == "q4_0") return GgmlType::Q4_0;
+  for (const GgmlType t : {GgmlType::Q4_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
+                          GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS}) {
+    std::string lower = type_name(t);
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (name == lower) return t;
+  }
   return std::nullopt;
 }
 
@@ -120,6 +151,13 @@ uint32_t llama_file_type(GgmlType t) {
     case GgmlType::Q4_0: return 2;   // LLAMA_FTYPE_MOSTLY_Q4_0
     case GgmlType::Q8_0: return 7;   // LLAMA_FTYPE_MOSTLY_Q8_0
     case GgmlType::BF16: return 32;  // LLAMA_FTYPE_MOSTLY_BF16
+    case GgmlType::Q2_K: return 10;  // LLAMA_FTYPE_MOSTLY_Q2_K
+    case GgmlType::Q3_K: return 12;  // LLAMA_FTYPE_MOSTLY_Q3_K_M (llama.cpp has no pure Q3_K)
+    case GgmlType::Q4_K: return 15;  // LLAMA_FTYPE_MOSTLY_Q4_K_M
+    case GgmlType::Q5_K: return 17;  // LLAMA_FTYPE_MOSTLY_Q5_K_M
+    case GgmlType::Q6_K: return 18;  // LLAMA_FTYPE_MOSTLY_Q6_K
+    case GgmlType::IQ4_NL: return 25;  // LLAMA_FTYPE_MOSTLY_IQ4_NL
+    case GgmlType::IQ4_XS: return 30;  // LLAMA_FTYPE_MOSTLY_IQ4_XS
     default: return 0;               // LLAMA_FTYPE_ALL_F32
   }
 }

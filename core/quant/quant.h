@@ -1,6 +1,7 @@
-// Conversions between f32 and the weight formats GGUF files store: F32, F16, BF16, Q8_0
-// and Q4_0 (the block codecs are in quant_formats/ggml_blocks.h, bit-exact with ggml's
-// quantize_row_*_ref, so files written here equal llama.cpp's `llama-quantize --pure`).
+// Conversions between f32 and the weight formats GGUF files store: F32, F16, BF16, Q8_0,
+// Q4_0, the K-quants Q2_K ... Q6_K, IQ4_NL and IQ4_XS (the block codecs are in
+// quant_formats/, bit-exact with ggml's quantizers, so files written here equal
+// llama.cpp's `llama-quantize` without an importance matrix).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,8 @@
 
 #include "core/model/gguf.h"
 #include "quant_formats/ggml_blocks.h"
+#include "quant_formats/iq4.h"
+#include "quant_formats/kquants.h"
 
 namespace tsr::quant {
 
@@ -19,7 +22,8 @@ void f32_to_bf16_row(const float* x, uint16_t* y, int64_t k);
 void f16_to_f32_row(const uint16_t* x, float* y, int64_t k);
 void bf16_to_f32_row(const uint16_t* x, float* y, int64_t k);
 
-// F32, F16, BF16, Q8_0 and Q4_0: the types this library reads and writes.
+// F32, F16, BF16, Q8_0, Q4_0, Q2_K ... Q6_K, IQ4_NL, IQ4_XS: the types this library reads
+// and writes. Quantizing to a K-quant or IQ4 type refuses NaN and infinity (tsr::Error).
 bool is_supported(GgmlType t);
 // Whether rows of `row_len` elements fill whole blocks of `t` (false for other types).
 bool row_fits(GgmlType t, int64_t row_len);
@@ -33,7 +37,8 @@ std::vector<uint8_t> quantize(GgmlType to, std::span<const float> x);
 void dequantize(GgmlType from, std::span<const uint8_t> bytes, std::span<float> out);
 std::vector<float> dequantize(GgmlType from, std::span<const uint8_t> bytes, int64_t n);
 
-// "f32", "f16", "bf16", "q8_0", "q4_0" (case-insensitive); nullopt otherwise.
+// A supported type by its ggml name ("f32", "q8_0", "q4_K", "iq4_xs"; case-insensitive);
+// nullopt otherwise.
 std::optional<GgmlType> parse_type(std::string name);
 // llama.cpp's general.file_type (llama_ftype) of a file whose weights are mostly `t`.
 uint32_t llama_file_type(GgmlType t);

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "base/error.h"
 
@@ -132,15 +134,48 @@ TEST(QuantGeneric, MatchesRowFunctionsAndRoundTrips) {
   EXPECT_EQ(std::memcmp(bytes.data(), q4.data(), bytes.size()), 0);
 }
 
+// The K-quant and IQ4 types through the generic entry points: ggml's bytes (the codecs are
+// checked against ggml in quant_formats_test), and NaN or infinity refused by index.
+TEST(QuantGeneric, KquantsAndIq4) {
+  std::vector<float> x(512);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * float(i));
+  for (const GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+                           GgmlType::IQ4_NL, GgmlType::IQ4_XS}) {
+    const std::vector<uint8_t> bytes = quantize(t, x);
+    EXPECT_EQ(bytes.size(), byte_size(t, 512));
+    const std::vector<float> y = dequantize(t, bytes, 512);
+    double err = 0;
+    for (size_t i = 0; i < x.size(); ++i) err = std::max(err, double(std::fabs(x[i] - y[i])));
+    EXPECT_LT(err, 0.5) << static_cast<int>(t);
+    EXPECT_TRUE(row_fits(t, 512));
+  }
+  std::vector<BlockQ4_K> ref(2);
+  quantize_row_q4_k_ref(x.data(), ref.data(), 512);
+  EXPECT_EQ(std::memcmp(quantize(GgmlType::Q4_K, x).data(), ref.data(), sizeof(BlockQ4_K) * 2), 0);
+  x[300] = std::numeric_limits<float>::infinity();
+  try {
+    quantize(GgmlType::Q4_K, x);
+    ADD_FAILURE() << "an infinity was quantized";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("element 300 is inf"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(row_fits(GgmlType::Q4_K, 96));
+  EXPECT_EQ(llama_file_type(GgmlType::IQ4_XS), 30u);
+}
+
 TEST(QuantGeneric, RefusesWhatDoesNotFit) {
   std::vector<float> x(40);
   EXPECT_THROW(quantize(GgmlType::Q8_0, x), Error);
-  EXPECT_THROW(quantize(GgmlType::Q4_K, std::vector<float>(256)), Error);
+  EXPECT_THROW(quantize(GgmlType::Q4_K, std::vector<float>(128)), Error);  // half a super-block
+  EXPECT_THROW(quantize(GgmlType::Q8_K, std::vector<float>(256)), Error);  // activations only
   EXPECT_FALSE(row_fits(GgmlType::Q4_0, 172));
   EXPECT_TRUE(row_fits(GgmlType::F16, 172));
   EXPECT_TRUE(row_fits(GgmlType::Q8_0, 64));
   EXPECT_EQ(parse_type("Q4_0"), GgmlType::Q4_0);
   EXPECT_EQ(parse_type("q5_0"), std::nullopt);
+  EXPECT_EQ(parse_type("q4_k"), GgmlType::Q4_K);
+  EXPECT_EQ(parse_type("IQ4_XS"), GgmlType::IQ4_XS);
+  EXPECT_EQ(parse_type("q8_k"), std::nullopt);
   EXPECT_EQ(llama_file_type(GgmlType::Q8_0), 7u);
 }
 

@@ -21,6 +21,8 @@
 #include "base/error.h"
 #include "quant_formats/float_convert.h"
 #include "quant_formats/ggml_blocks.h"
+#include "quant_formats/iq4.h"
+#include "quant_formats/kquants.h"
 #include "core/plugin_host/backend.h"
 #include "core/plugin_host/plugin_loader.h"
 #include "core/plugin_host/tensor.h"
@@ -399,6 +401,94 @@ INSTANTIATE_TEST_SUITE_P(Cpu, MatmulTest,
                            return std::string(dtype_name(std::get<0>(info.param))) + "_n" +
                                   std::to_string(std::get<1>(info.param));
                          });
+
+// ---- K-quant and IQ4 weights ----
+
+// A K-quant or IQ4 weight matrix as ggml's quantizers write it, with its dequantized values.
+struct KquantCodec {
+  tsr_dtype dtype;
+  int64_t block;
+  void (*quantize)(const float*, void*, int64_t);
+  void (*dequantize)(const void*, float*, int64_t);
+};
+
+template <class B, void (*Q)(const float*, B*, int64_t), void (*D)(const B*, float*, int64_t)>
+KquantCodec codec(tsr_dtype dtype, int64_t block) {
+  return {dtype, block, [](const float* x, void* y, int64_t k) { Q(x, static_cast<B*>(y), k); },
+          [](const void* x, float* y, int64_t k) { D(static_cast<const B*>(x), y, k); }};
+}
+
+std::vector<KquantCodec> kquant_codecs() {
+  using namespace quant;
+  return {codec<BlockQ2_K, quantize_row_q2_k_ref, dequantize_row_q2_k>(TSR_DTYPE_Q2_K, 256),
+          codec<BlockQ3_K, quantize_row_q3_k_ref, dequantize_row_q3_k>(TSR_DTYPE_Q3_K, 256),
+          codec<BlockQ4_K, quantize_row_q4_k_ref, dequantize_row_q4_k>(TSR_DTYPE_Q4_K, 256),
+          codec<BlockQ5_K, quantize_row_q5_k_ref, dequantize_row_q5_k>(TSR_DTYPE_Q5_K, 256),
+          codec<BlockQ6_K, quantize_row_q6_k_ref, dequantize_row_q6_k>(TSR_DTYPE_Q6_K, 256),
+          codec<BlockIQ4_NL, quantize_row_iq4_nl, dequantize_row_iq4_nl>(TSR_DTYPE_IQ4_NL, 32),
+          codec<BlockIQ4_XS, quantize_row_iq4_xs, dequantize_row_iq4_xs>(TSR_DTYPE_IQ4_XS, 256)};
+}
+
+Weights encode_kquant(const KquantCodec& c, const std::vector<float>& src) {
+  Weights w;
+  w.bytes.resize(static_cast<size_t>(dtype_row_bytes(c.dtype, static_cast<int64_t>(src.size()))));
+  c.quantize(src.data(), w.bytes.data(), static_cast<int64_t>(src.size()));
+  std::vector<float> v(src.size());
+  c.dequantize(w.bytes.data(), v.data(), static_cast<int64_t>(src.size()));
+  w.value.assign(v.begin(), v.end());
+  return w;
+}
+
+// The activations as llama.cpp rounds them for each weight type: Q8_K (an f32 scale per
+// 256, ggml's quantize_row_q8_K) for the K-quants and IQ4_XS, Q8_0 for IQ4_NL.
+std::vector<float> kquant_activations(tsr_dtype dtype, const std::vector<float>& x, int64_t k) {
+  if (dtype == TSR_DTYPE_IQ4_NL) return quantize_activations(x, k);
+  std::vector<quant::BlockQ8_K> q(x.size() / 256);
+  quant::quantize_row_q8_k_ref(x.data(), q.data(), static_cast<int64_t>(x.size()));
+  std::vector<float> out(x.size());
+  quant::dequantize_row_q8_k(q.data(), out.data(), static_cast<int64_t>(x.size()));
+  return out;
+}
+
+// The integer kernels compute Σ w·x of the dequantized weights and rounded activations,
+// exactly but for float summation; prefill (n >= 64) decodes the weights for the bf16 GEMM.
+TEST(CpuKquantMatmul, MatchesTheDequantizedWeightsAtEveryBatchSize) {
+  for (const KquantCodec& c : kquant_codecs()) {
+    for (const int64_t n : {1, 3, 17, 64}) {
+      for (const auto& [k, m] : {std::pair<int64_t, int64_t>{256, 7}, {512, 33}}) {
+        SCOPED_TRACE(std::string(dtype_name(c.dtype)) + " n=" + std::to_string(n) + " k=" + std::to_string(k));
+        const std::vector<float> x = random_floats(static_cast<size_t>(n * k), uint32_t(7 * n + k));
+        const Weights w = encode_kquant(c, random_floats(static_cast<size_t>(m * k), uint32_t(k + m)));
+        const DevTensor dx = upload(x, TSR_DTYPE_F32, {n, k}, 5 * 4);
+        const DevTensor dw = upload(w.bytes, c.dtype, {m, k});
+        const DevTensor out = make_tensor(TSR_DTYPE_F32, {n, m}, nullptr, 3 * 4);
+        backend().matmul(matmul_params(out, dx, dw));
+        const bool gemm = n >= 64 && tsr::sdk::cpu_has_bf16();
+        const std::vector<double> ref = gemm ? ref_matmul(rounded_bf16(x), rounded_bf16(w.value), n, k, m)
+                                             : ref_matmul(kquant_activations(c.dtype, x, k), w.value, n, k, m);
+        EXPECT_LT(norm_err(out.floats(), ref), kTol);
+        EXPECT_TRUE(out.pad_untouched());
+      }
+    }
+  }
+}
+
+TEST(CpuKquantMatmul, EmbeddingRowsDecodeAsGgml) {
+  for (const KquantCodec& c : kquant_codecs()) {
+    SCOPED_TRACE(dtype_name(c.dtype));
+    const int64_t rows = 5, d = 512;
+    const Weights table = encode_kquant(c, random_floats(static_cast<size_t>(rows * d), 31, -2, 2));
+    const std::vector<int32_t> ids = {4, 0, 2};
+    const DevTensor dt = upload(table.bytes, c.dtype, {rows, d});
+    const DevTensor di = upload_i32(ids);
+    const DevTensor out = make_tensor(TSR_DTYPE_F32, {3, d});
+    backend().get_rows({sizeof(tsr_get_rows_params), out.get(), dt.get(), di.get()});
+    std::vector<double> ref;
+    for (const int32_t id : ids) ref.insert(ref.end(), table.value.begin() + id * d, table.value.begin() + (id + 1) * d);
+    EXPECT_EQ(norm_err(out.floats(), ref), 0.0);
+    EXPECT_TRUE(backend().supports(TSR_OP_MATMUL, c.dtype));
+  }
+}
 
 // ---- packed weights (ABI 1.3 weight_pack) ----
 

@@ -1,12 +1,19 @@
 #include "cpu_dtype.h"
 
+#include "quant_formats/iq4.h"
+#include "quant_formats/kquants.h"
+
 namespace tsr::cpu {
 
 int64_t row_bytes(tsr_dtype dtype, int64_t n) { return tsr_dtype_row_bytes(dtype, n); }
 
 bool is_weight_dtype(tsr_dtype dtype) {
-  return dtype == TSR_DTYPE_F32 || dtype == TSR_DTYPE_F16 || dtype == TSR_DTYPE_BF16 ||
-         dtype == TSR_DTYPE_Q8_0 || dtype == TSR_DTYPE_Q4_0;
+  switch (dtype) {
+    case TSR_DTYPE_F32: case TSR_DTYPE_F16: case TSR_DTYPE_BF16: case TSR_DTYPE_Q8_0: case TSR_DTYPE_Q4_0:
+    case TSR_DTYPE_Q2_K: case TSR_DTYPE_Q3_K: case TSR_DTYPE_Q4_K: case TSR_DTYPE_Q5_K: case TSR_DTYPE_Q6_K:
+    case TSR_DTYPE_IQ4_NL: case TSR_DTYPE_IQ4_XS: return true;
+    default: return false;
+  }
 }
 
 void row_to_f32(tsr_dtype dtype, const void* src, float* dst, int64_t n) {
@@ -44,6 +51,14 @@ void row_to_f32(tsr_dtype dtype, const void* src, float* dst, int64_t n) {
       }
       return;
     }
+    // ggml's dequantizers, so embeddings and decoded GEMM weights are llama.cpp's floats.
+    case TSR_DTYPE_Q2_K: return quant::dequantize_row_q2_k(static_cast<const quant::BlockQ2_K*>(src), dst, n);
+    case TSR_DTYPE_Q3_K: return quant::dequantize_row_q3_k(static_cast<const quant::BlockQ3_K*>(src), dst, n);
+    case TSR_DTYPE_Q4_K: return quant::dequantize_row_q4_k(static_cast<const quant::BlockQ4_K*>(src), dst, n);
+    case TSR_DTYPE_Q5_K: return quant::dequantize_row_q5_k(static_cast<const quant::BlockQ5_K*>(src), dst, n);
+    case TSR_DTYPE_Q6_K: return quant::dequantize_row_q6_k(static_cast<const quant::BlockQ6_K*>(src), dst, n);
+    case TSR_DTYPE_IQ4_NL: return quant::dequantize_row_iq4_nl(static_cast<const quant::BlockIQ4_NL*>(src), dst, n);
+    case TSR_DTYPE_IQ4_XS: return quant::dequantize_row_iq4_xs(static_cast<const quant::BlockIQ4_XS*>(src), dst, n);
     default:
       return;
   }

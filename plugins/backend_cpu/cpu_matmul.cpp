@@ -1,6 +1,7 @@
 // out = x · wᵀ. Packed weights go to their own kernels (cpu_packed_matmul.cpp); of the
-// others, F32 weights with many rows of x go to oneDNN's GEMM, Q8_0/Q4_0 weights to the
-// int8 kernels (cpu_quant_matmul.cpp), and everything else streams each weight row once
+// others, F32 weights with many rows of x go to oneDNN's GEMM, Q8_0/Q4_0/IQ4_NL weights to
+// the int8 kernels (cpu_quant_matmul.cpp), K-quants and IQ4_XS to theirs against Q8_K
+// activations (cpu_kquant_matmul.cpp), and everything else streams each weight row once
 // for all rows of x (decode is bound by reading weights).
 #include <omp.h>
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "cpu_dtype.h"
+#include "cpu_kquant_matmul.h"
 #include "cpu_ops.h"
 #include "cpu_packed_matmul.h"
 #include "cpu_quant_matmul.h"
@@ -212,6 +214,8 @@ void op_matmul(OpContext& ctx, const tsr_matmul_params& p) {
                  [&](int64_t j, float* dst) { row_to_f32(w.dtype, w.row<uint8_t>(j), dst, w.cols); });
   } else if (quant_matmul_supported(w.dtype)) {
     quant_matmul(ctx, out, x, w);
+  } else if (kquant_matmul_supported(w.dtype)) {
+    kquant_matmul(ctx, out, x, w);
   } else if (w.dtype == TSR_DTYPE_F16 && has_avx2()) {
     f16_matmul(ctx, out, x, w);
   } else {

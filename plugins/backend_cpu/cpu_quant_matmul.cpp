@@ -12,6 +12,7 @@
 #include "cpu_dtype.h"
 #include "cpu_ops.h"
 #include "cpu_simd.h"
+#include "quant_formats/iq4.h"
 
 namespace tsr::cpu {
 
@@ -73,7 +74,8 @@ void quantize_rows(const Matrix& x, bool biased, QuantizedRows& out) {
   quantize_rows_biased(x, out);
 }
 
-// The 32 weights of block b of a row as int8, and the block's scale.
+// The 32 weights of block b of a row as int8, and the block's scale. Q4_0 and IQ4_NL
+// blocks share a layout (f16 scale, 16 bytes of nibbles); IQ4_NL's nibbles index its table.
 inline float load_block(tsr_dtype dtype, const uint8_t* row, int64_t b, int8_t* w) {
   if (dtype == TSR_DTYPE_Q8_0) {
     const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
@@ -81,9 +83,12 @@ inline float load_block(tsr_dtype dtype, const uint8_t* row, int64_t b, int8_t* 
     return f16_to_f32(blk->d);
   }
   const auto* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
+  const auto level = [&](int nibble) {
+    return dtype == TSR_DTYPE_IQ4_NL ? quant::kIQ4Values[nibble] : static_cast<int8_t>(nibble - 8);
+  };
   for (int i = 0; i < kQBlock / 2; ++i) {
-    w[i] = static_cast<int8_t>((blk->qs[i] & 0x0f) - 8);
-    w[i + kQBlock / 2] = static_cast<int8_t>((blk->qs[i] >> 4) - 8);
+    w[i] = level(blk->qs[i] & 0x0f);
+    w[i + kQBlock / 2] = level(blk->qs[i] >> 4);
   }
   return f16_to_f32(blk->d);
 }
@@ -119,6 +124,10 @@ inline __m256i load_block_avx2(const uint8_t* row, int64_t b, float* dw) {
     const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs));
     const __m128i lo = _mm_and_si128(packed, _mm_set1_epi8(0x0f));
     const __m128i hi = _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0f));
+    if constexpr (D == TSR_DTYPE_IQ4_NL) {  // the nibbles index the 16-level table
+      const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kIQ4Values));
+      return _mm256_set_m128i(_mm_shuffle_epi8(table, hi), _mm_shuffle_epi8(table, lo));
+    }
     return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
   }
 }
@@ -276,26 +285,34 @@ void f16_rows(const uint16_t* wrow, const Matrix& x, int64_t r0, float* sums) {
 
 }  // namespace
 
-bool quant_matmul_supported(tsr_dtype w) { return w == TSR_DTYPE_Q8_0 || w == TSR_DTYPE_Q4_0; }
+bool quant_matmul_supported(tsr_dtype w) {
+  return w == TSR_DTYPE_Q8_0 || w == TSR_DTYPE_Q4_0 || w == TSR_DTYPE_IQ4_NL;
+}
 
-void quant_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const Matrix& w) {
+template <tsr_dtype D>
+void quant_matmul_of(OpContext& ctx, const Matrix& out, const Matrix& x, const Matrix& w) {
   const bool vnni = has_vnni(), avx2 = has_avx2();
   QuantizedRows xq;
   quantize_rows(x, vnni, xq);
   for_weight_rows(ctx, out, w, x.rows, w.rows * w.cols * x.rows,
                   [&](int64_t j, int64_t r0, int nr, float* sums) {
                     const uint8_t* wrow = w.row<uint8_t>(j);
-                    const bool q8 = w.dtype == TSR_DTYPE_Q8_0;
                     if (vnni) {
-                      (q8 ? rows_vnni<TSR_DTYPE_Q8_0> : rows_vnni<TSR_DTYPE_Q4_0>)(wrow, xq, r0, nr, sums);
+                      rows_vnni<D>(wrow, xq, r0, nr, sums);
                     } else if (avx2) {
-                      dispatch_rows<kRowGroup>(nr, [&](auto n) {
-                        (q8 ? rows_avx2<TSR_DTYPE_Q8_0, decltype(n)::value> : rows_avx2<TSR_DTYPE_Q4_0, decltype(n)::value>)(wrow, xq, r0, sums);
-                      });
+                      dispatch_rows<kRowGroup>(nr, [&](auto n) { rows_avx2<D, decltype(n)::value>(wrow, xq, r0, sums); });
                     } else {
                       rows_generic(w.dtype, wrow, xq, r0, nr, sums);
                     }
                   });
+}
+
+void quant_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const Matrix& w) {
+  switch (w.dtype) {
+    case TSR_DTYPE_Q8_0: return quant_matmul_of<TSR_DTYPE_Q8_0>(ctx, out, x, w);
+    case TSR_DTYPE_Q4_0: return quant_matmul_of<TSR_DTYPE_Q4_0>(ctx, out, x, w);
+    default: return quant_matmul_of<TSR_DTYPE_IQ4_NL>(ctx, out, x, w);
+  }
 }
 
 void f16_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const Matrix& w) {

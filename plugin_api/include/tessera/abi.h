@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 #define TSR_ABI_MAJOR 2
-#define TSR_ABI_MINOR 1
+#define TSR_ABI_MINOR 2
 
 #if defined(_WIN32)
 #define TSR_EXPORT __declspec(dllexport)
@@ -115,7 +115,19 @@ typedef enum tsr_dtype {
    * plugin's, a tensor's strides[0] is its row size in bytes. */
   TSR_DTYPE_INT4_G128 = 18, /* groups of 128: f16 scale, u8 zero point, pad, 64 bytes of nibbles */
   TSR_DTYPE_FP8_E4M3 = 19,  /* per row: f32 scale, then one E4M3 byte per element */
-  TSR_DTYPE_COUNT_ = 20,
+  /* 2.2: ggml's K-quants, super-blocks of 256 elements (QK_K) with sub-block scales, the
+   * non-linear 4-bit IQ4 types and OCP MXFP4, byte for byte as GGUF stores them
+   * (ggml-common.h's block_q2_K ... block_mxfp4). */
+  TSR_DTYPE_Q2_K = 20,   /* 256: 16 scale/min bytes, 64 bytes of 2-bit quants, f16 d, dmin (84) */
+  TSR_DTYPE_Q3_K = 21,   /* 256: 32 bytes high bits, 64 bytes low 2 bits, 12 scale bytes, f16 d (110) */
+  TSR_DTYPE_Q4_K = 22,   /* 256: f16 d, dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles (144) */
+  TSR_DTYPE_Q5_K = 23,   /* 256: as Q4_K plus 32 bytes of fifth bits (176) */
+  TSR_DTYPE_Q6_K = 24,   /* 256: 128 bytes low nibbles, 64 bytes high 2 bits, 16 int8 scales, f16 d (210) */
+  TSR_DTYPE_Q8_K = 25,   /* 256: f32 d, 256 x int8, 16 x int16 block sums (292); activations only */
+  TSR_DTYPE_IQ4_NL = 26, /* 32: f16 d, 16 bytes of indices into kvalues_iq4nl (18) */
+  TSR_DTYPE_IQ4_XS = 27, /* 256: f16 d, u16 high scale bits, 4 bytes low scale bits, 128 bytes (136) */
+  TSR_DTYPE_MXFP4 = 28,  /* 32: E8M0 shared exponent, 16 bytes of E2M1 nibbles (17) */
+  TSR_DTYPE_COUNT_ = 29,
   /* 1.1: the format of a quant plugin that has no dtype of its own above (a third-party
    * scheme): only the kernels of the plugin that produced the weights read it, and no
    * backend supports it. It lies outside [0, TSR_DTYPE_COUNT_) on purpose, so a backend
@@ -141,6 +153,15 @@ static inline int tsr_dtype_block(tsr_dtype dtype, int64_t* block_elems, int64_t
     case TSR_DTYPE_I8: bytes = 1; break;
     case TSR_DTYPE_Q8_0: elems = 32; bytes = 34; break;
     case TSR_DTYPE_Q4_0: elems = 32; bytes = 18; break;
+    case TSR_DTYPE_Q2_K: elems = 256; bytes = 84; break;
+    case TSR_DTYPE_Q3_K: elems = 256; bytes = 110; break;
+    case TSR_DTYPE_Q4_K: elems = 256; bytes = 144; break;
+    case TSR_DTYPE_Q5_K: elems = 256; bytes = 176; break;
+    case TSR_DTYPE_Q6_K: elems = 256; bytes = 210; break;
+    case TSR_DTYPE_Q8_K: elems = 256; bytes = 292; break;
+    case TSR_DTYPE_IQ4_NL: elems = 32; bytes = 18; break;
+    case TSR_DTYPE_IQ4_XS: elems = 256; bytes = 136; break;
+    case TSR_DTYPE_MXFP4: elems = 32; bytes = 17; break;
     default: elems = 0; break;
   }
   if (block_elems != NULL) *block_elems = elems;
@@ -170,6 +191,15 @@ static inline const char* tsr_dtype_name(tsr_dtype dtype) {
     case TSR_DTYPE_Q4_0: return "q4_0";
     case TSR_DTYPE_INT4_G128: return "int4_g128";
     case TSR_DTYPE_FP8_E4M3: return "fp8_e4m3";
+    case TSR_DTYPE_Q2_K: return "q2_K";
+    case TSR_DTYPE_Q3_K: return "q3_K";
+    case TSR_DTYPE_Q4_K: return "q4_K";
+    case TSR_DTYPE_Q5_K: return "q5_K";
+    case TSR_DTYPE_Q6_K: return "q6_K";
+    case TSR_DTYPE_Q8_K: return "q8_K";
+    case TSR_DTYPE_IQ4_NL: return "iq4_nl";
+    case TSR_DTYPE_IQ4_XS: return "iq4_xs";
+    case TSR_DTYPE_MXFP4: return "mxfp4";
     case TSR_DTYPE_PLUGIN: return "plugin";
     case TSR_DTYPE_PACKED: return "packed";
     default: return NULL;
