@@ -86,4 +86,101 @@ void dequantize_row_q4_0(const BlockQ4_0* x, float* y, int64_t k) {
   }
 }
 
+namespace {
+
+// The min and the max of a block (ggml starts them at ±FLT_MAX).
+void min_max(const float* x, float& min, float& max) {
+  min = std::numeric_limits<float>::max();
+  max = -std::numeric_limits<float>::max();
+  for (int64_t j = 0; j < 32; ++j) {
+    if (x[j] < min) min = x[j];
+    if (x[j] > max) max = x[j];
+  }
+}
+
+void store_q5(const uint8_t* q, uint8_t* qs, uint8_t* qh) {
+  uint32_t bits = 0;
+  for (int j = 0; j < 16; ++j) {
+    qs[j] = static_cast<uint8_t>((q[j] & 0x0F) | ((q[j + 16] & 0x0F) << 4));
+    bits |= uint32_t((q[j] & 0x10u) >> 4) << j;
+    bits |= uint32_t((q[j + 16] & 0x10u) >> 4) << (j + 16);
+  }
+  for (int b = 0; b < 4; ++b) qh[b] = static_cast<uint8_t>(bits >> (8 * b));
+}
+
+}  // namespace
+
+// The three quantizers round as ggml's: + 0.5 (or + 16.5) and truncation through an integer.
+void quantize_row_q4_1_ref(const float* x, BlockQ4_1* y, int64_t k) {
+  for (int64_t i = 0; i < k / 32; ++i, x += 32) {
+    float min, max;
+    min_max(x, min, max);
+    const float d = (max - min) / ((1 << 4) - 1);
+    const float id = d ? 1.0f / d : 0.0f;
+    y[i].d = f32_to_f16(d);
+    y[i].m = f32_to_f16(min);
+    for (int j = 0; j < 16; ++j) {
+      const auto q0 = static_cast<uint8_t>(std::min<int8_t>(15, static_cast<int8_t>((x[j] - min) * id + 0.5f)));
+      const auto q1 = static_cast<uint8_t>(std::min<int8_t>(15, static_cast<int8_t>((x[j + 16] - min) * id + 0.5f)));
+      y[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
+    }
+  }
+}
+
+void quantize_row_q5_0_ref(const float* x, BlockQ5_0* y, int64_t k) {
+  for (int64_t i = 0; i < k / 32; ++i, x += 32) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < 32; ++j) {
+      if (amax < std::fabs(x[j])) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    }
+    const float d = max / -16;
+    const float id = d ? 1.0f / d : 0.0f;
+    y[i].d = f32_to_f16(d);
+    uint8_t q[32];
+    for (int j = 0; j < 32; ++j) q[j] = static_cast<uint8_t>(std::min<int8_t>(31, static_cast<int8_t>(x[j] * id + 16.5f)));
+    store_q5(q, y[i].qs, y[i].qh);
+  }
+}
+
+void quantize_row_q5_1_ref(const float* x, BlockQ5_1* y, int64_t k) {
+  for (int64_t i = 0; i < k / 32; ++i, x += 32) {
+    float min, max;
+    min_max(x, min, max);
+    const float d = (max - min) / ((1 << 5) - 1);
+    const float id = d ? 1.0f / d : 0.0f;
+    y[i].d = f32_to_f16(d);
+    y[i].m = f32_to_f16(min);
+    uint8_t q[32];
+    for (int j = 0; j < 32; ++j) q[j] = static_cast<uint8_t>((x[j] - min) * id + 0.5f);
+    store_q5(q, y[i].qs, y[i].qh);
+  }
+}
+
+void dequantize_row_q4_1(const BlockQ4_1* x, float* y, int64_t k) {
+  for (int64_t i = 0; i < k / 32; ++i, y += 32) {
+    const float d = f16_to_f32(x[i].d), m = f16_to_f32(x[i].m);
+    for (int j = 0; j < 16; ++j) {
+      y[j] = (x[i].qs[j] & 0x0F) * d + m;
+      y[j + 16] = (x[i].qs[j] >> 4) * d + m;
+    }
+  }
+}
+
+void dequantize_row_q5_0(const BlockQ5_0* x, float* y, int64_t k) {
+  for (int64_t i = 0; i < k / 32; ++i, y += 32) {
+    const float d = f16_to_f32(x[i].d);
+    for (int j = 0; j < 32; ++j) y[j] = (q5_value(x[i].qs, x[i].qh, j) - 16) * d;
+  }
+}
+
+void dequantize_row_q5_1(const BlockQ5_1* x, float* y, int64_t k) {
+  for (int64_t i = 0; i < k / 32; ++i, y += 32) {
+    const float d = f16_to_f32(x[i].d), m = f16_to_f32(x[i].m);
+    for (int j = 0; j < 32; ++j) y[j] = q5_value(x[i].qs, x[i].qh, j) * d + m;
+  }
+}
+
 }  // namespace tsr::quant

@@ -175,11 +175,14 @@ uint64_t digest(Quantize quantize, int64_t block_elems) {
 
 }  // namespace kquant_digests
 
-// Byte equality with llama.cpp's quantizers (what llama-quantize writes without an
+// Byte equality with llama.cpp's quantizers (the K-quants, IQ4 and the legacy 32-blocks) (what llama-quantize writes without an
 // importance matrix): the digests are those of ggml-quants.c itself, printed by
 // quant_formats/ggml_oracle/run.sh from the llama.cpp sources node-llama-cpp 3.21.1 ships.
 TEST(Kquants, BytesEqualGgmlsQuantizers) {
   using namespace kquant_digests;
+  EXPECT_EQ(digest<BlockQ4_1>(quantize_row_q4_1_ref, 32), 0xc851ed19ae876a56ull);
+  EXPECT_EQ(digest<BlockQ5_0>(quantize_row_q5_0_ref, 32), 0xc20c5912a4270d96ull);
+  EXPECT_EQ(digest<BlockQ5_1>(quantize_row_q5_1_ref, 32), 0x9948337e70a05ce7ull);
   EXPECT_EQ(digest<BlockQ2_K>(quantize_row_q2_k_ref, 256), 0xc6c5ebe8fbf79d9cull);
   EXPECT_EQ(digest<BlockQ3_K>(quantize_row_q3_k_ref, 256), 0xf3264651f5f4e996ull);
   EXPECT_EQ(digest<BlockQ4_K>(quantize_row_q4_k_ref, 256), 0x251f13623749feb2ull);
@@ -211,6 +214,19 @@ TEST(Kquants, RoundTripWithinEachFormatsResolution) {
   };
   // Unit-variance input: llama.cpp's figures for these formats are near these bounds.
   EXPECT_LT(rms_error(quantize_row_q2_k_ref, dequantize_row_q2_k, BlockQ2_K{}), 0.45);
+  // The blocks of 32 (sizes equal to IQ4_NL's or not) via the same helper's 32-block case.
+  const auto rms32 = [&](auto quantize, auto dequantize, auto block) {
+    std::vector<decltype(block)> q(x.size() / 32);
+    quantize(x.data(), q.data(), int64_t(x.size()));
+    std::vector<float> y(x.size());
+    dequantize(q.data(), y.data(), int64_t(x.size()));
+    double e = 0;
+    for (size_t i = 0; i < x.size(); ++i) e += (x[i] - y[i]) * (x[i] - y[i]);
+    return std::sqrt(e / double(x.size()));
+  };
+  EXPECT_LT(rms32(quantize_row_q4_1_ref, dequantize_row_q4_1, BlockQ4_1{}), 0.15);
+  EXPECT_LT(rms32(quantize_row_q5_0_ref, dequantize_row_q5_0, BlockQ5_0{}), 0.08);
+  EXPECT_LT(rms32(quantize_row_q5_1_ref, dequantize_row_q5_1, BlockQ5_1{}), 0.08);
   EXPECT_LT(rms_error(quantize_row_q3_k_ref, dequantize_row_q3_k, BlockQ3_K{}), 0.25);
   EXPECT_LT(rms_error(quantize_row_q4_k_ref, dequantize_row_q4_k, BlockQ4_K{}), 0.12);
   EXPECT_LT(rms_error(quantize_row_q5_k_ref, dequantize_row_q5_k, BlockQ5_K{}), 0.06);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <map>
 
@@ -79,7 +80,7 @@ Plan plan_for(const GgufFile& in, const std::string& type) {
   const std::optional<GgmlType> to = quant::parse_type(type);
   if (!to) {
     throw Error("unknown type '" + type +
-                "' (f32, f16, bf16, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs; mixes q4_k_m, q5_k_m, q6_k)");
+                "' (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs; mixes q4_k_m, q5_k_m, q6_k)");
   }
   for (const GgufTensorInfo& t : in.tensors()) {
     const std::string why = keep_reason(t, *to);
@@ -90,19 +91,29 @@ Plan plan_for(const GgufFile& in, const std::string& type) {
   return plan;
 }
 
-// Re-encodes a chunk of rows at a time, so only the output tensor is held whole.
+// Re-encodes chunks of rows on every core (rows are independent, so the bytes do not depend
+// on the thread count), so only the output tensor is held whole. Errors (a NaN) are
+// rethrown after the loop: none may leave an OpenMP region.
 std::vector<uint8_t> convert(const GgufFile& in, const GgufTensorInfo& t, GgmlType to) {
-  const int64_t row = t.ne[0], rows = t.ne[1];
-  const int64_t chunk_rows = std::max<int64_t>(1, (int64_t{1} << 20) / row);
+  const int64_t row = t.ne[0], rows = t.nelements / row;
+  const int64_t chunk_rows = std::max<int64_t>(1, (int64_t{1} << 18) / row);
+  const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
   const uint8_t* src = in.tensor_data(t);
   std::vector<uint8_t> out(quant::byte_size(to, t.nelements));
-  std::vector<float> x;
-  for (int64_t r = 0; r < rows; r += chunk_rows) {
-    const int64_t n = std::min(chunk_rows, rows - r) * row;
-    x.resize(static_cast<size_t>(n));
-    quant::dequantize(t.type, {src + quant::byte_size(t.type, r * row), quant::byte_size(t.type, n)}, x);
-    quant::quantize(to, x, std::span(out).subspan(quant::byte_size(to, r * row), quant::byte_size(to, n)));
+  std::exception_ptr error;
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t c = 0; c < chunks; ++c) {
+    try {
+      const int64_t r = c * chunk_rows, n = std::min(chunk_rows, rows - r) * row;
+      std::vector<float> x(static_cast<size_t>(n));
+      quant::dequantize(t.type, {src + quant::byte_size(t.type, r * row), quant::byte_size(t.type, n)}, x);
+      quant::quantize(to, x, std::span(out).subspan(quant::byte_size(to, r * row), quant::byte_size(to, n)));
+    } catch (...) {
+#pragma omp critical
+      if (!error) error = std::current_exception();
+    }
   }
+  if (error) std::rethrow_exception(error);
   return out;
 }
 
@@ -189,7 +200,7 @@ std::function<int()> register_quantize(CLI::App& app) {
   app.add_option("in", f->in, "GGUF file to read")->required();
   app.add_option("out", f->out, "GGUF file to write")->required();
   app.add_option("type", f->type,
-                 "a tensor type (f32, f16, bf16, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs) "
+                 "a tensor type (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs) "
                  "or a llama.cpp mix (q4_k_m, q5_k_m, q6_k)")->required();
   app.add_flag("--allow-requantize", f->allow_requantize, "convert tensors that are already quantized too");
   return [f]() -> int {

@@ -62,6 +62,9 @@ std::optional<tsr_dtype> dtype_of(GgmlType t) {
     case GgmlType::BF16: return TSR_DTYPE_BF16;
     case GgmlType::Q8_0: return TSR_DTYPE_Q8_0;
     case GgmlType::Q4_0: return TSR_DTYPE_Q4_0;
+    case GgmlType::Q4_1: return TSR_DTYPE_Q4_1;
+    case GgmlType::Q5_0: return TSR_DTYPE_Q5_0;
+    case GgmlType::Q5_1: return TSR_DTYPE_Q5_1;
     case GgmlType::Q2_K: return TSR_DTYPE_Q2_K;
     case GgmlType::Q3_K: return TSR_DTYPE_Q3_K;
     case GgmlType::Q4_K: return TSR_DTYPE_Q4_K;

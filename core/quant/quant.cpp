@@ -44,8 +44,9 @@ void check(GgmlType t, int64_t n, uint64_t bytes) {
   }
 }
 
-// The K-quant and IQ4 scale searches assume finite input (ggml's are undefined on NaN and
-// llama-quantize refuses the result), so a non-finite value is refused up front, by index.
+// The K-quant, IQ4 and Q4_1/Q5_x quantizers assume finite input (ggml's are undefined on
+// NaN and llama-quantize refuses the result), so a non-finite value is refused up front,
+// by index. (Q8_0 and Q4_0 store such a block as NaN, as they always have.)
 void check_finite(GgmlType t, std::span<const float> x) {
   const auto bad = std::find_if(x.begin(), x.end(), [](float v) { return !std::isfinite(v); });
   if (bad != x.end()) {
@@ -59,7 +60,7 @@ void check_finite(GgmlType t, std::span<const float> x) {
 bool is_supported(GgmlType t) {
   switch (t) {
     case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q8_0: case GgmlType::Q4_0:
-    case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+    case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
     case GgmlType::IQ4_NL: case GgmlType::IQ4_XS: return true;
     default: return false;
   }
@@ -77,7 +78,10 @@ uint64_t byte_size(GgmlType t, int64_t n) {
 void quantize(GgmlType to, std::span<const float> x, std::span<uint8_t> out) {
   const auto n = static_cast<int64_t>(x.size());
   check(to, n, out.size());
-  if (block_elems(to) == kQK_K || to == GgmlType::IQ4_NL) check_finite(to, x);
+  if (to != GgmlType::F32 && to != GgmlType::F16 && to != GgmlType::BF16 && to != GgmlType::Q8_0 &&
+      to != GgmlType::Q4_0) {
+    check_finite(to, x);
+  }
   void* y = out.data();
   switch (to) {
     case GgmlType::F32: std::copy(x.begin(), x.end(), static_cast<float*>(y)); break;
@@ -85,6 +89,9 @@ void quantize(GgmlType to, std::span<const float> x, std::span<uint8_t> out) {
     case GgmlType::BF16: f32_to_bf16_row(x.data(), static_cast<uint16_t*>(y), n); break;
     case GgmlType::Q8_0: quantize_row_q8_0_ref(x.data(), static_cast<BlockQ8_0*>(y), n); break;
     case GgmlType::Q4_0: quantize_row_q4_0_ref(x.data(), static_cast<BlockQ4_0*>(y), n); break;
+    case GgmlType::Q4_1: quantize_row_q4_1_ref(x.data(), static_cast<BlockQ4_1*>(y), n); break;
+    case GgmlType::Q5_0: quantize_row_q5_0_ref(x.data(), static_cast<BlockQ5_0*>(y), n); break;
+    case GgmlType::Q5_1: quantize_row_q5_1_ref(x.data(), static_cast<BlockQ5_1*>(y), n); break;
     case GgmlType::Q2_K: quantize_row_q2_k_ref(x.data(), static_cast<BlockQ2_K*>(y), n); break;
     case GgmlType::Q3_K: quantize_row_q3_k_ref(x.data(), static_cast<BlockQ3_K*>(y), n); break;
     case GgmlType::Q4_K: quantize_row_q4_k_ref(x.data(), static_cast<BlockQ4_K*>(y), n); break;
@@ -113,6 +120,9 @@ void dequantize(GgmlType from, std::span<const uint8_t> bytes, std::span<float> 
     case GgmlType::BF16: bf16_to_f32_row(static_cast<const uint16_t*>(x), out.data(), n); break;
     case GgmlType::Q8_0: dequantize_row_q8_0(static_cast<const BlockQ8_0*>(x), out.data(), n); break;
     case GgmlType::Q4_0: dequantize_row_q4_0(static_cast<const BlockQ4_0*>(x), out.data(), n); break;
+    case GgmlType::Q4_1: dequantize_row_q4_1(static_cast<const BlockQ4_1*>(x), out.data(), n); break;
+    case GgmlType::Q5_0: dequantize_row_q5_0(static_cast<const BlockQ5_0*>(x), out.data(), n); break;
+    case GgmlType::Q5_1: dequantize_row_q5_1(static_cast<const BlockQ5_1*>(x), out.data(), n); break;
     case GgmlType::Q2_K: dequantize_row_q2_k(static_cast<const BlockQ2_K*>(x), out.data(), n); break;
     case GgmlType::Q3_K: dequantize_row_q3_k(static_cast<const BlockQ3_K*>(x), out.data(), n); break;
     case GgmlType::Q4_K: dequantize_row_q4_k(static_cast<const BlockQ4_K*>(x), out.data(), n); break;
@@ -136,7 +146,7 @@ std::optional<GgmlType> parse_type(std::string name) {
   if (name == "f16") return GgmlType::F16;
   if (name == "bf16") return GgmlType::BF16;
   if (name == "q8_0") return GgmlType::Q8_0;
-  for (const GgmlType t : {GgmlType::Q4_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
+  for (const GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
                           GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS}) {
     std::string lower = type_name(t);
     std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -151,6 +161,9 @@ uint32_t llama_file_type(GgmlType t) {
     case GgmlType::Q4_0: return 2;   // LLAMA_FTYPE_MOSTLY_Q4_0
     case GgmlType::Q8_0: return 7;   // LLAMA_FTYPE_MOSTLY_Q8_0
     case GgmlType::BF16: return 32;  // LLAMA_FTYPE_MOSTLY_BF16
+    case GgmlType::Q4_1: return 3;   // LLAMA_FTYPE_MOSTLY_Q4_1
+    case GgmlType::Q5_0: return 8;   // LLAMA_FTYPE_MOSTLY_Q5_0
+    case GgmlType::Q5_1: return 9;   // LLAMA_FTYPE_MOSTLY_Q5_1
     case GgmlType::Q2_K: return 10;  // LLAMA_FTYPE_MOSTLY_Q2_K
     case GgmlType::Q3_K: return 12;  // LLAMA_FTYPE_MOSTLY_Q3_K_M (llama.cpp has no pure Q3_K)
     case GgmlType::Q4_K: return 15;  // LLAMA_FTYPE_MOSTLY_Q4_K_M

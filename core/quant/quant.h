@@ -1,5 +1,5 @@
 // Conversions between f32 and the weight formats GGUF files store: F32, F16, BF16, Q8_0,
-// Q4_0, the K-quants Q2_K ... Q6_K, IQ4_NL and IQ4_XS (the block codecs are in
+// Q4_0, Q4_1, Q5_0, Q5_1, the K-quants Q2_K ... Q6_K, IQ4_NL and IQ4_XS (the block codecs are in
 // quant_formats/, bit-exact with ggml's quantizers, so files written here equal
 // llama.cpp's `llama-quantize` without an importance matrix).
 #pragma once
@@ -22,8 +22,9 @@ void f32_to_bf16_row(const float* x, uint16_t* y, int64_t k);
 void f16_to_f32_row(const uint16_t* x, float* y, int64_t k);
 void bf16_to_f32_row(const uint16_t* x, float* y, int64_t k);
 
-// F32, F16, BF16, Q8_0, Q4_0, Q2_K ... Q6_K, IQ4_NL, IQ4_XS: the types this library reads
-// and writes. Quantizing to a K-quant or IQ4 type refuses NaN and infinity (tsr::Error).
+// F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K ... Q6_K, IQ4_NL, IQ4_XS: the types
+// this library reads and writes. Quantizing to any but F32/F16/BF16/Q8_0/Q4_0 refuses NaN
+// and infinity (tsr::Error).
 bool is_supported(GgmlType t);
 // Whether rows of `row_len` elements fill whole blocks of `t` (false for other types).
 bool row_fits(GgmlType t, int64_t row_len);

@@ -132,13 +132,14 @@ bool mix_allows(const GgufTensorInfo& t) {
          !has(n, "ffn_gate_inp.weight") && n != "position_embd.weight" && n != "token_types.weight";
 }
 
-std::optional<GgmlType> quant_fallback_type(GgmlType type, int64_t ncols) {
+GgmlType quant_fallback_type(GgmlType type, int64_t ncols) {
   GgmlType to = type;
   switch (type) {
     case GgmlType::Q2_K: case GgmlType::Q3_K: to = GgmlType::Q4_0; break;
     case GgmlType::Q6_K: to = GgmlType::Q8_0; break;
     case GgmlType::IQ4_XS: to = GgmlType::IQ4_NL; break;
-    case GgmlType::Q4_K: case GgmlType::Q5_K: return std::nullopt;  // llama.cpp: Q5_0, Q5_1
+    case GgmlType::Q4_K: to = GgmlType::Q5_0; break;
+    case GgmlType::Q5_K: to = GgmlType::Q5_1; break;
     default: break;
   }
   return row_fits(to, ncols) ? to : GgmlType::F16;  // llama.cpp's "unusual shape" case
@@ -156,12 +157,8 @@ std::vector<GgmlType> quant_mix_types(const GgufFile& file, const QuantMix& mix,
     const GgmlType wanted = rule_type(mix, m, t, counters);
     types[i] = wanted;
     if (row_fits(wanted, t.ne[0])) continue;
-    const std::optional<GgmlType> got = quant_fallback_type(wanted, t.ne[0]);
-    types[i] = got.value_or(t.type);
-    if (fallbacks != nullptr) {
-      fallbacks->push_back(fmt::format("{}: {} -> {}", t.name, name_of(wanted),
-                                       got ? name_of(*got) : name_of(t.type) + " (as stored; llama.cpp uses q5_0/q5_1)"));
-    }
+    types[i] = quant_fallback_type(wanted, t.ne[0]);
+    if (fallbacks != nullptr) fallbacks->push_back(fmt::format("{}: {} -> {}", t.name, name_of(wanted), name_of(types[i])));
   }
   return types;
 }

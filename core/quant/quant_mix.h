@@ -47,8 +47,7 @@ bool mix_allows(const GgufTensorInfo& t);
 std::vector<GgmlType> quant_mix_types(const GgufFile& file, const QuantMix& mix, std::vector<std::string>* fallbacks);
 
 // llama.cpp's type for a tensor whose row length `ncols` does not fit `type`'s 256-blocks
-// (tensor_type_fallback), or nullopt where llama.cpp's choice (Q5_0, Q5_1) is a type
-// Tessera does not write.
-std::optional<GgmlType> quant_fallback_type(GgmlType type, int64_t ncols);
+// (tensor_type_fallback): a block of 32 of about the same size, F16 where not even that fits.
+GgmlType quant_fallback_type(GgmlType type, int64_t ncols);
 
 }  // namespace tsr::quant

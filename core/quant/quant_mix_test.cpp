@@ -113,8 +113,8 @@ TEST(QuantMix, EightExpertModelsBumpAttention) {
   EXPECT_EQ(types_of(*f, "q5_k_m").at(blk(3, "attn_output")), GgmlType::Q5_K);
 }
 
-// Rows that do not fill a 256-block: llama.cpp's fallbacks (Q6_K -> Q8_0, an output head
-// -> Q8_0), or the stored type where llama.cpp's (Q5_0 for Q4_K) is not one Tessera writes.
+// Rows that do not fill a 256-block: llama.cpp's fallbacks (Q4_K -> Q5_0, Q6_K -> Q8_0, an
+// output head -> Q8_0).
 TEST(QuantMix, NarrowRowsFallBack) {
   const auto f = write_model({.layers = 2, .width = 96});
   std::vector<std::string> fallbacks;
@@ -123,7 +123,8 @@ TEST(QuantMix, NarrowRowsFallBack) {
   EXPECT_EQ(t6.at("output.weight"), GgmlType::Q8_0);
   EXPECT_FALSE(fallbacks.empty());
   const auto t4 = types_of(*f, "q4_k_m");
-  EXPECT_EQ(t4.at(blk(0, "attn_q")), GgmlType::F32);   // llama.cpp: Q5_0
+  EXPECT_EQ(t4.at(blk(0, "attn_q")), GgmlType::Q5_0);
+  EXPECT_EQ(types_of(*f, "q5_k_m").at(blk(0, "attn_q")), GgmlType::Q5_1);
   EXPECT_EQ(t4.at(blk(1, "attn_v")), GgmlType::Q8_0);  // wanted Q6_K
   EXPECT_EQ(quant_fallback_type(GgmlType::Q6_K, 40), GgmlType::F16);  // not even 32-blocks
   EXPECT_EQ(quant_fallback_type(GgmlType::IQ4_XS, 96), GgmlType::IQ4_NL);

@@ -140,7 +140,7 @@ TEST(QuantGeneric, KquantsAndIq4) {
   std::vector<float> x(512);
   for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * float(i));
   for (const GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
-                           GgmlType::IQ4_NL, GgmlType::IQ4_XS}) {
+                           GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1}) {
     const std::vector<uint8_t> bytes = quantize(t, x);
     EXPECT_EQ(bytes.size(), byte_size(t, 512));
     const std::vector<float> y = dequantize(t, bytes, 512);
@@ -172,7 +172,8 @@ TEST(QuantGeneric, RefusesWhatDoesNotFit) {
   EXPECT_TRUE(row_fits(GgmlType::F16, 172));
   EXPECT_TRUE(row_fits(GgmlType::Q8_0, 64));
   EXPECT_EQ(parse_type("Q4_0"), GgmlType::Q4_0);
-  EXPECT_EQ(parse_type("q5_0"), std::nullopt);
+  EXPECT_EQ(parse_type("q5_0"), GgmlType::Q5_0);
+  EXPECT_EQ(parse_type("q8_1"), std::nullopt);
   EXPECT_EQ(parse_type("q4_k"), GgmlType::Q4_K);
   EXPECT_EQ(parse_type("IQ4_XS"), GgmlType::IQ4_XS);
   EXPECT_EQ(parse_type("q8_k"), std::nullopt);

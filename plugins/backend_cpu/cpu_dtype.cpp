@@ -1,5 +1,6 @@
 #include "cpu_dtype.h"
 
+#include "quant_formats/ggml_blocks.h"
 #include "quant_formats/iq4.h"
 #include "quant_formats/kquants.h"
 
@@ -10,7 +11,7 @@ int64_t row_bytes(tsr_dtype dtype, int64_t n) { return tsr_dtype_row_bytes(dtype
 bool is_weight_dtype(tsr_dtype dtype) {
   switch (dtype) {
     case TSR_DTYPE_F32: case TSR_DTYPE_F16: case TSR_DTYPE_BF16: case TSR_DTYPE_Q8_0: case TSR_DTYPE_Q4_0:
-    case TSR_DTYPE_Q2_K: case TSR_DTYPE_Q3_K: case TSR_DTYPE_Q4_K: case TSR_DTYPE_Q5_K: case TSR_DTYPE_Q6_K:
+    case TSR_DTYPE_Q4_1: case TSR_DTYPE_Q5_0: case TSR_DTYPE_Q5_1: case TSR_DTYPE_Q2_K: case TSR_DTYPE_Q3_K: case TSR_DTYPE_Q4_K: case TSR_DTYPE_Q5_K: case TSR_DTYPE_Q6_K:
     case TSR_DTYPE_IQ4_NL: case TSR_DTYPE_IQ4_XS: return true;
     default: return false;
   }
@@ -52,6 +53,9 @@ void row_to_f32(tsr_dtype dtype, const void* src, float* dst, int64_t n) {
       return;
     }
     // ggml's dequantizers, so embeddings and decoded GEMM weights are llama.cpp's floats.
+    case TSR_DTYPE_Q4_1: return quant::dequantize_row_q4_1(static_cast<const quant::BlockQ4_1*>(src), dst, n);
+    case TSR_DTYPE_Q5_0: return quant::dequantize_row_q5_0(static_cast<const quant::BlockQ5_0*>(src), dst, n);
+    case TSR_DTYPE_Q5_1: return quant::dequantize_row_q5_1(static_cast<const quant::BlockQ5_1*>(src), dst, n);
     case TSR_DTYPE_Q2_K: return quant::dequantize_row_q2_k(static_cast<const quant::BlockQ2_K*>(src), dst, n);
     case TSR_DTYPE_Q3_K: return quant::dequantize_row_q3_k(static_cast<const quant::BlockQ3_K*>(src), dst, n);
     case TSR_DTYPE_Q4_K: return quant::dequantize_row_q4_k(static_cast<const quant::BlockQ4_K*>(src), dst, n);

@@ -1,6 +1,6 @@
 // out = x · wᵀ. Packed weights go to their own kernels (cpu_packed_matmul.cpp); of the
-// others, F32 weights with many rows of x go to oneDNN's GEMM, Q8_0/Q4_0/IQ4_NL weights to
-// the int8 kernels (cpu_quant_matmul.cpp), K-quants and IQ4_XS to theirs against Q8_K
+// others, F32 weights with many rows of x go to oneDNN's GEMM, Q8_0/Q4_0/Q5_0/IQ4_NL weights
+// to the int8 kernels (cpu_quant_matmul.cpp), K-quants and IQ4_XS to theirs against Q8_K
 // activations (cpu_kquant_matmul.cpp), and everything else streams each weight row once
 // for all rows of x (decode is bound by reading weights).
 #include <omp.h>

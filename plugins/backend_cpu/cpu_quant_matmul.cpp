@@ -12,6 +12,7 @@
 #include "cpu_dtype.h"
 #include "cpu_ops.h"
 #include "cpu_simd.h"
+#include "quant_formats/ggml_blocks.h"
 #include "quant_formats/iq4.h"
 
 namespace tsr::cpu {
@@ -82,6 +83,11 @@ inline float load_block(tsr_dtype dtype, const uint8_t* row, int64_t b, int8_t* 
     std::memcpy(w, blk->qs, kQBlock);
     return f16_to_f32(blk->d);
   }
+  if (dtype == TSR_DTYPE_Q5_0) {
+    const auto* blk = reinterpret_cast<const quant::BlockQ5_0*>(row) + b;
+    for (int i = 0; i < kQBlock; ++i) w[i] = static_cast<int8_t>(quant::q5_value(blk->qs, blk->qh, i) - 16);
+    return f16_to_f32(blk->d);
+  }
   const auto* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
   const auto level = [&](int nibble) {
     return dtype == TSR_DTYPE_IQ4_NL ? quant::kIQ4Values[nibble] : static_cast<int8_t>(nibble - 8);
@@ -118,6 +124,21 @@ inline __m256i load_block_avx2(const uint8_t* row, int64_t b, float* dw) {
     const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
     *dw = _cvtsh_ss(blk->d);
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs));
+  } else if constexpr (D == TSR_DTYPE_Q5_0) {
+    const auto* blk = reinterpret_cast<const quant::BlockQ5_0*>(row) + b;
+    *dw = _cvtsh_ss(blk->d);
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs));
+    const __m256i low = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0f)),
+                                         _mm_and_si128(packed, _mm_set1_epi8(0x0f)));
+    // Byte j takes bit j of qh: each byte gets its qh byte (j / 8), then tests bit j % 8.
+    uint32_t bits;
+    std::memcpy(&bits, blk->qh, sizeof bits);
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(static_cast<int>(bits)),
+        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+    const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+    const __m256i fifth = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
+    return _mm256_sub_epi8(_mm256_or_si256(low, fifth), _mm256_set1_epi8(16));
   } else {
     const auto* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
     *dw = _cvtsh_ss(blk->d);
@@ -283,10 +304,62 @@ void f16_rows(const uint16_t* wrow, const Matrix& x, int64_t r0, float* sums) {
   }
 }
 
+// Q4_1 and Q5_1 (a scale and a min per block: w = d·q + m) against Q8_1-style activations,
+// as llama.cpp computes them: Σ_b d_w·d_x·Σ q_w q_x + m_w·s_x, where s_x is the block's
+// Σq_x times its unrounded scale max|x|/127, stored as f16 (block_q8_1's s). One portable
+// integer path: llama.cpp's mixes use these types only for rows that do not fill 256.
+template <class Block>
+float min_block_row(const uint8_t* wrow, const QuantizedRows& xq, const std::vector<float>& s, int64_t r) {
+  const auto* blk = reinterpret_cast<const Block*>(wrow);
+  float sum = 0;
+  for (int64_t b = 0; b < xq.blocks; ++b) {
+    const int8_t* xv = &xq.q[size_t((r * xq.blocks + b) * kQBlock)];
+    int32_t acc = 0;
+    for (int i = 0; i < kQBlock; ++i) {
+      int q;
+      if constexpr (std::is_same_v<Block, quant::BlockQ4_1>) {
+        q = i < 16 ? blk[b].qs[i] & 0x0f : blk[b].qs[i - 16] >> 4;
+      } else {
+        q = quant::q5_value(blk[b].qs, blk[b].qh, i);
+      }
+      acc += q * xv[i];
+    }
+    const size_t xb = size_t(r * xq.blocks + b);
+    sum += f16_to_f32(blk[b].d) * xq.d[xb] * float(acc) + f16_to_f32(blk[b].m) * s[xb];
+  }
+  return sum;
+}
+
+void min_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const Matrix& w) {
+  QuantizedRows xq;
+  quantize_rows(x, false, xq);
+  std::vector<float> s(xq.d.size());
+  for (int64_t r = 0; r < x.rows; ++r) {
+    for (int64_t b = 0; b < xq.blocks; ++b) {
+      const float* v = x.row<float>(r) + b * kQBlock;
+      float amax = 0;
+      int32_t qsum = 0;
+      for (int i = 0; i < kQBlock; ++i) {
+        amax = std::max(amax, std::fabs(v[i]));
+        qsum += xq.q[size_t((r * xq.blocks + b) * kQBlock + i)];
+      }
+      s[size_t(r * xq.blocks + b)] = q8_block_scale(amax / 127.0f * float(qsum));
+    }
+  }
+  const bool q4 = w.dtype == TSR_DTYPE_Q4_1;
+  for_weight_rows(ctx, out, w, x.rows, w.rows * w.cols * x.rows, [&](int64_t j, int64_t r0, int nr, float* sums) {
+    for (int r = 0; r < nr; ++r) {
+      sums[r] = q4 ? min_block_row<quant::BlockQ4_1>(w.row<uint8_t>(j), xq, s, r0 + r)
+                   : min_block_row<quant::BlockQ5_1>(w.row<uint8_t>(j), xq, s, r0 + r);
+    }
+  });
+}
+
 }  // namespace
 
 bool quant_matmul_supported(tsr_dtype w) {
-  return w == TSR_DTYPE_Q8_0 || w == TSR_DTYPE_Q4_0 || w == TSR_DTYPE_IQ4_NL;
+  return w == TSR_DTYPE_Q8_0 || w == TSR_DTYPE_Q4_0 || w == TSR_DTYPE_Q5_0 || w == TSR_DTYPE_IQ4_NL ||
+         w == TSR_DTYPE_Q4_1 || w == TSR_DTYPE_Q5_1;
 }
 
 template <tsr_dtype D>
@@ -311,6 +384,8 @@ void quant_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const Matr
   switch (w.dtype) {
     case TSR_DTYPE_Q8_0: return quant_matmul_of<TSR_DTYPE_Q8_0>(ctx, out, x, w);
     case TSR_DTYPE_Q4_0: return quant_matmul_of<TSR_DTYPE_Q4_0>(ctx, out, x, w);
+    case TSR_DTYPE_Q5_0: return quant_matmul_of<TSR_DTYPE_Q5_0>(ctx, out, x, w);
+    case TSR_DTYPE_Q4_1: case TSR_DTYPE_Q5_1: return min_matmul(ctx, out, x, w);
     default: return quant_matmul_of<TSR_DTYPE_IQ4_NL>(ctx, out, x, w);
   }
 }

@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+void quantize_row_q4_1_ref(const float*, void*, int64_t);
+void quantize_row_q5_0_ref(const float*, void*, int64_t);
+void quantize_row_q5_1_ref(const float*, void*, int64_t);
 void quantize_row_q2_K_ref(const float*, void*, int64_t);
 void quantize_row_q3_K_ref(const float*, void*, int64_t);
 void quantize_row_q4_K_ref(const float*, void*, int64_t);
@@ -56,6 +59,9 @@ int main(void) {
   static float x[N], y[N];
   static unsigned char q[N * 2];
   fill(x);
+  quantize_row_q4_1_ref(x, q, N);  printf("q4_1 %016llx\n", (unsigned long long)fnv1a(q, N / 32 * 20));
+  quantize_row_q5_0_ref(x, q, N);  printf("q5_0 %016llx\n", (unsigned long long)fnv1a(q, N / 32 * 22));
+  quantize_row_q5_1_ref(x, q, N);  printf("q5_1 %016llx\n", (unsigned long long)fnv1a(q, N / 32 * 24));
   quantize_row_q2_K_ref(x, q, N);  printf("q2_K %016llx\n", (unsigned long long)fnv1a(q, N / 256 * 84));
   quantize_row_q3_K_ref(x, q, N);  printf("q3_K %016llx\n", (unsigned long long)fnv1a(q, N / 256 * 110));
   quantize_row_q4_K_ref(x, q, N);  printf("q4_K %016llx\n", (unsigned long long)fnv1a(q, N / 256 * 144));

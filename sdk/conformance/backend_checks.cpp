@@ -532,9 +532,10 @@ TEST_F(BackendTest, SupportsWhatAModelNeeds) {
   }
   EXPECT_TRUE(dut().supports(TSR_OP_MATMUL, TSR_DTYPE_F32) || dut().supports(TSR_OP_MATMUL, TSR_DTYPE_F16))
       << "matmul supports neither F32 nor F16 weights";
-  // An unassigned dtype that C++ can still hold: values outside the enum's range (0..31
-  // here) are undefined behaviour on this side of the ABI.
-  const auto bogus = static_cast<tsr_dtype>(30);
+  // An unassigned dtype that C++ can still hold (between TSR_DTYPE_COUNT_ and
+  // TSR_DTYPE_PLUGIN): values outside the enum's range (0..127 here) are undefined
+  // behaviour on this side of the ABI.
+  const auto bogus = static_cast<tsr_dtype>(40);
   EXPECT_FALSE(dut().supports(TSR_OP_MATMUL, bogus));
   const tsr_op_support_query none{sizeof(none), TSR_OP_MATMUL, 0, nullptr, nullptr};
   EXPECT_EQ(dut().t.supports(dut().b, &none), 0);

@@ -298,6 +298,8 @@ constexpr const char* kMixtralSmall = "--dim 64 --layers 2 --heads 4 --kv-heads 
 // Q8_0's greedy ids from llama.cpp's as often as the K-quants'.)
 constexpr const char* kLlamaK = "--dim 256 --layers 2 --heads 4 --kv-heads 2 --ffn 512";
 constexpr const char* kQwen3K = "--dim 256 --layers 2 --heads 4 --kv-heads 2 --head-dim 64 --ffn 512";
+// (And Qwen2.5 0.5B's 896-wide layout, above, whose rows of 896 do not fill 256-blocks:
+// q4_k_m falls back to Q5_0 there, as llama.cpp's, and to Q8_0 for the tied head.)
 constexpr const char* kGemma3_4bLayout =
     "--dim 128 --layers 6 --heads 8 --kv-heads 4 --head-dim 256 --ffn 256 --sliding-window 8 "
     "--rope-scaling linear --rope-scale 8 --tied";
@@ -341,7 +343,9 @@ INSTANTIATE_TEST_SUITE_P(
                       OracleCase{"kquant_llama_q5_k", "llama", "tokenizer-llama3_1", kLlamaK, "f32", 0, 0, "q5_k"},
                       OracleCase{"kquant_llama_iq4_nl", "llama", "tokenizer-llama3_1", kLlamaK, "f32", 0, 0, "iq4_nl"},
                       OracleCase{"kquant_llama_iq4_xs", "llama", "tokenizer-llama3_1", kLlamaK, "f32", 0, 0, "iq4_xs"},
-                      OracleCase{"kquant_qwen3_q4_k_m", "qwen3", "tokenizer-qwen3", kQwen3K, "f32", 0, 0, "q4_k_m"}),
+                      OracleCase{"kquant_qwen3_q4_k_m", "qwen3", "tokenizer-qwen3", kQwen3K, "f32", 0, 0, "q4_k_m"},
+                      OracleCase{"kquant_qwen2_05b_layout_q4_k_m", "qwen2", "tokenizer-qwen3", kQwen2_05bLayout, "f32", 0, 0,
+                                 "q4_k_m"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // MoE routing is per token: the oracle prompts' greedy ids on a Qwen3-30B-A3B-layout file

@@ -127,7 +127,12 @@ typedef enum tsr_dtype {
   TSR_DTYPE_IQ4_NL = 26, /* 32: f16 d, 16 bytes of indices into kvalues_iq4nl (18) */
   TSR_DTYPE_IQ4_XS = 27, /* 256: f16 d, u16 high scale bits, 4 bytes low scale bits, 128 bytes (136) */
   TSR_DTYPE_MXFP4 = 28,  /* 32: E8M0 shared exponent, 16 bytes of E2M1 nibbles (17) */
-  TSR_DTYPE_COUNT_ = 29,
+  /* 2.2: the other legacy blocks of 32, which llama.cpp's K-quant mixes use for rows that do
+   * not fill 256 (Q4_K falls back to Q5_0, Q5_K to Q5_1). */
+  TSR_DTYPE_Q4_1 = 29,   /* 32: f16 d, f16 min, 16 bytes of nibbles (20) */
+  TSR_DTYPE_Q5_0 = 30,   /* 32: f16 d, 32 fifth bits, 16 bytes of nibbles (22) */
+  TSR_DTYPE_Q5_1 = 31,   /* 32: f16 d, f16 min, 32 fifth bits, 16 bytes of nibbles (24) */
+  TSR_DTYPE_COUNT_ = 32,
   /* 1.1: the format of a quant plugin that has no dtype of its own above (a third-party
    * scheme): only the kernels of the plugin that produced the weights read it, and no
    * backend supports it. It lies outside [0, TSR_DTYPE_COUNT_) on purpose, so a backend
@@ -162,6 +167,9 @@ static inline int tsr_dtype_block(tsr_dtype dtype, int64_t* block_elems, int64_t
     case TSR_DTYPE_IQ4_NL: elems = 32; bytes = 18; break;
     case TSR_DTYPE_IQ4_XS: elems = 256; bytes = 136; break;
     case TSR_DTYPE_MXFP4: elems = 32; bytes = 17; break;
+    case TSR_DTYPE_Q4_1: elems = 32; bytes = 20; break;
+    case TSR_DTYPE_Q5_0: elems = 32; bytes = 22; break;
+    case TSR_DTYPE_Q5_1: elems = 32; bytes = 24; break;
     default: elems = 0; break;
   }
   if (block_elems != NULL) *block_elems = elems;
@@ -200,6 +208,9 @@ static inline const char* tsr_dtype_name(tsr_dtype dtype) {
     case TSR_DTYPE_IQ4_NL: return "iq4_nl";
     case TSR_DTYPE_IQ4_XS: return "iq4_xs";
     case TSR_DTYPE_MXFP4: return "mxfp4";
+    case TSR_DTYPE_Q4_1: return "q4_1";
+    case TSR_DTYPE_Q5_0: return "q5_0";
+    case TSR_DTYPE_Q5_1: return "q5_1";
     case TSR_DTYPE_PLUGIN: return "plugin";
     case TSR_DTYPE_PACKED: return "packed";
     default: return NULL;
