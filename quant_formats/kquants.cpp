@@ -18,21 +18,24 @@ constexpr float kGroupMaxEps = 1e-15f;
 // the range every caller stays in.
 inline int nearest_int(float v) { return static_cast<int>(std::nearbyint(v)); }
 
-inline float f16_round(float v) { return f16_to_f32(f32_to_f16(v)); }
+// The value of largest magnitude, the first of equals, as ggml's scans keep it.
+float signed_max(const float* v, int n) {
+  float amax = 0, max = 0;
+  for (int i = 0; i < n; ++i) {
+    if (std::fabs(v[i]) > amax) {
+      amax = std::fabs(v[i]);
+      max = v[i];
+    }
+  }
+  return max;
+}
 
 // Symmetric quants in [-nmax, nmax) of n values, stored biased by nmax, and their scale:
 // the scale minimizing the x²-weighted error over 19 candidate grids around nmax / max
 // (ggml's make_qx_quants with rmse_type 1, the variant Q6_K uses).
 float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
+  const float max = signed_max(x, n);
+  if (std::fabs(max) < kGroupMaxEps) {
     std::fill(L, L + n, int8_t{0});
     return 0.f;
   }
@@ -68,15 +71,8 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
 // Symmetric 3-bit-style quants refined one value at a time to maximize (Σwxl)²/Σwl²
 // (ggml's make_q3_quants with do_rmse): L holds l + nmax on return.
 float make_q3_quants(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
+  const float max = signed_max(x, n);
+  if (std::fabs(max) < kGroupMaxEps) {
     std::fill(L, L + n, int8_t{0});
     return 0.f;
   }
@@ -299,15 +295,8 @@ void quantize_row_q3_k_ref(const float* x, BlockQ3_K* y, int64_t k) {
   for (int64_t i = 0; i < k / kQK_K; ++i, x += kQK_K) {
     int8_t L[kQK_K];
     float scales[16];
-    float max_scale = 0, amax = 0;
-    for (int j = 0; j < 16; ++j) {
-      scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
-      const float scale = std::fabs(scales[j]);
-      if (scale > amax) {
-        amax = scale;
-        max_scale = scales[j];
-      }
-    }
+    for (int j = 0; j < 16; ++j) scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+    const float max_scale = signed_max(scales, 16);
     BlockQ3_K& b = y[i];
     std::fill(std::begin(b.scales), std::end(b.scales), uint8_t{0});
     b.d = f32_to_f16(0.f);
@@ -379,17 +368,10 @@ void quantize_row_q6_k_ref(const float* x, BlockQ6_K* y, int64_t k) {
   for (int64_t i = 0; i < k / kQK_K; ++i, x += kQK_K) {
     int8_t L[kQK_K];
     float scales[16];
-    float max_scale = 0, max_abs_scale = 0;
-    for (int ib = 0; ib < 16; ++ib) {
-      scales[ib] = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib);
-      const float abs_scale = std::fabs(scales[ib]);
-      if (abs_scale > max_abs_scale) {
-        max_abs_scale = abs_scale;
-        max_scale = scales[ib];
-      }
-    }
+    for (int ib = 0; ib < 16; ++ib) scales[ib] = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib);
+    const float max_scale = signed_max(scales, 16);
     BlockQ6_K& b = y[i];
-    if (max_abs_scale < kGroupMaxEps) {
+    if (std::fabs(max_scale) < kGroupMaxEps) {
       std::memset(&b, 0, sizeof b);
       continue;
     }
@@ -418,16 +400,9 @@ void quantize_row_q6_k_ref(const float* x, BlockQ6_K* y, int64_t k) {
 
 void quantize_row_q8_k_ref(const float* x, BlockQ8_K* y, int64_t k) {
   for (int64_t i = 0; i < k / kQK_K; ++i, x += kQK_K) {
-    float max = 0, amax = 0;
-    for (int j = 0; j < kQK_K; ++j) {
-      const float ax = std::fabs(x[j]);
-      if (ax > amax) {
-        amax = ax;
-        max = x[j];
-      }
-    }
+    const float max = signed_max(x, kQK_K);
     BlockQ8_K& b = y[i];
-    if (!amax) {
+    if (!max) {
       b.d = 0;
       std::fill(std::begin(b.qs), std::end(b.qs), int8_t{0});
       std::fill(std::begin(b.bsums), std::end(b.bsums), int16_t{0});
