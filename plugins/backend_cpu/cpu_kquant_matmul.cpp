@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "cpu_ops.h"
@@ -226,7 +227,118 @@ float dot_avx2(const SuperBlock* w, const BlockQ8_K* x, int64_t blocks) {
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
 }
 
+// Q4_K and Q6_K (what Q4_K_M files are made of) read in place on VNNI machines, without
+// the unpacking above: decode is bound by it otherwise (a scalar pass over every
+// super-block's scales and bytes per step).
+
+// The eight 6-bit scales (bytes 0-7 of *sc) and mins (*mins) of a Q4_K block, four at a
+// time through 32-bit masks (kquant_scale_min's layout).
+inline void q4_k_scales(const uint8_t* packed, uint64_t* sc, uint64_t* mins) {
+  uint32_t a[3];
+  std::memcpy(a, packed, sizeof a);
+  const uint32_t sc_lo = a[0] & 0x3f3f3f3f, m_lo = a[1] & 0x3f3f3f3f;
+  const uint32_t sc_hi = (a[2] & 0x0f0f0f0f) | (((a[0] >> 6) & 0x03030303) << 4);
+  const uint32_t m_hi = ((a[2] >> 4) & 0x0f0f0f0f) | (((a[1] >> 6) & 0x03030303) << 4);
+  *sc = uint64_t(sc_lo) | uint64_t(sc_hi) << 32;
+  *mins = uint64_t(m_lo) | uint64_t(m_hi) << 32;
+}
+
+__attribute__((target(TSR_VNNI_TARGET), always_inline))
+inline float reduce_pair(__m512 a, __m256 b) {
+  const __m256 s = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+  return _mm512_reduce_add_ps(_mm512_castps256_ps512(_mm256_add_ps(s, b))) ;
+}
+
+// 32 bytes at `lo` and 32 at `hi` in one register.
+__attribute__((target(TSR_VNNI_TARGET), always_inline))
+inline __m512i load_halves(const int8_t* lo, const int8_t* hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo))),
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi)), 1);
+}
+
+// Each 64 bytes of qs hold 128 elements: low nibbles of bytes 0-31 are sub-block 4h, of
+// bytes 32-63 sub-block 4h + 2; high nibbles 4h + 1 and 4h + 3. So x is loaded in the same
+// pairs of 32, and the dot's lanes 0-7 / 8-15 take the two sub-blocks' scales.
+__attribute__((target(TSR_VNNI_TARGET)))
+float dot_q4_k_vnni(const uint8_t* wrow, const BlockQ8_K* x, int64_t blocks) {
+  const auto* w = reinterpret_cast<const quant::BlockQ4_K*>(wrow);
+  const __m512i nibble = _mm512_set1_epi8(0x0F), zero = _mm512_setzero_si512();
+  const __m512i pair = _mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0);
+  __m512 acc = _mm512_setzero_ps();
+  __m256 acc_min = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    uint64_t sc8, min8;
+    q4_k_scales(w[b].scales, &sc8, &min8);
+    const __m512i sc = _mm512_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(sc8)));
+    __m512i isum = zero;
+    for (int h = 0; h < 2; ++h) {
+      const __m512i q = _mm512_loadu_si512(w[b].qs + 64 * h);
+      const int8_t* xq = x[b].qs + 128 * h;
+      const __m512i dlo = _mm512_dpbusd_epi32(zero, _mm512_and_si512(q, nibble), load_halves(xq, xq + 64));
+      const __m512i dhi = _mm512_dpbusd_epi32(zero, _mm512_and_si512(_mm512_srli_epi16(q, 4), nibble), load_halves(xq + 32, xq + 96));
+      const __m512i slo = _mm512_permutexvar_epi32(_mm512_add_epi32(pair, _mm512_set1_epi32(4 * h)), sc);
+      const __m512i shi = _mm512_permutexvar_epi32(_mm512_add_epi32(pair, _mm512_set1_epi32(4 * h + 1)), sc);
+      isum = _mm512_add_epi32(isum, _mm512_add_epi32(_mm512_mullo_epi32(dlo, slo), _mm512_mullo_epi32(dhi, shi)));
+    }
+    // Σ_j min_j · (bsum[2j] + bsum[2j + 1]): the bsums' pairs against each min twice.
+    const __m128i mins = _mm_cvtsi64_si128(static_cast<long long>(min8));
+    const __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins, mins));
+    const __m256i msum = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].bsums)), m16);
+    const float dx = x[b].d;
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(dx * f16_to_f32(w[b].d)), acc);
+    acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(-dx * f16_to_f32(w[b].dmin)), acc_min);
+  }
+  return reduce_pair(acc, acc_min);
+}
+
+// Each 64 bytes of ql and 32 of qh hold 128 consecutive elements: the low nibbles of ql
+// are elements 0-63 (their high bits: qh's bits 0-1 for bytes 0-31, 2-3 for 32-63), the
+// high nibbles 64-127 (bits 4-5, 6-7). The bias of 32 comes off through the bsums.
+__attribute__((target(TSR_VNNI_TARGET)))
+float dot_q6_k_vnni(const uint8_t* wrow, const BlockQ8_K* x, int64_t blocks) {
+  const auto* w = reinterpret_cast<const quant::BlockQ6_K*>(wrow);
+  const __m512i nibble = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(3), zero = _mm512_setzero_si512();
+  const __m512i group = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  __m512 acc = _mm512_setzero_ps();
+  __m256 acc_bias = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].scales));
+    const __m512i sc = _mm512_cvtepi8_epi32(sc8);
+    __m512i isum = zero;
+    for (int n = 0; n < 2; ++n) {
+      const __m512i ql = _mm512_loadu_si512(w[b].ql + 64 * n);
+      const __m256i qh256 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh + 32 * n));
+      const __m512i qh = _mm512_inserti64x4(_mm512_castsi256_si512(qh256), qh256, 1);
+      const __m512i high_a = _mm512_mask_blend_epi64(0xF0, qh, _mm512_srli_epi16(qh, 2));
+      const __m512i high_b = _mm512_mask_blend_epi64(0xF0, _mm512_srli_epi16(qh, 4), _mm512_srli_epi16(qh, 6));
+      const __m512i ua = _mm512_or_si512(_mm512_and_si512(ql, nibble), _mm512_slli_epi16(_mm512_and_si512(high_a, two), 4));
+      const __m512i ub = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), nibble),
+                                         _mm512_slli_epi16(_mm512_and_si512(high_b, two), 4));
+      const int8_t* xq = x[b].qs + 128 * n;
+      const __m512i da = _mm512_dpbusd_epi32(zero, ua, _mm512_loadu_si512(xq));
+      const __m512i db = _mm512_dpbusd_epi32(zero, ub, _mm512_loadu_si512(xq + 64));
+      const __m512i sa = _mm512_permutexvar_epi32(_mm512_add_epi32(group, _mm512_set1_epi32(8 * n)), sc);
+      const __m512i sb = _mm512_permutexvar_epi32(_mm512_add_epi32(group, _mm512_set1_epi32(8 * n + 4)), sc);
+      isum = _mm512_add_epi32(isum, _mm512_add_epi32(_mm512_mullo_epi32(da, sa), _mm512_mullo_epi32(db, sb)));
+    }
+    const __m256i bias = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].bsums)),
+                                           _mm256_cvtepi8_epi16(sc8));
+    const float dd = x[b].d * f16_to_f32(w[b].d);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(dd), acc);
+    acc_bias = _mm256_fmadd_ps(_mm256_cvtepi32_ps(bias), _mm256_set1_ps(-32.0f * dd), acc_bias);
+  }
+  return reduce_pair(acc, acc_bias);
+}
+
 using DotKernel = float (*)(const SuperBlock*, const BlockQ8_K*, int64_t);
+using InPlaceKernel = float (*)(const uint8_t*, const BlockQ8_K*, int64_t);
+
+InPlaceKernel in_place_kernel(tsr_dtype dtype) {
+  if (!has_vnni()) return nullptr;
+  if (dtype == TSR_DTYPE_Q4_K) return dot_q4_k_vnni;
+  if (dtype == TSR_DTYPE_Q6_K) return dot_q6_k_vnni;
+  return nullptr;
+}
 
 DotKernel dot_kernel(tsr_dtype dtype) {
   if (has_vnni()) return dot_vnni;
@@ -249,12 +361,17 @@ void kquant_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const Mat
   std::vector<BlockQ8_K> xq(static_cast<size_t>(x.rows * blocks));
   for (int64_t r = 0; r < x.rows; ++r) quant::quantize_row_q8_k_ref(x.row<float>(r), &xq[size_t(r * blocks)], w.cols);
   const DotKernel dot = dot_kernel(w.dtype);
+  const InPlaceKernel in_place = in_place_kernel(w.dtype);
   const int64_t macs = w.rows * w.cols * x.rows;
 #pragma omp parallel num_threads(ctx.n_threads) if (macs >= (1 << 16))
   {
-    std::vector<SuperBlock> row(static_cast<size_t>(blocks));
+    std::vector<SuperBlock> row(in_place != nullptr ? 0 : static_cast<size_t>(blocks));
 #pragma omp for schedule(static)
     for (int64_t j = 0; j < w.rows; ++j) {
+      if (in_place != nullptr) {
+        for (int64_t r = 0; r < x.rows; ++r) out.row<float>(r)[j] = in_place(w.row<uint8_t>(j), &xq[size_t(r * blocks)], blocks);
+        continue;
+      }
       // Unpacked once per weight row, for every row of x.
       unpack_row(w.dtype, w.row<uint8_t>(j), blocks, row.data());
       for (int64_t r = 0; r < x.rows; ++r) {
