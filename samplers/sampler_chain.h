@@ -8,8 +8,9 @@
 //   * intermediate softmaxes are computed in double and ties are broken by lowest id,
 //     so results do not depend on the standard library's sort.
 //
-// The chain is immutable and holds no random state: a request owns its own seeded
-// std::mt19937_64, so requests sharing a chain cannot perturb each other's draws.
+// The chain is immutable and holds no random state: a request's draws are functions of
+// its seed and output position (samplers/token_draw.h), so requests sharing a chain cannot
+// perturb each other's draws.
 #pragma once
 
 #include <cstdint>

@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -278,14 +279,13 @@ TEST(SamplerChain, TopKOnLargeVocabulary) {
 
 // --- sampling ------------------------------------------------------------------------
 
-TEST(TokenDraw, UsesOne53BitUniformPerDraw) {
+TEST(TokenDraw, InverseCdfAtTheUniform) {
   const SamplerChain chain(SamplingParams{});
   const Distribution d = chain.apply(kTenths, {}, {});
-  std::mt19937_64 rng(2024), mirror(2024);
   for (int i = 0; i < 1000; ++i) {
-    const double u = double(mirror() >> 11) * 0x1p-53;
+    const double u = position_uniform(2024, uint64_t(i));
     const int32_t expected = u < 0.1 ? 0 : u < 0.3 ? 1 : u < 0.6 ? 2 : 3;
-    ASSERT_EQ(sample_from(d, rng), expected) << "draw " << i << ", u = " << u;
+    ASSERT_EQ(sample_from(d, u), expected) << "draw " << i << ", u = " << u;
   }
 }
 
@@ -306,34 +306,31 @@ SamplingParams typical_request() {
   return p;
 }
 
-std::vector<int32_t> generate(const SamplerChain& chain, std::mt19937_64& rng, int n) {
+std::vector<int32_t> generate(const SamplerChain& chain, uint64_t seed, int n) {
   const std::vector<float> logits = random_logits(500, 1);
   const std::vector<int32_t> prompt{1, 2, 3};
   std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i) out.push_back(sample_from(chain.apply(logits, prompt, out), rng));
+  for (int i = 0; i < n; ++i) out.push_back(sample_from(chain.apply(logits, prompt, out), position_uniform(seed, uint64_t(i))));
   return out;
 }
 
 TEST(SamplerChain, SameSeedSameSequence) {
   const SamplerChain chain(typical_request());
-  std::mt19937_64 a(77), b(77), c(78);
-  const auto first = generate(chain, a, 100);
-  EXPECT_EQ(first, generate(chain, b, 100));
-  EXPECT_NE(first, generate(chain, c, 100));
+  const auto first = generate(chain, 77, 100);
+  EXPECT_EQ(first, generate(chain, 77, 100));
+  EXPECT_NE(first, generate(chain, 78, 100));
 }
 
 TEST(SamplerChain, RequestsSharingAChainAreIndependent) {
   const SamplerChain chain(typical_request());
-  std::mt19937_64 alone(5);
-  const auto expected = generate(chain, alone, 50);
+  const auto expected = generate(chain, 5, 50);
   // Interleave request A (seed 5) with request B (seed 6) token by token.
-  std::mt19937_64 a(5), b(6);
   const std::vector<float> logits = random_logits(500, 1);
   const std::vector<int32_t> prompt{1, 2, 3};
   std::vector<int32_t> out_a, out_b;
   for (int i = 0; i < 50; ++i) {
-    out_b.push_back(sample_from(chain.apply(logits, prompt, out_b), b));
-    out_a.push_back(sample_from(chain.apply(logits, prompt, out_a), a));
+    out_b.push_back(sample_from(chain.apply(logits, prompt, out_b), position_uniform(6, uint64_t(i))));
+    out_a.push_back(sample_from(chain.apply(logits, prompt, out_a), position_uniform(5, uint64_t(i))));
   }
   EXPECT_EQ(out_a, expected);
 }
@@ -381,9 +378,8 @@ TEST(SamplerChain, DrawsFollowTheDistribution) {
   const Distribution d = chain.apply(logits, prompt, {});
   ASSERT_GT(d.tokens.size(), 3u);
   std::map<int32_t, int> counts;
-  std::mt19937_64 rng(99);
   const int draws = 100000;
-  for (int i = 0; i < draws; ++i) counts[sample_from(d, rng)]++;
+  for (int i = 0; i < draws; ++i) counts[sample_from(d, position_uniform(99, uint64_t(i)))]++;
   double chi2 = 0;
   for (const TokenProb& t : d.tokens) {
     const double expected = t.p * draws;

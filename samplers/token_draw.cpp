@@ -6,44 +6,39 @@ namespace tsr {
 
 namespace {
 
-double uniform01(std::mt19937_64& rng) { return double(rng() >> 11) * 0x1p-53; }
+constexpr uint64_t kGamma = 0x9E3779B97F4A7C15ull;  // SplitMix64's increment (2^64 / φ)
 
-// Draw from p restricted to ids other than `skip` (-1: none), renormalized.
-int32_t sample_excluding(const Distribution& p, int32_t skip, std::mt19937_64& rng) {
-  double total = 0;
-  for (const TokenProb& t : p.tokens) {
-    if (t.id != skip) total += t.p;
-  }
-  const double u = uniform01(rng) * total;
-  double cumulative = 0;
-  int32_t last = -1;
-  for (const TokenProb& t : p.tokens) {
-    if (t.id == skip) continue;
-    cumulative += t.p;
-    last = t.id;
-    if (u < cumulative) return t.id;
-  }
-  return last;  // u landed on the rounding slack at the top
+// SplitMix64's output function (Steele, Lea and Flood 2014, Stafford's mix 13).
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
 }
 
 }  // namespace
 
-int32_t sample_from(const Distribution& p, std::mt19937_64& rng) {
-  if (p.tokens.empty()) throw Error("sampling: the distribution is empty");
-  if (p.tokens.size() == 1) return p.tokens[0].id;
-  return sample_excluding(p, -1, rng);
+double position_uniform(uint64_t seed, uint64_t position) {
+  const uint64_t state = mix64(seed) + (position + 1) * kGamma;
+  return double(mix64(state) >> 11) * 0x1p-53;
 }
 
-bool verify_draft_token(const Distribution& p, int32_t draft, std::mt19937_64& rng, int32_t* token) {
-  const double p_draft = p.prob(draft);
-  // Deterministic outcomes draw nothing, so greedy requests never touch the generator.
-  const bool accept = p_draft >= 1.0 || (p_draft > 0 && uniform01(rng) < p_draft);
-  if (accept) {
-    *token = draft;
-    return true;
+int32_t sample_from(const Distribution& p, double u) {
+  if (p.tokens.empty()) throw Error("sampling: the distribution is empty");
+  if (p.tokens.size() == 1) return p.tokens[0].id;
+  double total = 0;
+  for (const TokenProb& t : p.tokens) total += t.p;
+  const double target = u * total;
+  double cumulative = 0;
+  for (const TokenProb& t : p.tokens) {
+    cumulative += t.p;
+    if (target < cumulative) return t.id;
   }
-  *token = p_draft > 0 ? sample_excluding(p, draft, rng) : sample_from(p, rng);
-  return false;
+  return p.tokens.back().id;  // u landed on the rounding slack at the top
+}
+
+bool verify_draft_token(const Distribution& p, int32_t draft, double u, int32_t* token) {
+  *token = sample_from(p, u);
+  return *token == draft;
 }
 
 }  // namespace tsr

@@ -2,23 +2,34 @@
 // the plain draw, and the exact verification of a draft token (Leviathan et al. 2023, with
 // the draft as a point mass on its proposal), so that the output at every position is
 // distributed exactly as the target's sampling distribution p, with or without speculation.
+//
+// Randomness is counter-based: the uniform that decides a request's output position t is
+// a function of (seed, t) alone, never of how many draws came before. Verification
+// couples the draft to that draw (the token is the inverse-CDF draw from p; the draft is
+// accepted iff it equals it), so a seeded request produces the same tokens whatever was
+// drafted, how many tokens each step verified, and what else was batched.
 #pragma once
 
 #include <cstdint>
-#include <random>
 
 #include "samplers/sampler_chain.h"
 
 namespace tsr {
 
-// Inverse-CDF draw with one 53-bit uniform from rng (the same seed gives the same token
-// with any standard library, unlike std::discrete_distribution); a single-token (greedy)
-// p draws nothing.
-int32_t sample_from(const Distribution& p, std::mt19937_64& rng);
+// The uniform in [0, 1) (53 bits) for output position `position` of a request seeded with
+// `seed`: element `position` of the SplitMix64 stream that starts at a mix of the seed, so
+// that nearby seeds (the n choices of one request use seed, seed + 1, ...) give unrelated
+// streams.
+double position_uniform(uint64_t seed, uint64_t position);
 
-// Accepts `draft` with probability p(draft). On rejection, *token receives a draw from p
-// with the draft's mass removed and renormalized, and the result is false; on acceptance
-// *token = draft. For a greedy p this accepts exactly the argmax.
-bool verify_draft_token(const Distribution& p, int32_t draft, std::mt19937_64& rng, int32_t* token);
+// Inverse-CDF draw at u ∈ [0, 1) over p's tokens in order (the same seed gives the same
+// token with any standard library); a single-token (greedy) p ignores u.
+int32_t sample_from(const Distribution& p, double u);
+
+// Verifies `draft` against p: *token = sample_from(p, u), and the result says whether it
+// equals the draft. For a point-mass draft this is exactly Leviathan et al.'s rule: the
+// draft is accepted with probability p(draft), and a rejection yields p with the draft's
+// mass removed and renormalized. For a greedy p it accepts exactly the argmax.
+bool verify_draft_token(const Distribution& p, int32_t draft, double u, int32_t* token);
 
 }  // namespace tsr

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include "base/error.h"
 #include "core/kv/block_hash.h"
@@ -53,7 +54,7 @@ Request::Request(RequestId id, RequestParams params, const Tokenizer& tokenizer,
       num_prompt_(static_cast<int32_t>(params_.prompt.size())),
       cache_key_(block_hash_extra(params_.cache_salt)),
       chain_(params_.sampling),
-      rng_(seed_of(params_)),
+      seed_(seed_of(params_)),
       detok_(tokenizer),
       stop_(params_.stop),
       arrival_(now) {}
@@ -108,8 +109,9 @@ int32_t Request::append_verified(std::span<const float> logits, int32_t n_vocab,
     if (num_output_tokens() < params_.min_tokens && !params_.ignore_eos) row = hold_eog(row);
     if (params_.on_logits) params_.on_logits(row);
     const Distribution p = distribution(row);
+    const double u = position_uniform(seed_, uint64_t(num_output_tokens()));
     int32_t token = 0;
-    const bool ok = i < k ? verify_draft_token(p, drafts_[i], rng_, &token) : (token = sample_from(p, rng_), false);
+    const bool ok = i < k ? verify_draft_token(p, drafts_[i], u, &token) : (token = sample_from(p, u), false);
     append_token(token, n_ctx, now);
     if (!ok) break;
     ++accepted;

@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
-#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -145,7 +144,7 @@ class Request {
   std::vector<int32_t> drafts_;
   uint64_t cache_key_;
   SamplerChain chain_;
-  std::mt19937_64 rng_;
+  uint64_t seed_;  // output position t draws position_uniform(seed_, t)
   IncrementalDetokenizer detok_;
   StopMatcher stop_;
   RequestState state_ = RequestState::WAITING;

@@ -1,6 +1,7 @@
 // Speculative decoding never changes what the model says: greedy ids equal the reference
-// with n-gram drafts, alone and batched, and sampled tokens are identically distributed
-// with and without speculation (chi-square homogeneity test, p > 0.001).
+// with n-gram drafts, alone and batched; seeded samples are identical with and without
+// speculation and batching; and sampled tokens are identically distributed with and
+// without speculation (chi-square homogeneity test, p > 0.001).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -148,6 +149,35 @@ TEST_F(Speculative, ImpossibleDraftModelsAreRefused) {
   tessera("synth " + big + " --preset tiny --dim 128 --layers 6 --heads 4 --ffn 512 --vocab 512 --donor " +
           testing::shared_path(kModel));
   expect_refused(draft_model_config(big), "more than the target's");
+}
+
+// Batch invariance (samplers/token_draw.h): a seeded request's draws are functions of
+// (seed, position) and verification emits the plain draw, so its sampled tokens are the
+// same without speculation, with drafts of any length, and batched with other requests.
+TEST_F(Speculative, SeededSamplesDoNotDependOnSpeculationOrBatch) {
+  std::vector<RequestParams> alone;
+  for (size_t i = 0; i < refs_.size(); ++i) {
+    std::vector<int32_t> prompt = refs_[i].prompt;
+    prompt.insert(prompt.end(), refs_[i].greedy.begin(), refs_[i].greedy.begin() + 100);
+    alone.push_back(request(prompt, 64, 0.8f, 500 + i));
+  }
+  auto plain = Engine::create(config("none"));
+  std::vector<std::vector<int32_t>> expected;
+  for (const RequestParams& r : alone) expected.push_back(plain->generate(r).tokens);
+
+  for (const int32_t k : {1, 4, 8}) {
+    Config c = config("ngram");
+    c.speculative.num_draft_tokens = k;
+    auto spec = Engine::create(c);
+    for (size_t i = 0; i < alone.size(); ++i) EXPECT_EQ(spec->generate(alone[i]).tokens, expected[i]) << "k " << k;
+    // Batched with greedy and differently seeded requests, which change every step's k.
+    std::vector<RequestParams> batch = alone;
+    for (const Reference& r : refs_) batch.push_back(request(r.prompt, 80, 0));
+    for (size_t i = 0; i < alone.size(); ++i) batch.push_back(request(alone[i].prompt, 40, 1.0f, 900 + i));
+    const auto outputs = run_all(*spec, batch);
+    for (size_t i = 0; i < alone.size(); ++i) EXPECT_EQ(outputs[i], expected[i]) << "batched, k " << k;
+    EXPECT_GT(spec->stats().accepted_tokens, 0) << "k " << k;
+  }
 }
 
 // Samples (t1, t2, t3) from a repetitive prompt, where the n-gram draft proposes t2.
