@@ -34,7 +34,6 @@ using Choices = std::span<const std::string_view>;
 
 constexpr std::string_view kGraphModes[] = {"auto", "on", "off"};
 constexpr std::string_view kPolicies[] = {"fcfs", "priority"};
-constexpr std::string_view kSpecMethods[] = {"none", "ngram", "draft_model", "eagle"};
 constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
 
 std::string lower(std::string_view s) {
@@ -300,7 +299,7 @@ constexpr KeySpec kKeys[] = {
      [](const Field& f, Config& c) { c.sampling.max_tokens = f.int_in<int32_t>(1); }},
 
     {"speculative", "method",
-     [](const Field& f, Config& c) { c.speculative.method = f.one_of(kSpecMethods); }},
+     [](const Field& f, Config& c) { c.speculative.method = f.plugin_name(); }},
     {"speculative", "num_draft_tokens",
      [](const Field& f, Config& c) { c.speculative.num_draft_tokens = f.int_in<int32_t>(1, 32); }},
     {"speculative", "adaptive",

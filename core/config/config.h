@@ -67,7 +67,7 @@ struct SamplingConfig {                   // request defaults
 };
 
 struct SpeculativeConfig {
-  std::string method = "none";            // none | ngram | draft_model | eagle
+  std::string method = "none";            // none, or a draft plugin's name (draft_model: "model")
   int32_t num_draft_tokens = 4;
   bool adaptive = true;
   int32_t ngram_min = 1;

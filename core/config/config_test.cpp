@@ -438,8 +438,7 @@ TEST(Config, BadEnumSuggests) {
   expect_errors({
       {"[quant]\nscheme = \"Q8-0\"\n", "quant.scheme: 'Q8-0' is not a plugin name"},
       {"[scheduler]\npolicy = \"FCFS\"\n", "did you mean 'fcfs'?"},
-      {"[speculative]\nmethod = \"draft\"\n", "did you mean 'draft_model'?"},
-      {"[speculative]\nmethod = \"egale\"\n", "did you mean 'eagle'?"},
+      {"[speculative]\nmethod = \"Draft-Model\"\n", "speculative.method: 'Draft-Model' is not a plugin name"},
       {"[log]\nlevel = \"warning\"\n", "did you mean 'warn'?"},
       {"[constraints]\nplugins = [\"regex\", \"Json!\"]\n",
        "constraints.plugins[1]: 'Json!' is not a plugin name"},

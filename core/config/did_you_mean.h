@@ -1,5 +1,5 @@
 // "Did you mean ...?" for misspelled names: config keys and values, command-line flags and
-// subcommands.
+// subcommands, plugin names.
 #pragma once
 
 #include <span>

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "base/error.h"
+#include "core/config/did_you_mean.h"
 #include "abi_host/backend_table.h"
 #include "core/plugin_host/host_services.h"
 #include "tessera/backend.h"
@@ -287,12 +288,16 @@ std::shared_ptr<Plugin> Plugin::find(tsr_plugin_kind kind, std::string_view name
     if (fs::is_regular_file(candidate, ec)) return load(candidate, kind, name);
     searched += (searched.empty() ? "" : ", ") + dir.string();
   }
+  const std::vector<std::string> names = Plugin::available(kind, dirs);
   std::string available;
-  for (const std::string& n : Plugin::available(kind, dirs)) available += (available.empty() ? "" : ", ") + n;
+  for (const std::string& n : names) available += (available.empty() ? "" : ", ") + n;
+  const std::vector<std::string_view> candidates(names.begin(), names.end());
+  const std::string_view guess = closest_name(name, candidates);
   throw Error(std::string(plugin_kind_name(kind)) + " plugin '" + std::string(name) +
                   "' not found: no " + file_name + " in " +
                   (searched.empty() ? std::string("(no directories)") : searched) +
                   (available.empty() ? std::string() : "; available: " + available) +
+                  (guess.empty() ? std::string() : "; did you mean '" + std::string(guess) + "'?") +
                   " (set plugin_dir in the config or TESSERA_PLUGIN_PATH)",
               TSR_STATUS_NOT_FOUND);
 }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <map>
 
 #include "core/engine/engine.h"
@@ -99,6 +100,31 @@ TEST_F(Speculative, UnknownDraftMethodIsRefused) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("libtessera_draft_eagle.so"), std::string::npos) << e.what();
   }
+}
+
+TEST_F(Speculative, MisspelledDraftMethodSuggestsAPlugin) {
+  try {
+    Engine::create(config("ngarm"));
+    FAIL() << "an engine with draft 'ngarm' started";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("did you mean 'ngram'?"), std::string::npos) << e.what();
+  }
+}
+
+// Drafts are open to third parties: `method` names any draft plugin on the search path,
+// here the SDK's template (sdk/templates/draft, bigram lookup) as a vendor builds it.
+TEST_F(Speculative, TheSdkTemplateIsSelectableByName) {
+  ASSERT_EQ(::setenv("TESSERA_PLUGIN_PATH", TESSERA_TEMPLATE_DIR, 1), 0);
+  auto engine = Engine::create(config("example"));
+  ::unsetenv("TESSERA_PLUGIN_PATH");
+  std::vector<RequestParams> batch;
+  for (const Reference& r : refs_) {
+    EXPECT_EQ(engine->generate(request(r.prompt, 200, 0)).tokens, r.greedy);
+    batch.push_back(request(r.prompt, 200, 0));
+  }
+  const auto outputs = run_all(*engine, batch);
+  for (size_t i = 0; i < refs_.size(); ++i) EXPECT_EQ(outputs[i], refs_[i].greedy) << i;
+  EXPECT_GT(engine->stats().accepted_tokens, 0);
 }
 
 // Runs the tessera binary (synth, quantize) and fails the test on a non-zero exit.
