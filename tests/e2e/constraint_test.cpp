@@ -209,7 +209,7 @@ animal ::= "cat" | "dog" | "big " animal)";
   EXPECT_GT(stopped, 8u);
 }
 
-TEST(Constrained, NgramSpeculationKeepsGreedyOutput) {
+TEST(Constrained, SpeculationKeepsGreedyOutput) {
   TSR_REQUIRE_SHARED(kStories);
   // Repetitive structure gives the n-gram draft something to propose.
   const std::string schema = R"({"type": "object", "properties": {"items": {"type": "array",
@@ -224,17 +224,19 @@ TEST(Constrained, NgramSpeculationKeepsGreedyOutput) {
     return batch;
   };
   auto plain = Engine::create(config(kStories));
-  auto spec = Engine::create(config(kStories, "ngram"));
   const auto expected = run_all(*plain, make(*plain));
-  const auto got = run_all(*spec, make(*spec));
-  for (size_t i = 0; i < expected.size(); ++i) {
-    ASSERT_NE(expected[i].finish_reason, TSR_FINISH_ERROR) << expected[i].error;
-    EXPECT_EQ(got[i].tokens, expected[i].tokens) << "request " << i;
-    EXPECT_EQ(got[i].text, expected[i].text);
+  for (const char* method : {"ngram", "suffix"}) {
+    auto spec = Engine::create(config(kStories, method));
+    const auto got = run_all(*spec, make(*spec));
+    for (size_t i = 0; i < expected.size(); ++i) {
+      ASSERT_NE(expected[i].finish_reason, TSR_FINISH_ERROR) << expected[i].error;
+      EXPECT_EQ(got[i].tokens, expected[i].tokens) << method << ", request " << i;
+      EXPECT_EQ(got[i].text, expected[i].text);
+    }
+    const EngineStats s = spec->stats();
+    EXPECT_GT(s.draft_tokens, 0) << method;
+    EXPECT_GT(s.accepted_tokens, 0) << method;
   }
-  const EngineStats s = spec->stats();
-  EXPECT_GT(s.draft_tokens, 0);
-  EXPECT_GT(s.accepted_tokens, 0);
 }
 
 TEST(Constrained, CompileFailureFailsTheRequestNamingTheFeature) {

@@ -7,8 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <utility>
 
 #include "core/engine/engine.h"
 #include "base/error.h"
@@ -90,6 +92,39 @@ TEST_F(Speculative, NgramGreedyIdentityAloneAndBatched) {
   EXPECT_GT(s.accepted_tokens, 0);
   // Fewer target passes than tokens: that is what speculation is for.
   EXPECT_LT(s.steps, s.generated_tokens);
+}
+
+TEST_F(Speculative, SuffixGreedyIdentityAloneAndBatched) {
+  auto engine = Engine::create(config("suffix"));
+  std::vector<RequestParams> batch;
+  for (const Reference& r : refs_) {
+    EXPECT_EQ(engine->generate(request(r.prompt, 200, 0)).tokens, r.greedy);
+    batch.push_back(request(r.prompt, 200, 0));
+  }
+  const auto outputs = run_all(*engine, batch);
+  for (size_t i = 0; i < refs_.size(); ++i) EXPECT_EQ(outputs[i], refs_[i].greedy) << i;
+  EXPECT_GT(engine->stats().accepted_tokens, 0);
+}
+
+// Target passes per generated token on a workload that repeats earlier outputs: every
+// reference prompt asked, then asked again (an agent's retry, a multi-turn re-ask) after
+// the other prompts ran. Prompt lookup sees only the request's own history; suffix
+// decoding also drafts from the outputs of the requests before it.
+double passes_per_token(const std::string& method, const std::vector<Reference>& refs) {
+  auto engine = Engine::create(config(method));
+  for (int round = 0; round < 2; ++round) {
+    for (const Reference& r : refs) EXPECT_EQ(engine->generate(request(r.prompt, 200, 0)).tokens, r.greedy);
+  }
+  const EngineStats s = engine->stats();
+  return double(s.steps) / double(s.generated_tokens);
+}
+
+TEST_F(Speculative, SuffixNeedsFewerPassesThanNgramOnRepeatedOutputs) {
+  const double none = passes_per_token("none", refs_);
+  const double ngram = passes_per_token("ngram", refs_);
+  const double suffix = passes_per_token("suffix", refs_);
+  std::printf("target passes per token: none %.3f, ngram %.3f, suffix %.3f\n", none, ngram, suffix);
+  EXPECT_LT(suffix, ngram * 0.8);
 }
 
 TEST_F(Speculative, UnknownDraftMethodIsRefused) {
@@ -191,18 +226,19 @@ TEST_F(Speculative, SeededSamplesDoNotDependOnSpeculationOrBatch) {
   std::vector<std::vector<int32_t>> expected;
   for (const RequestParams& r : alone) expected.push_back(plain->generate(r).tokens);
 
-  for (const int32_t k : {1, 4, 8}) {
-    Config c = config("ngram");
+  const std::pair<const char*, int32_t> setups[] = {{"ngram", 1}, {"ngram", 4}, {"ngram", 8}, {"suffix", 4}};
+  for (const auto& [method, k] : setups) {
+    Config c = config(method);
     c.speculative.num_draft_tokens = k;
     auto spec = Engine::create(c);
-    for (size_t i = 0; i < alone.size(); ++i) EXPECT_EQ(spec->generate(alone[i]).tokens, expected[i]) << "k " << k;
+    for (size_t i = 0; i < alone.size(); ++i) EXPECT_EQ(spec->generate(alone[i]).tokens, expected[i]) << method << " k " << k;
     // Batched with greedy and differently seeded requests, which change every step's k.
     std::vector<RequestParams> batch = alone;
     for (const Reference& r : refs_) batch.push_back(request(r.prompt, 80, 0));
     for (size_t i = 0; i < alone.size(); ++i) batch.push_back(request(alone[i].prompt, 40, 1.0f, 900 + i));
     const auto outputs = run_all(*spec, batch);
-    for (size_t i = 0; i < alone.size(); ++i) EXPECT_EQ(outputs[i], expected[i]) << "batched, k " << k;
-    EXPECT_GT(spec->stats().accepted_tokens, 0) << "k " << k;
+    for (size_t i = 0; i < alone.size(); ++i) EXPECT_EQ(outputs[i], expected[i]) << method << " batched, k " << k;
+    EXPECT_GT(spec->stats().accepted_tokens, 0) << method << " k " << k;
   }
 }
 

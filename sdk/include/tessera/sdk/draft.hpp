@@ -10,6 +10,9 @@
 //   int32_t propose(Seq&, std::span<const int32_t> history, std::span<int32_t> tokens,
 //                   std::span<float> probs);
 //   void on_verified(Seq&, int32_t n_accepted, int32_t next_token);
+// and optionally
+//   void seq_destroy(Seq&);          // before the Seq is deleted (a request ends), e.g. to
+//                                    // keep its output in state shared across requests
 //
 // The generated entries check handles, params and proposal buffers, keep the proposal's
 // n_tokens within its capacity, and turn every exception into a status and error object.
@@ -66,7 +69,18 @@ class DraftPlugin {
     });
   }
 
-  static void seq_destroy(tsr_draft*, tsr_draft_seq* s) { delete from_handle<Seq>(s); }
+  static void seq_destroy(tsr_draft* d, tsr_draft_seq* s) {
+    if (s == nullptr) return;
+    std::unique_ptr<Seq> seq(from_handle<Seq>(s));
+    if constexpr (requires(Impl& impl, Seq& q) { impl.seq_destroy(q); }) {
+      if (d != nullptr) {
+        try {
+          from_handle<Impl>(d)->seq_destroy(*seq);
+        } catch (...) {  // nothing may escape a void C entry; a failed hook loses only what it kept
+        }
+      }
+    }
+  }
 
   static tsr_status propose(tsr_draft* d, tsr_draft_seq* s, const int32_t* history,
                             size_t n_history, tsr_draft_proposal* proposal, tsr_error** error) {
