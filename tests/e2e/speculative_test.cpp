@@ -76,18 +76,22 @@ class Speculative : public ::testing::Test {
     TSR_REQUIRE_SHARED(kModel);
     refs_ = load_references();
   }
+  // Greedy ids equal the references, each request alone and then all batched.
+  void expect_greedy_identity(Engine& engine) {
+    std::vector<RequestParams> batch;
+    for (const Reference& r : refs_) {
+      EXPECT_EQ(engine.generate(request(r.prompt, 200, 0)).tokens, r.greedy);
+      batch.push_back(request(r.prompt, 200, 0));
+    }
+    const auto outputs = run_all(engine, batch);
+    for (size_t i = 0; i < refs_.size(); ++i) EXPECT_EQ(outputs[i], refs_[i].greedy) << i;
+  }
   std::vector<Reference> refs_;
 };
 
 TEST_F(Speculative, NgramGreedyIdentityAloneAndBatched) {
   auto engine = Engine::create(config("ngram"));
-  std::vector<RequestParams> batch;
-  for (const Reference& r : refs_) {
-    EXPECT_EQ(engine->generate(request(r.prompt, 200, 0)).tokens, r.greedy);
-    batch.push_back(request(r.prompt, 200, 0));
-  }
-  const auto outputs = run_all(*engine, batch);
-  for (size_t i = 0; i < refs_.size(); ++i) EXPECT_EQ(outputs[i], refs_[i].greedy) << i;
+  expect_greedy_identity(*engine);
   const EngineStats s = engine->stats();
   EXPECT_GT(s.accepted_tokens, 0);
   // Fewer target passes than tokens: that is what speculation is for.
@@ -96,13 +100,7 @@ TEST_F(Speculative, NgramGreedyIdentityAloneAndBatched) {
 
 TEST_F(Speculative, SuffixGreedyIdentityAloneAndBatched) {
   auto engine = Engine::create(config("suffix"));
-  std::vector<RequestParams> batch;
-  for (const Reference& r : refs_) {
-    EXPECT_EQ(engine->generate(request(r.prompt, 200, 0)).tokens, r.greedy);
-    batch.push_back(request(r.prompt, 200, 0));
-  }
-  const auto outputs = run_all(*engine, batch);
-  for (size_t i = 0; i < refs_.size(); ++i) EXPECT_EQ(outputs[i], refs_[i].greedy) << i;
+  expect_greedy_identity(*engine);
   EXPECT_GT(engine->stats().accepted_tokens, 0);
 }
 
@@ -152,13 +150,7 @@ TEST_F(Speculative, TheSdkTemplateIsSelectableByName) {
   ASSERT_EQ(::setenv("TESSERA_PLUGIN_PATH", TESSERA_TEMPLATE_DIR, 1), 0);
   auto engine = Engine::create(config("example"));
   ::unsetenv("TESSERA_PLUGIN_PATH");
-  std::vector<RequestParams> batch;
-  for (const Reference& r : refs_) {
-    EXPECT_EQ(engine->generate(request(r.prompt, 200, 0)).tokens, r.greedy);
-    batch.push_back(request(r.prompt, 200, 0));
-  }
-  const auto outputs = run_all(*engine, batch);
-  for (size_t i = 0; i < refs_.size(); ++i) EXPECT_EQ(outputs[i], refs_[i].greedy) << i;
+  expect_greedy_identity(*engine);
   EXPECT_GT(engine->stats().accepted_tokens, 0);
 }
 
@@ -178,13 +170,7 @@ TEST_F(Speculative, DraftModelGreedyIdentityWithQ4SelfDraft) {
   const std::string draft = ::testing::TempDir() + "/stories260K-q4_0.gguf";
   tessera("quantize " + testing::shared_path(kModel) + " " + draft + " q4_0");
   auto engine = Engine::create(draft_model_config(draft));
-  std::vector<RequestParams> batch;
-  for (const Reference& r : refs_) {
-    EXPECT_EQ(engine->generate(request(r.prompt, 200, 0)).tokens, r.greedy);
-    batch.push_back(request(r.prompt, 200, 0));
-  }
-  const auto outputs = run_all(*engine, batch);
-  for (size_t i = 0; i < refs_.size(); ++i) EXPECT_EQ(outputs[i], refs_[i].greedy) << i;
+  expect_greedy_identity(*engine);
   const EngineStats s = engine->stats();
   EXPECT_GT(s.accepted_tokens, s.draft_tokens / 2) << "a Q4_0 self-draft should mostly agree";
   EXPECT_LT(s.steps, s.generated_tokens);
