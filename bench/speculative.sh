@@ -31,8 +31,8 @@ for method in none ngram suffix; do
   done < "$work/bodies.jsonl"
   end=$(date +%s.%N)
   kill -TERM "$pid"; wait "$pid" || true
-  tps=$(echo "$tokens / ($end - $start)" | bc -l)
+  tps=$(awk -v n="$tokens" -v a="$start" -v b="$end" 'BEGIN { print n / (b - a) }')
   [ -n "$base" ] || base=$tps
-  printf '\n%-7s %5d tokens  %7.1f tokens/s  %.2fx\n' "$method" "$tokens" "$tps" "$(echo "$tps / $base" | bc -l)"
+  printf '\n%-7s %5d tokens  %7.1f tokens/s  %.2fx\n' "$method" "$tokens" "$tps" "$(awk -v t="$tps" -v b="$base" 'BEGIN { print t / b }')"
   port=$((port + 1))
 done
