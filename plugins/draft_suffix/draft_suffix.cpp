@@ -19,8 +19,8 @@ using tsr::draft_suffix::SuffixDraft;
 using tsr::draft_suffix::SuffixIndex;
 using tsr::draft_suffix::SuffixLimits;
 
-// Outputs of finished requests kept for drafting, in tokens (4 MiB of ids plus their
-// positions); the oldest outputs go first.
+// Outputs of finished requests kept for drafting, at most this many tokens (4 MiB of ids
+// plus their positions); the oldest outputs go first.
 constexpr size_t kSharedTokens = size_t(1) << 20;
 
 class SuffixDraftPlugin {
@@ -64,7 +64,9 @@ class SuffixDraftPlugin {
     if (all.size() <= seq.n_prompt) return;
     for (size_t i = seq.n_prompt; i < all.size(); ++i) shared_.append(all[i]);
     shared_.append(SuffixIndex::kSeparator);
-    shared_.keep_newest(kSharedTokens);
+    // Halving when full rebuilds the index once per kSharedTokens / 2 tokens added, not at
+    // every request's end.
+    if (shared_.size() > kSharedTokens) shared_.keep_newest(kSharedTokens / 2);
   }
 
  private:
