@@ -68,8 +68,8 @@ void add_engine_flags(CLI::App& app, EngineFlags& f, EngineFlagSet set) {
                  "layers on the GPU (-ngl): 0 the CPU backend, all (e.g. 99) the GPU backend that loads");
   app.add_option("--hf-repo", f.hf_repo, "(-hf; refused: models are not downloaded, pass -m FILE)");
   app.add_flag("-v,--verbose", f.verbose, "debug logging");
-  app.add_option("--cache-type-k", f.cache_type_k, "KV cache dtype of K (-ctk): f32, f16, bf16, q8_0, q4_0 (default f16)");
-  app.add_option("--cache-type-v", f.cache_type_v, "KV cache dtype of V (-ctv): f32, f16, bf16, q8_0, q4_0 (default f16)");
+  app.add_option("--cache-type-k", f.cache_type_k, "KV cache dtype of K (-ctk): f32, f16, bf16, q8_0, q4_0, fp8_e4m3 (default f16)");
+  app.add_option("--cache-type-v", f.cache_type_v, "KV cache dtype of V (-ctv): f32, f16, bf16, q8_0, q4_0, fp8_e4m3 (default f16)");
   if (set.ctx_size) {
     app.add_option("-c,--ctx-size", f.ctx_size, "context in tokens (0: the model's, as [cache] memory allows)")
         ->check(CLI::NonNegativeNumber);

@@ -378,7 +378,7 @@ TEST(Config, WrongType) {
       {"[backend]\nthreads = 2.0\n", "backend.threads: expected integer, got float"},
       {"[sampling]\ntemperature = \"hot\"\n", "sampling.temperature: expected float, got string"},
       {"[cache]\nprefix_caching = 1\n", "cache.prefix_caching: expected boolean, got integer"},
-      {"[cache]\ndtype = \"q8\"\n", "cache.dtype: unknown value 'q8' (expected one of: f32, f16, bf16, q8_0, q4_0)"},
+      {"[cache]\ndtype = \"q8\"\n", "cache.dtype: unknown value 'q8' (expected one of: f32, f16, bf16, q8_0, q4_0, fp8_e4m3)"},
       {"[cache]\nmemory = true\n", "cache.memory: expected size string or integer, got boolean"},
       {"[model]\npath = 3\n", "model.path: expected string, got integer"},
       {"[constraints]\nplugins = \"regex\"\n",

@@ -34,7 +34,7 @@ KvFormat kv_format_resolve(std::string_view k_name, std::string_view v_name, std
   for (const tsr_dtype d : {f.k, f.v}) {
     if (kv_head_bytes(d, head_dim) < 0) {
       throw Error(fmt::format("KV cache dtype {} stores blocks of 32 along the head dimension, and this model's "
-                              "heads have {} elements: choose f16, bf16 or f32",
+                              "heads have {} elements: choose f16, bf16, f32 or fp8_e4m3",
                               tsr_dtype_name(d), head_dim));
     }
   }

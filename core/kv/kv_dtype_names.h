@@ -6,7 +6,7 @@
 
 namespace tsr {
 
-inline constexpr std::string_view kKvDtypeNames[] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
+inline constexpr std::string_view kKvDtypeNames[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "fp8_e4m3"};
 inline constexpr std::string_view kKvRotations[] = {"auto", "hadamard", "none"};
 
 }  // namespace tsr

@@ -22,6 +22,12 @@ TEST(KvFormat, NamesResolveToDtypesAndAutoRotatesQ4_0Only) {
   EXPECT_FALSE(kv_format_resolve("q4_0", "q4_0", "none", 64).rotated);
   EXPECT_TRUE(kv_format_resolve("f32", "f32", "hadamard", 8).rotated);
   EXPECT_FALSE(kv_format_resolve("q4_0", "q4_0", "auto", 96).rotated) << "auto leaves a head of 96 unrotated";
+  // fp8 rows carry their own scale, no blocks: any head size, 4 bytes more than its elements.
+  const KvFormat fp8 = kv_format_resolve("fp8_e4m3", "fp8_e4m3", "auto", 8);
+  EXPECT_EQ(fp8.k, TSR_DTYPE_FP8_E4M3);
+  EXPECT_FALSE(fp8.rotated);
+  EXPECT_EQ(kv_head_bytes(TSR_DTYPE_FP8_E4M3, 8), 12);
+  EXPECT_EQ(kv_head_bytes(TSR_DTYPE_FP8_E4M3, 128), 132);
 }
 
 TEST(KvFormat, RefusalsNameTheProblem) {
@@ -34,7 +40,7 @@ TEST(KvFormat, RefusalsNameTheProblem) {
     }
   };
   says([] { kv_format_resolve("q9_0", "f16", "auto", 64); }, "unknown KV cache dtype 'q9_0'");
-  says([] { kv_format_resolve("q8_0", "q8_0", "auto", 8); }, "heads have 8 elements");
+  says([] { kv_format_resolve("q8_0", "q8_0", "auto", 8); }, "heads have 8 elements: choose f16, bf16, f32 or fp8_e4m3");
   says([] { kv_format_resolve("f16", "f16", "hadamard", 96); }, "power-of-two size; this model's have 96");
   says([] { kv_format_resolve("f16", "f16", "walsh", 64); }, "unknown value 'walsh'");
 }

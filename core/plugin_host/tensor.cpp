@@ -23,8 +23,9 @@ int64_t dtype_block_bytes(tsr_dtype dtype) {
 }
 
 int64_t dtype_row_bytes(tsr_dtype dtype, int64_t n) {
-  const int64_t bytes = n / dtype_block_elems(dtype) * dtype_block_bytes(dtype);
-  if (tsr_dtype_row_bytes(dtype, n) != bytes) {
+  const int64_t bytes = tsr_dtype_row_bytes(dtype, n);
+  if (bytes < 0) {
+    dtype_block_bytes(dtype);  // names a dtype without a fixed layout
     throw Error(std::string("row of ") + std::to_string(n) + " elements is not a multiple of " +
                 dtype_name(dtype) + "'s block of " + std::to_string(dtype_block_elems(dtype)));
   }
@@ -40,7 +41,8 @@ tsr_tensor tensor_make(tsr_dtype dtype, void* data, std::initializer_list<int64_
   int i = 0;
   for (int64_t d : shape) t.shape[i++] = d;
   int64_t stride = dtype_row_bytes(dtype, t.shape[t.ndim - 1]);
-  t.strides[t.ndim - 1] = dtype_block_bytes(dtype) / dtype_block_elems(dtype);
+  // Nominal for rows of blocks or with a scale (abi.h: their rows are contiguous).
+  t.strides[t.ndim - 1] = dtype == TSR_DTYPE_FP8_E4M3 ? 1 : dtype_block_bytes(dtype) / dtype_block_elems(dtype);
   for (int d = t.ndim - 2; d >= 0; --d) {
     t.strides[d] = stride;
     stride *= t.shape[d];

@@ -20,6 +20,7 @@
 
 #include "base/error.h"
 #include "quant_formats/float_convert.h"
+#include "quant_formats/fp8_e4m3.h"
 #include "quant_formats/ggml_blocks.h"
 #include "quant_formats/iq4.h"
 #include "quant_formats/kquants.h"
@@ -950,7 +951,8 @@ struct PagedCache {
   }
 };
 
-// The values of one stored row of a KV cache of `dtype` (GGUF's reference decoders).
+// The values of one stored head row of a KV cache of `dtype` (GGUF's reference decoders;
+// fp8: the quant format's).
 std::vector<float> kv_row_values(tsr_dtype dtype, const uint8_t* row, int64_t n) {
   std::vector<float> v(static_cast<size_t>(n));
   if (dtype == TSR_DTYPE_F32) std::memcpy(v.data(), row, v.size() * sizeof(float));
@@ -961,19 +963,50 @@ std::vector<float> kv_row_values(tsr_dtype dtype, const uint8_t* row, int64_t n)
   }
   if (dtype == TSR_DTYPE_Q8_0) quant::dequantize_row_q8_0(reinterpret_cast<const quant::BlockQ8_0*>(row), v.data(), n);
   if (dtype == TSR_DTYPE_Q4_0) quant::dequantize_row_q4_0(reinterpret_cast<const quant::BlockQ4_0*>(row), v.data(), n);
+  if (dtype == TSR_DTYPE_FP8_E4M3) quant::dequantize_row_fp8_e4m3(row, v.data(), n);
   return v;
+}
+
+// An fp8 cache row is one scale and a byte per element for each head (abi.h), so a head of
+// small values keeps its precision beside a head of large ones.
+TEST(CpuKvWrite, Fp8KeepsAScalePerHead) {
+  const int64_t kvh = 2, hd = 12;
+  std::vector<float> k = random_floats(static_cast<size_t>(kvh * hd), 74);
+  for (int64_t d = 0; d < hd; ++d) k[d] *= 1000.0f;  // head 0 large, head 1 within [-1, 1]
+  const DevTensor kc = make_tensor(TSR_DTYPE_FP8_E4M3, {4, kvh, hd});
+  const DevTensor vc = make_tensor(TSR_DTYPE_FP8_E4M3, {4, kvh, hd});
+  const DevTensor dk = upload(k, TSR_DTYPE_F32, {1, kvh, hd});
+  const DevTensor dm = upload_i32({2});
+  backend().kv_write({sizeof(tsr_kv_write_params), kc.get(), vc.get(), dk.get(), dk.get(), dm.get()});
+  ASSERT_EQ(kc.stride, kvh * (4 + hd));
+  const std::vector<uint8_t> bytes = kc.bytes();
+  for (int64_t h = 0; h < kvh; ++h) {
+    const uint8_t* row = bytes.data() + 2 * kc.stride + h * (4 + hd);
+    float scale;
+    std::memcpy(&scale, row, 4);
+    float amax = 0;
+    for (int64_t d = 0; d < hd; ++d) amax = std::max(amax, std::fabs(k[h * hd + d]));
+    EXPECT_EQ(scale, amax / 448.0f) << "head " << h;
+    const std::vector<float> got = kv_row_values(TSR_DTYPE_FP8_E4M3, row, hd);
+    for (int64_t d = 0; d < hd; ++d) {
+      EXPECT_NEAR(got[d], k[h * hd + d], std::fabs(k[h * hd + d]) / 16 + 1e-6) << "head " << h << " dim " << d;
+    }
+  }
 }
 
 // The keys or values `cache` holds for every token of c, per sequence.
 std::vector<std::vector<float>> stored_values(const PagedCache& c, const DevTensor& cache, tsr_dtype dtype) {
   const std::vector<uint8_t> bytes = cache.bytes();
-  const int64_t row = kKvHeads * c.head_dim;
+  const int64_t head = dtype_row_bytes(dtype, c.head_dim);
   std::vector<std::vector<float>> out;
   for (size_t s = 0; s < kSeqLens.size(); ++s) {
     out.emplace_back();
     for (int64_t t = 0; t < kSeqLens[s]; ++t) {
-      const std::vector<float> v = kv_row_values(dtype, bytes.data() + c.slot(s, t) * cache.stride, row);
-      out.back().insert(out.back().end(), v.begin(), v.end());
+      for (int64_t h = 0; h < kKvHeads; ++h) {
+        const uint8_t* row = bytes.data() + c.slot(s, t) * cache.stride + h * head;
+        const std::vector<float> v = kv_row_values(dtype, row, c.head_dim);
+        out.back().insert(out.back().end(), v.begin(), v.end());
+      }
     }
   }
   return out;
@@ -1206,7 +1239,9 @@ INSTANTIATE_TEST_SUITE_P(Cpu, AttentionTest,
                                            AttentionCase{4, 64, TSR_DTYPE_F16}, AttentionCase{16, 72, TSR_DTYPE_BF16},
                                            AttentionCase{16, 128, TSR_DTYPE_BF16}, AttentionCase{4, 32, TSR_DTYPE_Q8_0},
                                            AttentionCase{16, 128, TSR_DTYPE_Q8_0}, AttentionCase{16, 64, TSR_DTYPE_Q4_0},
-                                           AttentionCase{8, 160, TSR_DTYPE_Q4_0}),
+                                           AttentionCase{8, 160, TSR_DTYPE_Q4_0}, AttentionCase{16, 12, TSR_DTYPE_FP8_E4M3},
+                                           AttentionCase{4, 64, TSR_DTYPE_FP8_E4M3}, AttentionCase{16, 72, TSR_DTYPE_FP8_E4M3},
+                                           AttentionCase{8, 136, TSR_DTYPE_FP8_E4M3}),
                          [](const auto& info) {
                            return "block" + std::to_string(info.param.block_size) + "_dim" +
                                   std::to_string(info.param.head_dim) + "_" + tsr_dtype_name(info.param.dtype);

@@ -1,5 +1,6 @@
 #include "cpu_dtype.h"
 
+#include "quant_formats/fp8_e4m3.h"
 #include "quant_formats/ggml_blocks.h"
 #include "quant_formats/iq4.h"
 #include "quant_formats/kquants.h"
@@ -56,6 +57,7 @@ void row_to_f32(tsr_dtype dtype, const void* src, float* dst, int64_t n) {
     case TSR_DTYPE_Q4_1: return quant::dequantize_row_q4_1(static_cast<const quant::BlockQ4_1*>(src), dst, n);
     case TSR_DTYPE_Q5_0: return quant::dequantize_row_q5_0(static_cast<const quant::BlockQ5_0*>(src), dst, n);
     case TSR_DTYPE_Q5_1: return quant::dequantize_row_q5_1(static_cast<const quant::BlockQ5_1*>(src), dst, n);
+    case TSR_DTYPE_FP8_E4M3: return quant::dequantize_row_fp8_e4m3(static_cast<const uint8_t*>(src), dst, n);
     case TSR_DTYPE_Q2_K: return quant::dequantize_row_q2_k(static_cast<const quant::BlockQ2_K*>(src), dst, n);
     case TSR_DTYPE_Q3_K: return quant::dequantize_row_q3_k(static_cast<const quant::BlockQ3_K*>(src), dst, n);
     case TSR_DTYPE_Q4_K: return quant::dequantize_row_q4_k(static_cast<const quant::BlockQ4_K*>(src), dst, n);

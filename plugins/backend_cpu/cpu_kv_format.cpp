@@ -1,13 +1,14 @@
 #include "cpu_kv_format.h"
 
 #include "quant_formats/float_convert.h"
+#include "quant_formats/fp8_e4m3.h"
 #include "quant_formats/ggml_blocks.h"
 
 namespace tsr::cpu {
 
 bool is_kv_dtype(tsr_dtype dtype) {
   return dtype == TSR_DTYPE_F32 || dtype == TSR_DTYPE_F16 || dtype == TSR_DTYPE_BF16 ||
-         dtype == TSR_DTYPE_Q8_0 || dtype == TSR_DTYPE_Q4_0;
+         dtype == TSR_DTYPE_Q8_0 || dtype == TSR_DTYPE_Q4_0 || dtype == TSR_DTYPE_FP8_E4M3;
 }
 
 void kv_row_write(tsr_dtype dtype, const float* src, uint8_t* dst, int64_t n) {
@@ -23,6 +24,9 @@ void kv_row_write(tsr_dtype dtype, const float* src, uint8_t* dst, int64_t n) {
       return;
     case TSR_DTYPE_Q4_0:
       quant::quantize_row_q4_0_ref(src, reinterpret_cast<quant::BlockQ4_0*>(dst), n);
+      return;
+    case TSR_DTYPE_FP8_E4M3:
+      quant::quantize_row_fp8_e4m3(src, dst, n);
       return;
     default:
       std::memcpy(dst, src, size_t(n) * sizeof(float));

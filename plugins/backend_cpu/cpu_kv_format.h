@@ -1,11 +1,12 @@
 // The KV cache's element formats on the CPU: the dtypes kv_write stores and attention reads
-// (f32, f16, bf16, and GGUF's q8_0 and q4_0 blocks of 32 along the head dimension), one
-// head row's write, and its read 16 elements at a time in AVX-512 registers. Attention
-// never converts the cache as a whole: each key it reads is dequantized where it is used.
+// (f32, f16, bf16, GGUF's q8_0 and q4_0 blocks of 32 along the head dimension, and fp8_e4m3
+// rows of an f32 scale and a byte per element, abi.h), one head row's write, and its read 16
+// elements at a time in AVX-512 registers. Attention never converts the cache as a whole:
+// each key it reads is dequantized where it is used.
 //
 // A row read here equals row_to_f32's (cpu_dtype.h) bit for bit, whichever kernel reads
-// it: f16 and bf16 widen exactly, and a q8_0 / q4_0 element is one float product of its
-// block's scale and its integer, in both forms.
+// it: f16 and bf16 widen exactly, and a q8_0 / q4_0 / fp8 element is one float product of
+// its block's (row's) scale and its exactly decoded value, in both forms.
 #pragma once
 
 #include <immintrin.h>
@@ -22,7 +23,8 @@ namespace tsr::cpu {
 bool is_kv_dtype(tsr_dtype dtype);
 
 // Stores the n floats of `src` as one row of `dtype` at `dst` (quantizing as GGUF's
-// reference quantizers do for q8_0 and q4_0; round to nearest even for f16 and bf16).
+// reference quantizers do for q8_0 and q4_0, and fp8 with the scale max|x| / 448; round to
+// nearest even for f16, bf16 and fp8).
 void kv_row_write(tsr_dtype dtype, const float* src, uint8_t* dst, int64_t n);
 
 // Elements d0 .. d0 + 15 of a row of `dtype` at `row` that holds n elements (d0 a multiple
@@ -53,6 +55,20 @@ inline __m512 kv_load16(tsr_dtype dtype, const uint8_t* row, int64_t d0, int64_t
       q = d0 % kQBlock == 0 ? _mm512_and_si512(q, _mm512_set1_epi32(0x0f)) : _mm512_srli_epi32(q, 4);
       q = _mm512_sub_epi32(q, _mm512_set1_epi32(8));
       return _mm512_mul_ps(_mm512_set1_ps(f16_to_f32(b.d)), _mm512_cvtepi32_ps(q));
+    }
+    case TSR_DTYPE_FP8_E4M3: {
+      // The row's scale, then its E4M3 bytes. Each byte becomes the f16 of the same bits
+      // shifted into place (exponent field 15 - 7 = 8 lower, subnormals included), so the
+      // value is that f16 times 2^8, folded into the scale: exact, as the scalar table.
+      alignas(16) uint8_t b[16] = {};
+      if (m == 0xffff) std::memcpy(b, row + 4 + d0, sizeof(b));
+      else std::memcpy(b, row + 4 + d0, size_t(n - d0));
+      const __m512i x = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(b)));
+      const __m512i h = _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(x, _mm512_set1_epi32(0x80)), 8),
+                                        _mm512_slli_epi32(_mm512_and_si512(x, _mm512_set1_epi32(0x7f)), 7));
+      float s;
+      std::memcpy(&s, row, sizeof s);
+      return _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)), _mm512_set1_ps(s * 256.0f));
     }
     default:
       return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + d0);

@@ -119,8 +119,8 @@ void op_rope(OpContext& ctx, const tsr_rope_params& p) {
   }
 }
 
-// Caches of any KV dtype (cpu_kv_format.h): each row of k and v is stored in the cache's
-// dtype, the quantized ones blockwise along the head dimension.
+// Caches of any KV dtype (cpu_kv_format.h): each head of each row of k and v is stored as
+// one row of the cache's dtype (blocks along the head dimension; an fp8 scale per head).
 void op_kv_write(OpContext& ctx, const tsr_kv_write_params& p) {
   const Matrix kc = as_matrix(p.k_cache, "kv_write k_cache");
   const Matrix vc = as_matrix(p.v_cache, "kv_write v_cache");
@@ -139,10 +139,15 @@ void op_kv_write(OpContext& ctx, const tsr_kv_write_params& p) {
     require(slots[i] >= -1 && slots[i] < kc.rows,
             "kv_write: slot " + std::to_string(slots[i]) + " out of range");
   }
+  const int64_t hd = p.k_cache->shape[p.k_cache->ndim - 1], heads = k.cols / hd;
+  require(p.v_cache->shape[p.v_cache->ndim - 1] == hd, "kv_write: k_cache and v_cache heads differ");
+  const int64_t k_head = row_bytes(kc.dtype, hd), v_head = row_bytes(vc.dtype, hd);
   for (int64_t i = 0; i < k.rows; ++i) {
     if (slots[i] < 0) continue;
-    kv_row_write(kc.dtype, k.row<float>(i), kc.row<uint8_t>(slots[i]), k.cols);
-    kv_row_write(vc.dtype, v.row<float>(i), vc.row<uint8_t>(slots[i]), v.cols);
+    for (int64_t h = 0; h < heads; ++h) {
+      kv_row_write(kc.dtype, k.row<float>(i) + h * hd, kc.row<uint8_t>(slots[i]) + h * k_head, hd);
+      kv_row_write(vc.dtype, v.row<float>(i) + h * hd, vc.row<uint8_t>(slots[i]) + h * v_head, hd);
+    }
   }
   (void)ctx;
 }
@@ -217,7 +222,7 @@ void op_copy_blocks(OpContext& ctx, const tsr_copy_blocks_params& p) {
   // Row by row, copying only each row's own bytes: a padded row stride may span another
   // tensor's rows (K and V interleaved), and the last row's padding may lie past the buffer.
   for (const Matrix& cache : caches) {
-    const size_t bytes = static_cast<size_t>(row_bytes(cache.dtype, cache.cols));
+    const auto bytes = static_cast<size_t>(cache.row_bytes);
     for (int64_t i = 0; i + 1 < n_values; i += 2) {
       for (int64_t r = 0; r < p.block_size; ++r) {
         std::memmove(cache.row<uint8_t>(int64_t(pairs[i + 1]) * p.block_size + r),

@@ -35,8 +35,8 @@ Matrix as_matrix(const tsr_tensor* t, const char* what) {
   require(dtype_value >= 0 && dtype_value < TSR_DTYPE_COUNT_, unsupported);
   const auto dtype = static_cast<tsr_dtype>(dtype_value);
   const int64_t elems_per_row_last = t->shape[t->ndim - 1];
-  int64_t block = 0;
-  require(tsr_dtype_block(dtype, &block, nullptr) != 0, unsupported);
+  int64_t block = 1;
+  require(dtype == TSR_DTYPE_FP8_E4M3 || tsr_dtype_block(dtype, &block, nullptr) != 0, unsupported);
   require(elems_per_row_last % block == 0, [&] { return name(": row length not a multiple of the block size"); });
   const int64_t last_row_bytes = row_bytes(dtype, elems_per_row_last);
   // Inner dims (1..ndim-2) must be packed so a row is contiguous.
@@ -51,6 +51,7 @@ Matrix as_matrix(const tsr_tensor* t, const char* what) {
   m.rows = t->ndim == 1 ? 1 : t->shape[0];
   m.cols = packed / last_row_bytes * elems_per_row_last;
   m.row_stride = t->ndim == 1 ? packed : t->strides[0];
+  m.row_bytes = packed;
   require(m.rows == 1 || m.row_stride >= packed, [&] { return name(": rows overlap"); });
   return m;
 }

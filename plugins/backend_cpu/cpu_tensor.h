@@ -15,6 +15,7 @@ struct Matrix {
   int64_t rows = 0;
   int64_t cols = 0;
   int64_t row_stride = 0;  // bytes
+  int64_t row_bytes = 0;   // bytes of a row's own data (FP8_E4M3: a scale per innermost row)
 
   template <class T>
   T* row(int64_t r) const {

@@ -74,6 +74,9 @@ bool is_weight_dtype(tsr_dtype d) {
   return d == TSR_DTYPE_F32 || d == TSR_DTYPE_F16 || d == TSR_DTYPE_BF16 || is_quantized(d);
 }
 
+// The dtypes of kv_write and attention's caches (gpu_decode.cuh's decode_kv).
+bool is_kv_dtype(tsr_dtype d) { return is_weight_dtype(d) || d == TSR_DTYPE_FP8_E4M3; }
+
 std::string shape_string(const tsr_tensor& t) {
   std::string s = "[";
   for (int d = 0; d < t.ndim && d < TSR_MAX_DIMS; ++d) s += (d ? ", " : "") + std::to_string(t.shape[d]);
@@ -109,8 +112,13 @@ Mat view(const tsr_tensor* t, const std::string& what) {
   m.rows = t->ndim == 1 ? 1 : t->shape[0];
   m.cols = packed / last_bytes * last;
   m.stride = t->ndim == 1 ? packed : t->strides[0];
+  m.row_bytes = packed;
   require(m.rows == 1 || m.stride >= packed, what + ": rows overlap");
-  const int64_t align = dtype == TSR_DTYPE_F32 || dtype == TSR_DTYPE_I32 ? 4 : 2;
+  // FP8_E4M3 rows start with their f32 scale, so every innermost row must be 4-aligned.
+  const bool fp8 = dtype == TSR_DTYPE_FP8_E4M3;
+  require(!fp8 || last_bytes % 4 == 0, what + ": fp8_e4m3 rows of " + std::to_string(last) +
+                                           " elements leave their scales unaligned (need a multiple of 4)");
+  const int64_t align = dtype == TSR_DTYPE_F32 || dtype == TSR_DTYPE_I32 || fp8 ? 4 : 2;
   if (reinterpret_cast<uintptr_t>(m.data) % align != 0 || m.stride % align != 0) {
     throw Failure(TSR_STATUS_UNSUPPORTED, what + ": data or row stride not aligned to " +
                                               std::to_string(align) + " bytes");
@@ -125,10 +133,10 @@ Mat view(const tsr_tensor* t, tsr_dtype dtype, const std::string& what) {
   return m;
 }
 
-// A KV cache operand: any dtype gpu_decode.cuh decodes (the weight dtypes).
+// A KV cache operand: any dtype gpu_decode.cuh's decode_kv decodes.
 Mat kv_view(const tsr_tensor* t, const std::string& what) {
   Mat m = view(t, what);
-  require(is_weight_dtype(m.dtype), what + ": the GPU backend has no KV cache of dtype " + std::to_string(m.dtype));
+  require(is_kv_dtype(m.dtype), what + ": the GPU backend has no KV cache of dtype " + std::to_string(m.dtype));
   return m;
 }
 
@@ -374,7 +382,7 @@ class GpuBackend {
           if (d != TSR_DTYPE_F32 && d != TSR_DTYPE_F16 && d != TSR_DTYPE_BF16) return false;
           break;
         case TSR_OP_KV_WRITE: case TSR_OP_ATTENTION:
-          if (!is_weight_dtype(d)) return false;  // the KV dtypes: gpu_decode.cuh's
+          if (!is_kv_dtype(d)) return false;
           break;
         case TSR_OP_RMS_NORM: case TSR_OP_ROPE:
         case TSR_OP_SILU_MUL: case TSR_OP_ADD: case TSR_OP_MUL: case TSR_OP_SCALE: case TSR_OP_GELU:
@@ -626,11 +634,13 @@ class GpuBackend {
     require_same_shape(kc, vc, "kv_write caches");
     require_same_shape(k, v, "kv_write k/v");
     require(k.cols == kc.cols, "kv_write: row width differs from the cache's");
+    const int64_t head_dim = p.k_cache->shape[p.k_cache->ndim - 1];
+    require(p.v_cache->shape[p.v_cache->ndim - 1] == head_dim, "kv_write: k_cache and v_cache heads differ");
     const int32_t* slots = index_view(p.slot_mapping, k.rows, "kv_write slot_mapping");
     for (const int32_t slot : host_ints(s, slots, k.rows)) {
       require(slot >= -1 && slot < kc.rows, "kv_write: slot " + std::to_string(slot) + " out of range");
     }
-    gpu::kv_write(s.handle, kc, vc, k, v, slots);
+    gpu::kv_write(s.handle, kc, vc, k, v, slots, static_cast<int32_t>(head_dim));
     end_op(s, "kv_write", kc);
     wrote(vc);
   }

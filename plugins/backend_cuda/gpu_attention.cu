@@ -87,7 +87,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a, At
     for (int i = threadIdx.x; i < nt * hd; i += kThreads) {
       const int t = i / hd, d = i % hd, key = t0 + t;
       const int64_t slot = int64_t(table[key / a.block_size]) * a.block_size + key % a.block_size;
-      kv[t * ld + d] = decode_any(dtype, cache + slot * stride, int64_t(kvh) * hd + d);
+      kv[t * ld + d] = decode_kv(dtype, cache + slot * stride, kvh, d, hd);
     }
   };
 

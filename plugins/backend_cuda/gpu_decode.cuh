@@ -1,6 +1,7 @@
 // Device-side decoding of the weight formats (F32, F16, BF16, GGUF Q8_0 and Q4_0) to f32,
-// exact as tsr::sdk::decode_row. Quantized blocks are 2-byte aligned at best (34 and 18
-// bytes), so they are read in 16-bit units.
+// exact as tsr::sdk::decode_row, and of FP8_E4M3 KV cache rows (abi.h: an f32 scale per
+// head) as the CPU backend decodes them. Quantized blocks are 2-byte aligned at best (34
+// and 18 bytes), so they are read in 16-bit units.
 #pragma once
 
 #include <cstdint>
@@ -55,6 +56,41 @@ __device__ __forceinline__ float decode_any(int dtype, const uint8_t* row, int64
     case TSR_DTYPE_Q4_0: return decode<TSR_DTYPE_Q4_0>(row, j);
     default: return decode<TSR_DTYPE_F32>(row, j);
   }
+}
+
+constexpr int kFp8ScaleBytes = 4;  // the f32 scale that starts an FP8_E4M3 row
+constexpr float kFp8Max = 448.0f;   // E4M3's largest finite value
+
+// An E4M3 byte (OCP "fn": bias 7, 0x7f / 0xff NaN) as f32, exact.
+__device__ __forceinline__ float e4m3_to_f32(uint8_t b) {
+  const int exp = (b >> 3) & 0x0f, m = b & 0x07;
+  if (exp == 0x0f && m == 0x07) return NAN;
+  const float a = exp == 0 ? float(m) * 0x1p-9f : ldexpf(1.0f + float(m) / 8.0f, exp - 7);
+  return (b & 0x80) ? -a : a;
+}
+
+// f32 to E4M3, rounding to nearest even and saturating at ±448, as the CPU's f32_to_e4m3.
+__device__ __forceinline__ uint8_t f32_to_e4m3(float v) {
+  if (isnan(v)) return 0x7f;
+  const int sign = signbit(v) ? 0x80 : 0;
+  const float a = fminf(fabsf(v), kFp8Max);
+  if (a < 0x1p-6f) return static_cast<uint8_t>(sign | int(rintf(a / 0x1p-9f)));  // subnormal
+  int e = 0;
+  const float frac = frexpf(a, &e);  // a = frac * 2^e, frac in [0.5, 1)
+  int m = int(rintf((frac * 2.0f - 1.0f) * 8.0f));
+  int exp = e - 1 + 7;
+  if (m == 8) m = 0, ++exp;
+  return static_cast<uint8_t>(sign | (exp << 3) | m);
+}
+
+// Element d of head `head` (of hd elements) of one token's KV cache row of `dtype`: an
+// FP8_E4M3 cache holds a scaled row per head, the others one row of all heads.
+__device__ __forceinline__ float decode_kv(int dtype, const uint8_t* row, int head, int d, int hd) {
+  if (dtype == TSR_DTYPE_FP8_E4M3) {
+    const uint8_t* h = row + int64_t(head) * (kFp8ScaleBytes + hd);
+    return e4m3_to_f32(h[kFp8ScaleBytes + d]) * *reinterpret_cast<const float*>(h);
+  }
+  return decode_any(dtype, row, int64_t(head) * hd + d);
 }
 
 template <int D>

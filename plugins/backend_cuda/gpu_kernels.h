@@ -15,6 +15,7 @@ struct Mat {
   void* data = nullptr;
   tsr_dtype dtype = TSR_DTYPE_F32;
   int64_t rows = 0, cols = 0, stride = 0;
+  int64_t row_bytes = 0;  // bytes of a row's own data (FP8_E4M3: a scale per innermost row)
 };
 
 // Whether this build has kernels the current device can run (e.g. an sm_80 device with an
@@ -38,8 +39,9 @@ struct RopeArgs {
   float mscale = 1;  // the factor of cos and sin: attn_factor, with YaRN's own term
 };
 void rope(cudaStream_t s, const Mat& x, const RopeArgs& a);
+// Each head of head_dim elements of a row of k and v as one row of the cache's dtype.
 void kv_write(cudaStream_t s, const Mat& k_cache, const Mat& v_cache, const Mat& k, const Mat& v,
-              const int32_t* slots);
+              const int32_t* slots, int32_t head_dim);
 
 // Elementwise f32 ops (gpu_elementwise.cu); out may alias an input.
 enum class Binary { kAdd, kMul, kSiluMul, kGeluMul };
@@ -121,8 +123,8 @@ struct AttentionPlan {
 struct AttentionArgs {
   float* out;
   const float* q;
-  // The caches in their dtypes (F32, F16, BF16, Q8_0, Q4_0: gpu_decode.cuh), each key
-  // decoded as its tile is loaded.
+  // The caches in their dtypes (F32, F16, BF16, Q8_0, Q4_0, FP8_E4M3: gpu_decode.cuh), each
+  // key decoded as its tile is loaded.
   const uint8_t* k_cache;
   const uint8_t* v_cache;
   int32_t k_dtype, v_dtype;

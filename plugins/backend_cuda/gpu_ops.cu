@@ -126,6 +126,24 @@ __global__ void kv_store_kernel(Mat cache, Mat src, const int32_t* slots) {
   }
 }
 
+// One head per thread: the scale max|x| / 448 and a byte per element, as the CPU backend's
+// quantize_row_fp8_e4m3.
+__global__ void kv_store_fp8_kernel(Mat cache, Mat src, const int32_t* slots, int32_t hd) {
+  const int32_t slot = slots[blockIdx.x];
+  if (slot < 0 || slot >= cache.rows) return;  // -1 skips the row
+  const float* s = row_ptr<const float>(src, blockIdx.x);
+  uint8_t* d = row_ptr<uint8_t>(cache, slot);
+  for (int64_t h = threadIdx.x; h < src.cols / hd; h += blockDim.x) {
+    const float* x = s + h * hd;
+    uint8_t* out = d + h * (kFp8ScaleBytes + hd);
+    float amax = 0.0f;
+    for (int j = 0; j < hd; ++j) amax = fmaxf(amax, fabsf(x[j]));
+    const float scale = amax / kFp8Max, inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+    *reinterpret_cast<float*>(out) = scale;
+    for (int j = 0; j < hd; ++j) out[kFp8ScaleBytes + j] = f32_to_e4m3(x[j] * inv);
+  }
+}
+
 // Row by row, each row's own bytes only: padding may belong to another tensor.
 template <class Word>
 __global__ void copy_blocks_kernel(Mat cache, const int32_t* pairs, int64_t first,
@@ -163,10 +181,14 @@ void rope(cudaStream_t s, const Mat& x, const RopeArgs& a) {
 }
 
 void kv_write(cudaStream_t s, const Mat& k_cache, const Mat& v_cache, const Mat& k, const Mat& v,
-              const int32_t* slots) {
+              const int32_t* slots, int32_t head_dim) {
   for (const auto& io : {std::pair{&k_cache, &k}, {&v_cache, &v}}) {
     const Mat& cache = *io.first;
     const Mat& src = *io.second;
+    if (cache.dtype == TSR_DTYPE_FP8_E4M3) {
+      kv_store_fp8_kernel<<<static_cast<unsigned>(src.rows), kWarp, 0, s>>>(cache, src, slots, head_dim);
+      continue;
+    }
     dispatch_dtype(cache.dtype, [&](auto tag) {
       constexpr int D = decltype(tag)::value;
       kv_store_kernel<D><<<static_cast<unsigned>(src.rows), kThreads, 0, s>>>(cache, src, slots);
@@ -176,7 +198,7 @@ void kv_write(cudaStream_t s, const Mat& k_cache, const Mat& v_cache, const Mat&
 
 void copy_blocks(cudaStream_t s, const Mat& cache, const int32_t* pairs, int64_t first, int64_t n,
                  int32_t block_size) {
-  const int64_t bytes = tsr_dtype_row_bytes(cache.dtype, cache.cols);
+  const int64_t bytes = cache.row_bytes;
   const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>(block_size));
   const bool words = bytes % 4 == 0 && cache.stride % 4 == 0 &&
                      reinterpret_cast<uintptr_t>(cache.data) % 4 == 0;

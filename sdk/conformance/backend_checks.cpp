@@ -369,7 +369,7 @@ DevTensor make_tensor(Device& dev, tsr_dtype dtype, std::vector<int64_t> shape,
   t.ndim = static_cast<int32_t>(shape.size());
   std::copy(shape.begin(), shape.end(), t.shape);
   int64_t stride = row_bytes(dtype, shape.back());
-  t.strides[t.ndim - 1] = is_quant(dtype) ? 1 : unit_bytes(dtype);
+  t.strides[t.ndim - 1] = is_quant(dtype) || dtype == TSR_DTYPE_FP8_E4M3 ? 1 : unit_bytes(dtype);
   for (int i = t.ndim - 2; i >= 0; --i) t.strides[i] = stride, stride *= shape[i];
   const bool one_d = t.ndim == 1;
   d.rows = one_d ? 1 : shape[0];
@@ -1112,9 +1112,22 @@ TEST_P(AttentionTest, WindowSoftcapAndSinksMatchReference) {
 }
 
 // The values a row of `dtype` holds (the decoders of `encode`).
+// An E4M3 byte (OCP "fn": bias 7, 3 mantissa bits, 0x7f / 0xff NaN).
+double e4m3_value(uint8_t b) {
+  const int exp = (b >> 3) & 0x0f, m = b & 0x07;
+  if (exp == 0x0f && m == 0x07) return std::nan("");
+  const double a = exp == 0 ? m * std::ldexp(1.0, -9) : std::ldexp(1.0 + m / 8.0, exp - 7);
+  return (b & 0x80) ? -a : a;
+}
+
+// One row of n elements of `d` (abi.h's layouts; FP8_E4M3: an f32 scale, then a byte per
+// element, multiplied in f32 as a kernel does).
 std::vector<double> decode(tsr_dtype d, const uint8_t* row, int64_t n) {
   std::vector<double> v(static_cast<size_t>(n));
+  float fp8_scale = 0;
+  if (d == TSR_DTYPE_FP8_E4M3) std::memcpy(&fp8_scale, row, 4);
   for (int64_t i = 0; i < n; ++i) {
+    if (d == TSR_DTYPE_FP8_E4M3) v[i] = static_cast<float>(e4m3_value(row[4 + i])) * fp8_scale;
     uint16_t h = 0;
     if (d == TSR_DTYPE_F16 || d == TSR_DTYPE_BF16) std::memcpy(&h, row + 2 * i, 2);
     if (d == TSR_DTYPE_F16) v[i] = f16_value(h);
@@ -1135,11 +1148,13 @@ Paged stored_values(const Paged& c, const DevCache& cache, tsr_dtype d) {
   Paged stored = c;
   for (auto [dev, kv] : {std::pair{&cache.k, &stored.k}, {&cache.v, &stored.v}}) {
     const std::vector<uint8_t> bytes = dev->packed_rows<uint8_t>();
-    const int64_t row = row_bytes(d, c.row());
+    const int64_t head = row_bytes(d, c.head_dim), row = c.kv_heads * head;  // a row per head
     for (size_t s = 0; s < c.lens.size(); ++s) {
       for (int64_t t = 0; t < c.lens[s]; ++t) {
-        const std::vector<double> v = decode(d, &bytes[c.slot(s, t) * row], c.row());
-        std::copy(v.begin(), v.end(), (*kv)[s].begin() + t * c.row());
+        for (int64_t h = 0; h < c.kv_heads; ++h) {
+          const std::vector<double> v = decode(d, &bytes[c.slot(s, t) * row + h * head], c.head_dim);
+          std::copy(v.begin(), v.end(), (*kv)[s].begin() + t * c.row() + h * c.head_dim);
+        }
       }
     }
   }
@@ -1147,11 +1162,13 @@ Paged stored_values(const Paged& c, const DevCache& cache, tsr_dtype d) {
 }
 
 // KV caches of the low-precision dtypes a backend supports (ABI 2.0: kv_write and attention
-// take the cache's dtype): kv_write stores each row close to its floats (to within the
-// dtype's precision), and attention reads exactly the values the cache holds.
+// take the cache's dtype; 2.3 adds FP8_E4M3, a scaled row per head): kv_write stores each
+// row close to its floats (to within the dtype's precision), and attention reads exactly
+// the values the cache holds.
 TEST_P(AttentionTest, LowPrecisionKvCachesStoreAndReadTheirValues) {
-  const std::pair<tsr_dtype, double> dtypes[] = {
-      {TSR_DTYPE_F16, 1e-3}, {TSR_DTYPE_BF16, 8e-3}, {TSR_DTYPE_Q8_0, 1e-2}, {TSR_DTYPE_Q4_0, 0.15}};
+  const std::pair<tsr_dtype, double> dtypes[] = {{TSR_DTYPE_F16, 1e-3}, {TSR_DTYPE_BF16, 8e-3},
+                                                 {TSR_DTYPE_Q8_0, 1e-2}, {TSR_DTYPE_Q4_0, 0.15},
+                                                 {TSR_DTYPE_FP8_E4M3, 0.05}};
   int ran = 0;
   for (const auto& [dtype, store_tol] : dtypes) {
     if (!dut().supports(TSR_OP_KV_WRITE, dtype) || !dut().supports(TSR_OP_ATTENTION, dtype)) continue;
@@ -1178,10 +1195,10 @@ INSTANTIATE_TEST_SUITE_P(Backend, AttentionTest, ::testing::Values(4, 16),
 TEST_F(BackendTest, CopyBlocksCopiesEveryCache) {
   const int32_t block_size = 4, num_blocks = 6, slots = block_size * num_blocks;
   const std::vector<int32_t> pairs = {0, 3, 5, 1, 2, 4};  // disjoint: order cannot matter
-  for (const tsr_dtype dtype : {TSR_DTYPE_F32, TSR_DTYPE_F16, TSR_DTYPE_BF16, TSR_DTYPE_Q8_0}) {
+  for (const tsr_dtype dtype : {TSR_DTYPE_F32, TSR_DTYPE_F16, TSR_DTYPE_BF16, TSR_DTYPE_Q8_0, TSR_DTYPE_FP8_E4M3}) {
     if (!dut().supports(TSR_OP_COPY_BLOCKS, dtype)) continue;
     SCOPED_TRACE(dtype_name(dtype));
-    const int64_t heads = 2, dim = 32, row = row_bytes(dtype, heads * dim);
+    const int64_t heads = 2, dim = 32, row = heads * row_bytes(dtype, dim);
     std::vector<uint8_t> bytes(static_cast<size_t>(slots * row));
     for (uint8_t& x : bytes) x = static_cast<uint8_t>(rng());
     std::vector<uint8_t> want = bytes;

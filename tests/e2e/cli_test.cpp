@@ -72,7 +72,7 @@ TEST(CliFlags, UnknownFlagsAndCommandsSuggestAndFail) {
       {"rnu -p x", "unknown command 'rnu'; did you mean 'run'?"},
       {"serve --prot 8080", "did you mean '--port'?"},
       // Letters after a one-letter flag are no value of it: -ctk is not "-c tk".
-      {"run -ctk q9_0 -p x", "unknown value 'q9_0' (expected one of: f32, f16, bf16, q8_0, q4_0); did you mean 'q8_0'?"},
+      {"run -ctk q9_0 -p x", "unknown value 'q9_0' (expected one of: f32, f16, bf16, q8_0, q4_0, fp8_e4m3); did you mean 'q8_0'?"},
       {"run -ctx 5 -p x", "unknown flag '-ctx'"},
   };
   for (const auto& c : cases) {
@@ -146,13 +146,17 @@ TEST(CliFlags, CtxSizeCapsTheContext) {
 }
 
 // -ctk / -ctv (llama.cpp's --cache-type-k / -v) choose the KV dtypes; a dtype the model's
-// heads cannot take is refused naming both.
+// heads cannot take is refused naming both. fp8_e4m3 (a scale per head, no blocks) takes
+// stories260K's heads of 8.
 TEST(CliFlags, CtkCtvChooseTheKvDtypes) {
   TSR_REQUIRE_SHARED(kStories);
   const std::string base = "run -m " + model() + " -t 1 --temp 0 -n 4 -p Once ";
   const Outcome mixed = run(base + "-ctk bf16 --cache-type-v f32");
   EXPECT_EQ(mixed.status, 0) << mixed.out;
   EXPECT_NE(mixed.out.find("K bf16 / V f32"), std::string::npos) << mixed.out;
+  const Outcome fp8 = run(base + "-ctk fp8_e4m3 -ctv fp8_e4m3");
+  EXPECT_EQ(fp8.status, 0) << fp8.out;
+  EXPECT_NE(fp8.out.find("K fp8_e4m3 / V fp8_e4m3"), std::string::npos) << fp8.out;
   const Outcome refused = run(base + "-ctk q8_0");
   EXPECT_EQ(refused.status, 1);
   EXPECT_NE(refused.out.find("q8_0 stores blocks of 32 along the head dimension, and this model's heads have 8 elements"),

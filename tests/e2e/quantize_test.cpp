@@ -396,10 +396,11 @@ TEST(Perplexity, Q8_0KlAgainstF32) {
 }
 
 // `tessera perplexity --kl-base` with the same file measures what a KV dtype costs (the
-// base runs with an F32 cache). stories260K's heads of 8 take f16 and bf16 only (q8_0 and
-// q4_0 need whole blocks of 32, as llama.cpp's); a synth model with heads of 64 takes all,
-// and its rotated q4_0 cache loses less than the unrotated one (measured: KL 0.022 and
-// 0.027, q8_0 1e-4).
+// base runs with an F32 cache). stories260K's heads of 8 take f16, bf16 and fp8_e4m3 (q8_0
+// and q4_0 need whole blocks of 32, as llama.cpp's); a synth model with heads of 64 takes
+// all, and its rotated q4_0 cache loses less than the unrotated one (measured: KL 0.022 and
+// 0.027, q8_0 1e-4, fp8_e4m3 0.0021; stories260K fp8_e4m3 0.00997, the same with 1 and 2
+// threads: E4M3's 3 mantissa bits, whatever the scale).
 TEST(Perplexity, KvDtypesKlAgainstAnF32Cache) {
   TSR_REQUIRE_SHARED(kStories);
   TSR_REQUIRE_SHARED("models/stories260K.samples.txt");
@@ -419,11 +420,13 @@ TEST(Perplexity, KvDtypesKlAgainstAnF32Cache) {
   const std::string stories = testing::shared_path(kStories);
   EXPECT_LT(kl(stories, "f16"), 1e-4);
   EXPECT_LT(kl(stories, "bf16"), 2e-3);
+  EXPECT_LT(kl(stories, "fp8_e4m3"), 1e-2);
   const std::string heads64 = (work_dir() / "heads64.gguf").string();
   ASSERT_EQ(tessera("synth " + heads64 + " --preset tiny --dim 256 --heads 4 --kv-heads 2 --layers 4 --ffn 512 --seed 7 --donor " +
                           testing::shared_path(kDonor)), 0);
   EXPECT_LT(kl(heads64, "f16"), 1e-5);
   EXPECT_LT(kl(heads64, "q8_0"), 2e-3);
+  EXPECT_LT(kl(heads64, "fp8_e4m3"), 1e-2);
   const double rotated = kl(heads64, "q4_0"), plain = kl(heads64, "q4_0", "--config " + no_rotation);
   EXPECT_LT(rotated, plain);
   EXPECT_LT(plain, 0.1);

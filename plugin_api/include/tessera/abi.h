@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 #define TSR_ABI_MAJOR 2
-#define TSR_ABI_MINOR 2
+#define TSR_ABI_MINOR 3
 
 #if defined(_WIN32)
 #define TSR_EXPORT __declspec(dllexport)
@@ -114,7 +114,8 @@ typedef enum tsr_dtype {
   /* 1.1: weight-only formats a quant plugin defines (quant.h); their row layout is the
    * plugin's, a tensor's strides[0] is its row size in bytes. */
   TSR_DTYPE_INT4_G128 = 18, /* groups of 128: f16 scale, u8 zero point, pad, 64 bytes of nibbles */
-  TSR_DTYPE_FP8_E4M3 = 19,  /* per row: f32 scale, then one E4M3 byte per element */
+  TSR_DTYPE_FP8_E4M3 = 19,  /* per row: f32 scale, then one E4M3 byte per element (2.3: fixed,
+                             * see tsr_dtype_row_bytes; a KV cache's row is one head) */
   /* 2.2: ggml's K-quants, super-blocks of 256 elements (QK_K) with sub-block scales, the
    * non-linear 4-bit IQ4 types and OCP MXFP4, byte for byte as GGUF stores them
    * (ggml-common.h's block_q2_K ... block_mxfp4). */
@@ -146,9 +147,10 @@ typedef enum tsr_dtype {
 
 /* 2.0: the storage of the dtypes with a layout fixed by this header: elements come in
  * blocks of *block_elems elements taking *block_bytes bytes (a block of one element for
- * the unquantized types). Returns 0, and sets both to 0, for the others: INT4_G128 and
- * FP8_E4M3 rows are their quant plugin's layout, PLUGIN, PACKED and unknown values have
- * none. Either pointer can be NULL. The one table of sizes for hosts and plugins alike. */
+ * the unquantized types). Returns 0, and sets both to 0, for the others: INT4_G128 rows
+ * are their quant plugin's layout, FP8_E4M3 rows carry a scale but no blocks (see
+ * tsr_dtype_row_bytes), PLUGIN, PACKED and unknown values have none. Either pointer can
+ * be NULL. The one table of sizes for hosts and plugins alike. */
 static inline int tsr_dtype_block(tsr_dtype dtype, int64_t* block_elems, int64_t* block_bytes) {
   int64_t elems = 1, bytes = 0;
   switch (dtype) {
@@ -178,9 +180,15 @@ static inline int tsr_dtype_block(tsr_dtype dtype, int64_t* block_elems, int64_t
 }
 
 /* 2.0: bytes of a row of n >= 0 elements of `dtype`, or -1 when the dtype has no fixed
- * layout (tsr_dtype_block) or n is not a whole number of its blocks. */
+ * layout (tsr_dtype_block) or n is not a whole number of its blocks.
+ * 2.3: FP8_E4M3 rows have a fixed layout too, though not one of blocks: a row of n > 0
+ * elements is its f32 scale s followed by n E4M3 bytes q (OCP "fn": bias 7, no infinities,
+ * 0x7f / 0xff NaN), element j = e4m3(q[j]) * s; 4 + n bytes. The quant plugin fp8_e4m3
+ * writes weight rows so, and a KV cache of this dtype holds one such row per head of each
+ * token (a scale per token and head). INT4_G128 rows stay their plugin's. */
 static inline int64_t tsr_dtype_row_bytes(tsr_dtype dtype, int64_t n) {
   int64_t elems = 0, bytes = 0;
+  if (dtype == TSR_DTYPE_FP8_E4M3) return n > 0 ? 4 + n : -1;
   if (!tsr_dtype_block(dtype, &elems, &bytes) || n < 0 || n % elems != 0) return -1;
   return n / elems * bytes;
 }

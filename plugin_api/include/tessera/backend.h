@@ -161,7 +161,9 @@ typedef struct tsr_rope_params {
 TSR_ABI_PIN_SIZE(tsr_rope_params, 64);
 
 /* k_cache[slot_mapping[i]] = k[i]; likewise v. k, v: [n, kv_heads, head_dim];
- * caches: [num_slots, kv_heads, head_dim]; slot_mapping: [n] i32, -1 skips the row. */
+ * caches: [num_slots, kv_heads, head_dim]; slot_mapping: [n] i32, -1 skips the row.
+ * Each head of a row is stored as one row of head_dim elements of the cache's dtype
+ * (2.3: an FP8_E4M3 cache thus holds a scale per token and head, abi.h). */
 typedef struct tsr_kv_write_params {
   size_t struct_size;
   const tsr_tensor* k_cache;
