@@ -31,6 +31,12 @@ void render_engine(std::string& out, const EngineStats& s) {
   single(out, "tessera_kv_blocks_total", "KV cache blocks in the pool.", "gauge", s.kv_blocks_total);
   single(out, "tessera_prefix_cache_hit_rate", "Prompt tokens served from the prefix cache over prompt tokens scheduled.",
          "gauge", s.prefix_hit_rate);
+  single(out, "tessera_kv_host_tier_blocks", "KV blocks held by the host tier ([cache] host_memory).", "gauge",
+         s.kv_host_blocks);
+  single(out, "tessera_kv_host_tier_stored_total", "KV blocks the pool evicted into the host tier.", "counter",
+         s.kv_host_stored);
+  single(out, "tessera_kv_host_tier_restored_total", "KV blocks prefix hits took back from the host tier.", "counter",
+         s.kv_host_restored);
   single(out, "tessera_num_requests_waiting", "Requests waiting for the running batch.", "gauge", s.num_waiting);
   single(out, "tessera_num_requests_running", "Requests in the running batch.", "gauge", s.num_running);
   single(out, "tessera_preemptions_total", "Requests preempted by recompute.", "counter", s.preemptions);

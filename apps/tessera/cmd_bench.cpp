@@ -1,8 +1,9 @@
-// `tessera bench`: one command, three modes — `-m MODEL` the engine benchmark
+// `tessera bench`: one command, four modes — `-m MODEL` the engine benchmark
 // (engine_bench.h), `--serving` the in-process serving benchmark (here: N requests sharing
 // a prefix go through the engine's background thread at a fixed concurrency, once with
-// prefix caching and once without, in the same run), `--url URL` the HTTP serving
-// benchmark (http_bench.h).
+// prefix caching and once without, in the same run), `--kv-tier` the host tier's TTFT
+// against recompute (kv_tier_bench.h), `--url URL` the HTTP serving benchmark
+// (http_bench.h).
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -17,6 +18,7 @@
 #include "apps/tessera/commands.h"
 #include "apps/tessera/engine_bench.h"
 #include "apps/tessera/http_bench.h"
+#include "apps/tessera/kv_tier_bench.h"
 #include "core/config/config.h"
 #include "core/engine/engine.h"
 #include "base/error.h"
@@ -168,6 +170,21 @@ int bench_engine(const ServingFlags& f, const EngineBenchOptions& o) {
   return 0;
 }
 
+int bench_kv_tier(const ServingFlags& f, int32_t repetitions) {
+  const Config config = load_app_config(f.engine);
+  const KvTierBenchOptions o{f.prefix_len, f.suffix_len, repetitions, f.seed};
+  spdlog::info("KV host tier benchmark: a {}-token prefix evicted from a one-context pool, then {} + {} tokens",
+               o.prefix_len, o.prefix_len, o.suffix_len);
+  const nlohmann::json j = run_kv_tier_bench(config, o);
+  std::printf("%-28s %12s %12s\n", "", "host tier", "recompute");
+  std::printf("%-28s %12.1f %12.1f\n", "ttft_ms", j["ttft_ms_host_tier"].get<double>(), j["ttft_ms_recompute"].get<double>());
+  std::printf("%-28s %12d %12d\n", "cached_tokens", j["cached_tokens_host_tier"].get<int>(),
+              j["cached_tokens_recompute"].get<int>());
+  std::printf("ttft host tier / recompute: %.3f\n", j["ttft_ratio"].get<double>());
+  if (f.json) std::puts(j.dump().c_str());
+  return 0;
+}
+
 // "16-128" (or "16") -> {16, 128}.
 std::pair<int32_t, int32_t> parse_range(const std::string& s, const char* flag) {
   try {
@@ -217,6 +234,7 @@ int bench_http(const ServingFlags& f, HttpBenchOptions h, const std::string& pro
 std::function<int()> register_bench(CLI::App& app) {
   auto f = std::make_shared<ServingFlags>();
   auto serving = std::make_shared<bool>(false);
+  auto kv_tier = std::make_shared<bool>(false);
   auto engine_opts = std::make_shared<EngineBenchOptions>();
   auto http = std::make_shared<HttpBenchOptions>();
   auto ranges = std::make_shared<std::array<std::string, 3>>();  // prompt-len, output-len, rate
@@ -231,6 +249,7 @@ std::function<int()> register_bench(CLI::App& app) {
   app.add_option("--batches", engine_opts->batches, "engine benchmark: batched decode sizes (0: none)")
       ->delimiter(',')->check(CLI::NonNegativeNumber);
   app.add_flag("--serving", *serving, "in-process serving benchmark (shared prefix, caching on/off)");
+  app.add_flag("--kv-tier", *kv_tier, "host-tier benchmark: TTFT of an evicted --prefix-len prefix, tier on/off");
   add_engine_flags(app, f->engine);
   app.add_option("--requests", f->requests, "number of requests")->check(CLI::PositiveNumber);
   app.add_option("--concurrency", f->concurrency, "requests in flight; --url: a sweep, e.g. 1,4,16")
@@ -242,9 +261,10 @@ std::function<int()> register_bench(CLI::App& app) {
   app.add_option("--slo-tpot-ms", f->slo_tpot_ms, "goodput SLO on TPOT");
   app.add_option("--seed", f->seed, "seed of the random prompts");
   app.add_flag("--json", f->json, "print one JSON object as the last line");
-  return [f, serving, engine_opts, http, ranges]() -> int {
+  return [f, serving, kv_tier, engine_opts, http, ranges]() -> int {
     try {
       if (!http->url.empty()) return bench_http(*f, *http, (*ranges)[0], (*ranges)[1], (*ranges)[2]);
+      if (*kv_tier) return bench_kv_tier(*f, engine_opts->repetitions);
       return *serving ? bench_serving(*f) : bench_engine(*f, *engine_opts);
     } catch (const Error& e) {
       spdlog::error("{}", e.what());

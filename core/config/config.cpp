@@ -182,6 +182,13 @@ class Field {
     return size();
   }
 
+  // A size, or 0 (the integer or "0") for none.
+  uint64_t size_or_zero() const {
+    if (node_.is_integer()) return int_in<uint64_t>(0, kI64Max);
+    if (node_.is_string() && *node_.value<std::string>() == "0") return 0;
+    return size();
+  }
+
   uint64_t size() const {
     if (node_.is_integer()) return int_in<uint64_t>(1, kI64Max);
     if (!node_.is_string()) type_error("size string or integer");
@@ -262,6 +269,7 @@ constexpr KeySpec kKeys[] = {
     {"cache", "memory", [](const Field& f, Config& c) { c.cache.memory_bytes = f.size_or_auto(); }},
     {"cache", "prefix_caching",
      [](const Field& f, Config& c) { c.cache.prefix_caching = f.boolean(); }},
+    {"cache", "host_memory", [](const Field& f, Config& c) { c.cache.host_memory_bytes = f.size_or_zero(); }},
     {"cache", "dtype", [](const Field& f, Config& c) { c.cache.dtype = f.one_of(kKvDtypeNames); }},
     {"cache", "dtype_k", [](const Field& f, Config& c) { c.cache.dtype_k = f.one_of(kKvDtypeNames); }},
     {"cache", "dtype_v", [](const Field& f, Config& c) { c.cache.dtype_v = f.one_of(kKvDtypeNames); }},

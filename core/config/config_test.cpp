@@ -41,6 +41,7 @@ scheme = "int4_g128"
 block_size = 64
 memory = "1.5GiB"
 prefix_caching = false
+host_memory = "256MiB"
 dtype = "bf16"
 dtype_k = "q8_0"
 dtype_v = "q4_0"
@@ -176,6 +177,7 @@ TEST(Config, Defaults) {
   EXPECT_EQ(c.cache.block_size, 16);
   EXPECT_EQ(c.cache.memory_bytes, 0u);  // auto
   EXPECT_TRUE(c.cache.prefix_caching);
+  EXPECT_EQ(c.cache.host_memory_bytes, 0u);  // off
   EXPECT_EQ(c.cache.k_dtype(), "f16");
   EXPECT_EQ(c.cache.v_dtype(), "f16");
   EXPECT_EQ(c.cache.rotation, "auto");
@@ -221,6 +223,7 @@ TEST(Config, EveryKeyParsed) {
   EXPECT_EQ(c.cache.block_size, 64);
   EXPECT_EQ(c.cache.memory_bytes, 3ull << 29);
   EXPECT_FALSE(c.cache.prefix_caching);
+  EXPECT_EQ(c.cache.host_memory_bytes, 256ull << 20);
   EXPECT_EQ(c.cache.dtype, "bf16");
   EXPECT_EQ(c.cache.k_dtype(), "q8_0");
   EXPECT_EQ(c.cache.v_dtype(), "q4_0");
@@ -380,6 +383,8 @@ TEST(Config, WrongType) {
       {"[cache]\nprefix_caching = 1\n", "cache.prefix_caching: expected boolean, got integer"},
       {"[cache]\ndtype = \"q8\"\n", "cache.dtype: unknown value 'q8' (expected one of: f32, f16, bf16, q8_0, q4_0, fp8_e4m3)"},
       {"[cache]\nmemory = true\n", "cache.memory: expected size string or integer, got boolean"},
+      {"[cache]\nhost_memory = -1\n", "cache.host_memory: value -1 is out of range: must be >= 0"},
+      {"[cache]\nhost_memory = \"lots\"\n", "cache.host_memory: invalid size 'lots'"},
       {"[model]\npath = 3\n", "model.path: expected string, got integer"},
       {"[constraints]\nplugins = \"regex\"\n",
        "constraints.plugins: expected array of strings, got string"},

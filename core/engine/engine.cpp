@@ -194,10 +194,10 @@ void Engine::Impl::load() {
   ro.num_blocks = kv_cache_num_blocks(shape, kv_memory, n_ctx, config.scheduler.max_seqs);
   kv_bytes_per_token = shape.bytes_per_token();
   kv_tokens = int64_t(ro.num_blocks) * shape.block_size;
-  if (backend->props().host_visible != 0) {
-    check_host_kv_pool(uint64_t(ro.num_blocks) * shape.bytes_per_block(), host_memory_limit());
-  }
   ro.prefix_caching = config.cache.prefix_caching;
+  ro.host_tier_bytes = config.cache.host_memory_bytes;
+  const uint64_t host_pool = backend->props().host_visible != 0 ? uint64_t(ro.num_blocks) * shape.bytes_per_block() : 0;
+  check_host_kv_memory(host_pool, ro.prefix_caching ? ro.host_tier_bytes : 0, host_memory_limit());
   ro.forward = forward_options(*backend, shape, n_ctx);
   runner = std::make_unique<ModelRunner>(*model, *backend, ro);
   scheduler = std::make_unique<Scheduler>(config.scheduler, runner->kv());
@@ -469,6 +469,11 @@ void Engine::Impl::publish_stats() {
   s.prompt_tokens = scheduler->prefix_queries();
   s.cached_prompt_tokens = scheduler->prefix_hits();
   s.prefix_hit_rate = s.prompt_tokens > 0 ? double(s.cached_prompt_tokens) / s.prompt_tokens : 0;
+  if (const KvHostTier* tier = runner->host_tier()) {
+    s.kv_host_blocks = int64_t(tier->num_blocks());
+    s.kv_host_stored = int64_t(tier->stats().stored);
+    s.kv_host_restored = int64_t(tier->stats().hits);
+  }
   s.num_waiting = static_cast<int32_t>(scheduler->num_waiting());
   s.num_running = static_cast<int32_t>(scheduler->num_running());
   s.num_unfinished = static_cast<int32_t>(live.size());

@@ -33,6 +33,9 @@ struct EngineStats {
   int64_t prompt_tokens = 0;     // over all scheduled requests
   int64_t cached_prompt_tokens = 0;
   double prefix_hit_rate = 0;    // cached_prompt_tokens / prompt_tokens
+  int64_t kv_host_blocks = 0;    // held by the host tier ([cache] host_memory)
+  int64_t kv_host_stored = 0;    // blocks the pool evicted into the host tier
+  int64_t kv_host_restored = 0;  // blocks a prefix hit took back from it
   int32_t num_waiting = 0;
   int32_t num_running = 0;
   int32_t num_unfinished = 0;  // admitted and not finished, including those compiling a constraint

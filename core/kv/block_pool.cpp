@@ -71,6 +71,7 @@ void BlockPool::cache(KvBlock* b, const BlockHash& h) {
 
 void BlockPool::evict(KvBlock* b) {
   if (!b->hash) return;
+  if (record_evictions_) evicted_.emplace_back(b->id, *b->hash);
   cached_.erase(*b->hash);
   b->hash.reset();
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/kv/block_hash.h"
@@ -62,6 +63,11 @@ class BlockPool {
   // map keeps that one; this block stays uncached.
   void cache(KvBlock* b, const BlockHash& h);
 
+  // With recording on, the (block id, hash) of each cached block that allocate() evicted
+  // since the last call, in eviction order: what a tier below the pool may keep.
+  void record_evictions(bool on) { record_evictions_ = on; }
+  std::vector<std::pair<int32_t, BlockHash>> take_evicted() { return std::exchange(evicted_, {}); }
+
  private:
   void evict(KvBlock* b);
 
@@ -69,6 +75,8 @@ class BlockPool {
   FreeBlockQueue free_;
   std::unordered_map<BlockHash, KvBlock*, BlockHashHasher> cached_;
   bool caching_;
+  bool record_evictions_ = false;
+  std::vector<std::pair<int32_t, BlockHash>> evicted_;
 };
 
 }  // namespace tsr

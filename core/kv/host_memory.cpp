@@ -72,11 +72,12 @@ uint64_t host_memory_available() {
   return available == 0 ? room : std::min(available, room);
 }
 
-void check_host_kv_pool(uint64_t pool_bytes, uint64_t limit) {
-  if (limit == 0 || pool_bytes <= limit) return;
-  throw Error("the KV cache would take " + gib(pool_bytes) + ", more than the " + gib(limit) +
-                  " of memory this process may use (RAM, or its cgroup's limit); lower [cache] memory, "
-                  "the context (-c) or [scheduler] max_seqs",
+void check_host_kv_memory(uint64_t pool_bytes, uint64_t tier_bytes, uint64_t limit) {
+  if (limit == 0 || pool_bytes + tier_bytes <= limit) return;
+  const std::string parts = tier_bytes == 0 ? "" : " (pool " + gib(pool_bytes) + ", host tier " + gib(tier_bytes) + ")";
+  throw Error("the KV cache would take " + gib(pool_bytes + tier_bytes) + parts + " of host memory, more than the " +
+                  gib(limit) + " this process may use (RAM, or its cgroup's limit); lower [cache] memory, " +
+                  (tier_bytes == 0 ? "" : "[cache] host_memory, ") + "the context (-c) or [scheduler] max_seqs",
               TSR_STATUS_OUT_OF_MEMORY);
 }
 

@@ -16,9 +16,10 @@ uint64_t host_memory_limit();
 // its current usage); 0 when none can be read.
 uint64_t host_memory_available();
 
-// Throws tsr::Error when a KV pool of `pool_bytes` in host memory exceeds `limit` (0:
-// unknown, accepted), naming both and what to lower. Weights are not counted: mapped from
-// the file, they can be paged, and llama.cpp runs files larger than the RAM too.
-void check_host_kv_pool(uint64_t pool_bytes, uint64_t limit);
+// Throws tsr::Error when a KV pool of `pool_bytes` in host memory (0 for a pool in device
+// memory) and a host tier of `tier_bytes` together exceed `limit` (0: unknown, accepted),
+// naming the sizes and what to lower. Weights are not counted: mapped from the file, they
+// can be paged, and llama.cpp runs files larger than the RAM too.
+void check_host_kv_memory(uint64_t pool_bytes, uint64_t tier_bytes, uint64_t limit);
 
 }  // namespace tsr

@@ -24,10 +24,10 @@ TEST(HostMemory, LimitIsAtMostTheRam) {
 
 TEST(HostMemory, APoolBeyondTheLimitIsRefusedWithTheNumbers) {
   const uint64_t gib = 1ull << 30;
-  check_host_kv_pool(2 * gib, 4 * gib);
-  check_host_kv_pool(64 * gib, 0);  // unknown limit: accepted
+  check_host_kv_memory(2 * gib, 0, 4 * gib);
+  check_host_kv_memory(64 * gib, 0, 0);  // unknown limit: accepted
   try {
-    check_host_kv_pool(64 * gib, 24 * gib);
+    check_host_kv_memory(64 * gib, 0, 24 * gib);
     FAIL() << "a 64 GiB pool was accepted under a 24 GiB limit";
   } catch (const Error& e) {
     const std::string what = e.what();
@@ -35,6 +35,19 @@ TEST(HostMemory, APoolBeyondTheLimitIsRefusedWithTheNumbers) {
     EXPECT_NE(what.find("24.00 GiB"), std::string::npos) << what;
     EXPECT_NE(what.find("[cache] memory"), std::string::npos) << what;
     EXPECT_EQ(e.status(), TSR_STATUS_OUT_OF_MEMORY);
+  }
+}
+
+TEST(HostMemory, AHostTierCountsWithThePool) {
+  const uint64_t gib = 1ull << 30;
+  check_host_kv_memory(2 * gib, 2 * gib, 4 * gib);
+  try {
+    check_host_kv_memory(0, 8 * gib, 4 * gib);  // a device pool: the tier alone
+    FAIL() << "an 8 GiB host tier was accepted under a 4 GiB limit";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("host tier 8.00 GiB"), std::string::npos) << what;
+    EXPECT_NE(what.find("[cache] host_memory"), std::string::npos) << what;
   }
 }
 

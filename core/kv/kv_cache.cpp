@@ -61,6 +61,34 @@ std::vector<const tsr_tensor*> KvCache::all_tensors() const {
   return all;
 }
 
+template <typename Fn>
+void KvCache::for_each_block_slice(int32_t block, Fn&& fn) const {
+  if (block < 0 || block >= shape_.num_blocks) throw Error("KV block out of range", TSR_STATUS_INTERNAL);
+  uint64_t done = 0;
+  for (int l = 0; l < shape_.n_layer; ++l) {
+    for (int kv = 0; kv < 2; ++kv) {
+      const tsr_dtype dtype = kv == 0 ? shape_.format.k : shape_.format.v;
+      const uint64_t bytes = uint64_t(shape_.block_size) * shape_.n_kv_heads * kv_head_bytes(dtype, shape_.head_dim);
+      fn(*buffers_[2 * l + kv], uint64_t(block) * bytes, done, bytes);
+      done += bytes;
+    }
+  }
+}
+
+void KvCache::read_block(Backend& backend, int32_t block, std::span<uint8_t> dst) const {
+  if (dst.size() != shape_.bytes_per_block()) throw Error("KV block read of the wrong size", TSR_STATUS_INTERNAL);
+  for_each_block_slice(block, [&](BackendBuffer& buf, uint64_t offset, uint64_t at, uint64_t bytes) {
+    backend.read(buf, offset, dst.data() + at, bytes);
+  });
+}
+
+void KvCache::write_block(Backend& backend, int32_t block, std::span<const uint8_t> src) {
+  if (src.size() != shape_.bytes_per_block()) throw Error("KV block write of the wrong size", TSR_STATUS_INTERNAL);
+  for_each_block_slice(block, [&](BackendBuffer& buf, uint64_t offset, uint64_t at, uint64_t bytes) {
+    backend.write(buf, offset, src.data() + at, bytes);
+  });
+}
+
 int32_t kv_cache_context(const KvCacheShape& shape, uint64_t memory_bytes, int32_t requested,
                          int32_t n_ctx_train) {
   const uint64_t fit_blocks = memory_bytes / shape.bytes_per_block();

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -36,6 +37,12 @@ class KvCache {
   const tsr_tensor& v(int layer) const { return v_[layer]; }
   // Every K and V tensor, for copy_blocks.
   std::vector<const tsr_tensor*> all_tensors() const;
+  // Block `block`'s rows of every layer's K and V (shape().bytes_per_block() bytes, layer
+  // by layer, K before V): enqueues the reads into `dst`, which holds the bytes once the
+  // backend's stream is synchronized.
+  void read_block(Backend& backend, int32_t block, std::span<uint8_t> dst) const;
+  // The inverse: writes bytes laid out as read_block's into block `block`.
+  void write_block(Backend& backend, int32_t block, std::span<const uint8_t> src);
   // The normalized Hadamard matrix [head_dim, head_dim] (F32) that rotates each head of
   // q, k and v before K and V are stored, and the attention's output back; NULL when the
   // cache is not rotated.
@@ -43,7 +50,11 @@ class KvCache {
 
  private:
   KvCacheShape shape_;
-  std::vector<std::unique_ptr<BackendBuffer>> buffers_;
+  // Each K and V slice of one block in buffer order: its buffer, offset and bytes.
+  template <typename Fn>
+  void for_each_block_slice(int32_t block, Fn&& fn) const;
+
+  std::vector<std::unique_ptr<BackendBuffer>> buffers_;  // K and V of layer l at 2l and 2l + 1
   std::vector<tsr_tensor> k_, v_;
   tsr_tensor rotation_{};
 };

@@ -6,9 +6,36 @@
 
 namespace tsr {
 
-KvCacheManager::KvCacheManager(int32_t num_blocks, int32_t block_size, bool prefix_caching)
-    : pool_(num_blocks, prefix_caching), block_size_(block_size) {
+KvCacheManager::KvCacheManager(int32_t num_blocks, int32_t block_size, bool prefix_caching, KvHostTier* tier)
+    : pool_(num_blocks, prefix_caching), tier_(prefix_caching ? tier : nullptr), block_size_(block_size) {
   if (block_size <= 0) throw Error("block_size must be > 0");
+  pool_.record_evictions(tier_ != nullptr);
+}
+
+bool KvCacheManager::allocate_blocks(int32_t n, std::vector<KvBlock*>& out) {
+  if (!pool_.allocate(n, out)) return false;
+  for (auto& [id, hash] : pool_.take_evicted()) {
+    // A block restored in this step and evicted before its bytes arrived holds nothing yet:
+    // the restore is dropped, and the tier still has (or has dropped) those bytes.
+    auto& r = transfers_.restores;
+    const auto pending = std::find_if(r.begin(), r.end(), [&](const auto& x) { return x.first == id; });
+    if (pending != r.end()) {
+      r.erase(pending);
+    } else if (!tier_->touch(hash)) {
+      transfers_.offloads.emplace_back(id, hash);
+    }
+  }
+  return true;
+}
+
+KvBlock* KvCacheManager::restore_from_tier(const BlockHash& h) {
+  if (tier_ == nullptr) return nullptr;
+  KvBlockBytes bytes = tier_->find(h);
+  std::vector<KvBlock*> fresh;
+  if (bytes == nullptr || !allocate_blocks(1, fresh)) return nullptr;
+  pool_.cache(fresh[0], h);
+  transfers_.restores.emplace_back(fresh[0]->id, std::move(bytes));
+  return fresh[0];
 }
 
 int32_t KvCacheManager::claim_cached_prefix(SeqId seq, std::span<const int32_t> tokens,
@@ -21,8 +48,11 @@ int32_t KvCacheManager::claim_cached_prefix(SeqId seq, std::span<const int32_t> 
   block_hashes_extend(hashes, usable, block_size_, extra);
   for (const BlockHash& h : hashes) {
     KvBlock* b = pool_.find_cached(h);
-    if (b == nullptr) break;
-    pool_.touch(b);
+    if (b != nullptr) {
+      pool_.touch(b);
+    } else if (b = restore_from_tier(h); b == nullptr) {
+      break;
+    }
     s.blocks.push_back(b);
     s.hashes.push_back(h);
   }
@@ -34,7 +64,7 @@ bool KvCacheManager::make_private(Seq& s, int32_t index) {
   KvBlock* shared = s.blocks[index];
   if (shared->ref_cnt == 1 && !shared->hash) return true;
   std::vector<KvBlock*> fresh;
-  if (!pool_.allocate(1, fresh)) return false;
+  if (!allocate_blocks(1, fresh)) return false;
   copies_.emplace_back(shared->id, fresh[0]->id);
   pool_.release(shared);
   s.blocks[index] = fresh[0];
@@ -53,7 +83,7 @@ bool KvCacheManager::allocate(SeqId seq, int32_t num_tokens, int32_t first_write
   const int32_t extra = std::max(0, needed - have) + (needs_copy ? 1 : 0);
   if (extra > pool_.num_free()) return false;
   if (needs_copy && !make_private(s, write_block)) return false;
-  return pool_.allocate(std::max(0, needed - have), s.blocks);
+  return allocate_blocks(std::max(0, needed - have), s.blocks);
 }
 
 void KvCacheManager::commit(SeqId seq, std::span<const int32_t> tokens, int32_t num_committed,
@@ -93,5 +123,7 @@ std::span<KvBlock* const> KvCacheManager::blocks(SeqId seq) const {
 std::vector<std::pair<int32_t, int32_t>> KvCacheManager::take_copies() {
   return std::exchange(copies_, {});
 }
+
+KvTransfers KvCacheManager::take_transfers() { return std::exchange(transfers_, {}); }
 
 }  // namespace tsr

@@ -1,5 +1,6 @@
 // Per-sequence block tables on top of the block pool: prefix-cache lookup, slot
-// allocation with copy-on-write, caching of full blocks, forks and freeing.
+// allocation with copy-on-write, caching of full blocks, forks and freeing, and, with a
+// host tier below the pool, which blocks move between the two.
 // Not thread-safe: the engine's step thread owns it.
 #pragma once
 
@@ -10,21 +11,34 @@
 #include <vector>
 
 #include "core/kv/block_pool.h"
+#include "core/kv/host_tier.h"
 
 namespace tsr {
 
 using SeqId = uint64_t;
 
+// Copies between the pool and the host tier that the block tables now assume, to be done
+// before the next forward pass, offloads first: an offloaded block may be the target of a
+// restore or of a block copy in the same step.
+struct KvTransfers {
+  std::vector<std::pair<int32_t, BlockHash>> offloads;  // pool block -> tier, under its hash
+  std::vector<std::pair<int32_t, KvBlockBytes>> restores;  // tier bytes -> pool block
+  bool empty() const { return offloads.empty() && restores.empty(); }
+};
+
 class KvCacheManager {
  public:
-  KvCacheManager(int32_t num_blocks, int32_t block_size, bool prefix_caching);
+  // `tier` (can be NULL: none) outlives the manager; it keeps cached blocks the pool
+  // evicts, and claim_cached_prefix takes them back.
+  KvCacheManager(int32_t num_blocks, int32_t block_size, bool prefix_caching, KvHostTier* tier = nullptr);
 
   int32_t block_size() const { return block_size_; }
   const BlockPool& pool() const { return pool_; }
 
   // Claims the longest cached prefix of `tokens` for a sequence that has no blocks yet, in
   // whole blocks and leaving at least the last token to compute (its logits are needed).
-  // Returns the number of tokens whose KV is now in place.
+  // A block the pool lost but the host tier holds gets a fresh pool block and a restore.
+  // Returns the number of tokens whose KV is in place once take_transfers() is done.
   int32_t claim_cached_prefix(SeqId seq, std::span<const int32_t> tokens, uint64_t extra);
 
   // Ensures blocks for the first `num_tokens` positions, making the block at position
@@ -45,6 +59,8 @@ class KvCacheManager {
   std::span<KvBlock* const> blocks(SeqId seq) const;
   // Block copies (src, dst) that copy-on-write decided since the last call.
   std::vector<std::pair<int32_t, int32_t>> take_copies();
+  // Tier copies decided since the last call (none without a tier).
+  KvTransfers take_transfers();
 
   int32_t num_free_blocks() const { return pool_.num_free(); }
   int32_t num_used_blocks() const { return pool_.num_blocks() - pool_.num_free(); }
@@ -57,8 +73,13 @@ class KvCacheManager {
   };
 
   bool make_private(Seq& s, int32_t block_index);
+  // pool_.allocate, then the evicted blocks' offloads.
+  bool allocate_blocks(int32_t n, std::vector<KvBlock*>& out);
+  KvBlock* restore_from_tier(const BlockHash& h);
 
   BlockPool pool_;
+  KvHostTier* tier_;
+  KvTransfers transfers_;
   int32_t block_size_;
   std::unordered_map<SeqId, Seq> seqs_;
   std::vector<std::pair<int32_t, int32_t>> copies_;

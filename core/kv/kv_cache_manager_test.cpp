@@ -125,5 +125,94 @@ TEST(KvCacheManager, WithoutCachingNothingIsShared) {
   EXPECT_EQ(kv.pool().num_cached(), 0);
 }
 
+// What ModelRunner does with the transfers: offloads store "the block's bytes" (here its
+// id, standing for them) in the tier. Returns the transfers for the test to inspect.
+KvTransfers apply_offloads(KvCacheManager& kv, KvHostTier& tier) {
+  KvTransfers t = kv.take_transfers();
+  for (const auto& [id, hash] : t.offloads) tier.put(hash, std::vector<uint8_t>(4, uint8_t(id)));
+  return t;
+}
+
+TEST(KvCacheManagerHostTier, EvictedPrefixBlocksComeBackFromTheTier) {
+  KvHostTier tier(64, 4);
+  KvCacheManager kv(3, 4, true, &tier);
+  const auto a = iota_tokens(9);
+  ASSERT_TRUE(kv.allocate(1, 9, 0));
+  kv.commit(1, a, 9, 0);  // two full blocks cached
+  const std::vector<int32_t> a_blocks = ids(kv.blocks(1));
+  kv.free(1);
+  EXPECT_TRUE(kv.take_transfers().empty());
+  ASSERT_TRUE(kv.allocate(2, 9, 0));  // takes all three blocks: both cached ones are evicted
+  const KvTransfers offloaded = apply_offloads(kv, tier);
+  ASSERT_EQ(offloaded.offloads.size(), 2u);
+  EXPECT_TRUE(offloaded.restores.empty());
+  EXPECT_EQ(tier.num_blocks(), 2u);
+  kv.free(2);
+
+  // The pool lost a's prefix; the tier gives both blocks back, each into a fresh pool block.
+  EXPECT_EQ(kv.claim_cached_prefix(3, a, 0), 8);
+  const KvTransfers restored = apply_offloads(kv, tier);
+  ASSERT_EQ(restored.restores.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(restored.restores[i].first, kv.blocks(3)[i]->id);
+    EXPECT_EQ(*restored.restores[i].second, std::vector<uint8_t>(4, uint8_t(a_blocks[i])));
+    EXPECT_TRUE(kv.blocks(3)[i]->hash.has_value());  // cached again in the pool
+  }
+  EXPECT_EQ(tier.stats().hits, 2u);
+}
+
+TEST(KvCacheManagerHostTier, ABlockHeldByTheTierIsNotCopiedAgain) {
+  KvHostTier tier(64, 4);
+  KvCacheManager kv(2, 4, true, &tier);
+  const auto a = iota_tokens(5);
+  ASSERT_TRUE(kv.allocate(1, 5, 0));
+  kv.commit(1, a, 5, 0);
+  kv.free(1);
+  ASSERT_TRUE(kv.allocate(2, 8, 0));
+  EXPECT_EQ(apply_offloads(kv, tier).offloads.size(), 1u);
+  kv.free(2);
+  ASSERT_EQ(kv.claim_cached_prefix(3, a, 0), 4);  // restored from the tier
+  apply_offloads(kv, tier);
+  kv.free(3);
+  ASSERT_TRUE(kv.allocate(4, 8, 0));  // evicts the restored block: the tier has its bytes
+  EXPECT_TRUE(apply_offloads(kv, tier).empty());
+}
+
+TEST(KvCacheManagerHostTier, ARestoreEvictedBeforeItLandsIsDropped) {
+  KvHostTier tier(64, 4);
+  KvCacheManager kv(2, 4, true, &tier);
+  const auto a = iota_tokens(5);
+  ASSERT_TRUE(kv.allocate(1, 5, 0));
+  kv.commit(1, a, 5, 0);
+  kv.free(1);
+  ASSERT_TRUE(kv.allocate(2, 8, 0));
+  apply_offloads(kv, tier);
+  kv.free(2);
+  // Within one step: the prefix is restored, given back (the scheduler's retry) and its
+  // block taken by another sequence before any copy ran.
+  ASSERT_EQ(kv.claim_cached_prefix(3, a, 0), 4);
+  kv.free(3);
+  ASSERT_TRUE(kv.allocate(4, 8, 0));
+  const KvTransfers t = kv.take_transfers();
+  EXPECT_TRUE(t.restores.empty());   // nothing is written into a block now sequence 4's
+  EXPECT_TRUE(t.offloads.empty());   // and its stale bytes are not offloaded as a's
+  EXPECT_TRUE(tier.contains(block_hash(nullptr, std::span(a).first(4), 0)));
+}
+
+TEST(KvCacheManagerHostTier, AFullPoolStopsTheRestore) {
+  KvHostTier tier(64, 4);
+  KvCacheManager kv(2, 4, true, &tier);
+  const auto a = iota_tokens(9);
+  ASSERT_TRUE(kv.allocate(1, 8, 0));
+  kv.commit(1, a, 8, 0);
+  kv.free(1);
+  ASSERT_TRUE(kv.allocate(2, 8, 0));
+  apply_offloads(kv, tier);
+  ASSERT_EQ(tier.num_blocks(), 2u);
+  // Sequence 2 holds both blocks: no pool block is free for a restore.
+  EXPECT_EQ(kv.claim_cached_prefix(3, a, 0), 0);
+  EXPECT_TRUE(kv.take_transfers().empty());
+}
+
 }  // namespace
 }  // namespace tsr

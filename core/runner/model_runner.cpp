@@ -1,5 +1,7 @@
 #include "core/runner/model_runner.h"
 
+#include <spdlog/spdlog.h>
+
 #include "core/runner/step_batch_builder.h"
 
 namespace tsr {
@@ -11,13 +13,27 @@ KvCacheShape sized(KvCacheShape shape, int32_t num_blocks) {
   return shape;
 }
 
+std::unique_ptr<KvHostTier> make_host_tier(uint64_t bytes, const KvCache& cache) {
+  const uint64_t block_bytes = cache.shape().bytes_per_block();
+  if (bytes == 0) return nullptr;
+  if (bytes < block_bytes) {
+    spdlog::warn("KV host tier off: [cache] host_memory = {} bytes holds no block of {} bytes", bytes, block_bytes);
+    return nullptr;
+  }
+  auto tier = std::make_unique<KvHostTier>(bytes, block_bytes);
+  spdlog::info("KV host tier: {} blocks, {:.1f} MiB", tier->capacity_blocks(),
+               double(tier->capacity_blocks() * block_bytes) / (1 << 20));
+  return tier;
+}
+
 }  // namespace
 
 ModelRunner::ModelRunner(const LlamaModel& model, Backend& backend, const ModelRunnerOptions& options)
     : model_(model),
       backend_(backend),
       cache_(backend, sized(cache_shape(model, options.block_size, options.kv), options.num_blocks)),
-      kv_(options.num_blocks, options.block_size, options.prefix_caching),
+      tier_(options.prefix_caching ? make_host_tier(options.host_tier_bytes, cache_) : nullptr),
+      kv_(options.num_blocks, options.block_size, options.prefix_caching, tier_.get()),
       forward_(model, backend, cache_, options.forward) {}
 
 KvCacheShape ModelRunner::cache_shape(const LlamaModel& model, int32_t block_size, const KvFormat& format) {
@@ -31,14 +47,30 @@ KvCacheShape ModelRunner::cache_shape(const LlamaModel& model, const CacheConfig
   return cache_shape(model, cache.block_size, format);
 }
 
-void ModelRunner::execute(const SchedulerOutput& out, std::vector<float>& logits) {
+void ModelRunner::apply_kv_moves() {
+  KvTransfers moves = kv_.take_transfers();
+  if (!moves.offloads.empty()) {
+    std::vector<std::vector<uint8_t>> bytes(moves.offloads.size());
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      bytes[i].resize(cache_.shape().bytes_per_block());
+      cache_.read_block(backend_, moves.offloads[i].first, bytes[i]);
+    }
+    backend_.synchronize();
+    for (size_t i = 0; i < bytes.size(); ++i) tier_->put(moves.offloads[i].second, std::move(bytes[i]));
+  }
+  for (const auto& [block, bytes] : moves.restores) cache_.write_block(backend_, block, *bytes);
   const auto copies = kv_.take_copies();
   if (!copies.empty()) copy_kv_blocks(backend_, cache_, copies);
+}
+
+void ModelRunner::execute(const SchedulerOutput& out, std::vector<float>& logits) {
+  apply_kv_moves();
   forward_.run(build_step_batch(out, kv_), logits);
 }
 
 void ModelRunner::run_sequence(SeqId seq, int32_t start, std::span<const int32_t> tokens, bool all_logits,
                                std::vector<float>& logits) {
+  apply_kv_moves();
   forward_.run(build_sequence_batch(kv_, seq, start, tokens, all_logits), logits);
 }
 

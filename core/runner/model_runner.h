@@ -26,6 +26,7 @@ struct ModelRunnerOptions {
   int32_t num_blocks = 0;       // KV blocks (see kv_cache_num_blocks); > 0
   bool prefix_caching = false;  // blocks of committed prefixes are shared between sequences
   KvFormat kv;                  // the cache's dtypes and rotation
+  uint64_t host_tier_bytes = 0; // host memory for blocks the prefix cache evicts; 0: none
   ForwardOptions forward;
 };
 
@@ -45,9 +46,10 @@ class ModelRunner {
   KvCacheManager& kv() { return kv_; }
   const KvCacheManager& kv() const { return kv_; }
   const LlamaForward& forward() const { return forward_; }
+  const KvHostTier* host_tier() const { return tier_.get(); }  // NULL: none
 
-  // A scheduler step: the block copies its allocations asked for (copy-on-write), then one
-  // forward pass over its chunks. `logits` gets the rows build_step_batch asks for.
+  // A scheduler step: the host-tier copies and block copies (copy-on-write) its
+  // allocations asked for, then one forward pass over its chunks. `logits` gets the rows build_step_batch asks for.
   void execute(const SchedulerOutput& out, std::vector<float>& logits);
 
   // `tokens` at positions start, start + 1, ... of `seq`, whose blocks cover them
@@ -56,9 +58,14 @@ class ModelRunner {
                     std::vector<float>& logits);
 
  private:
+  // Offloads read evicted blocks into the tier, restores write tier blocks into the pool
+  // and copy-on-write copies follow, in that order (KvTransfers).
+  void apply_kv_moves();
+
   const LlamaModel& model_;
   Backend& backend_;
   KvCache cache_;
+  std::unique_ptr<KvHostTier> tier_;  // before kv_, which points to it
   KvCacheManager kv_;
   LlamaForward forward_;
 };

@@ -164,6 +164,19 @@ TEST(CliFlags, CtkCtvChooseTheKvDtypes) {
       << refused.out;
 }
 
+// `bench --kv-tier`: the evicted prefix comes back whole from the host tier, and not at all
+// without it (speed is the benchmark's business, not this test's).
+TEST(CliFlags, KvTierBenchServesTheEvictedPrefixFromTheTier) {
+  TSR_REQUIRE_SHARED(kStories);
+  const Outcome r = run("bench --kv-tier -m " + model() + " -t 1 --prefix-len 200 --reps 1 --json", false);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.rfind('{')));
+  EXPECT_EQ(j["cached_tokens_host_tier"], 192) << j;  // the prefix's 12 full blocks
+  EXPECT_LT(j["cached_tokens_recompute"].get<int>(), 192) << j;
+  EXPECT_GT(j["host_tier_blocks_restored"].get<int>(), 0) << j;
+  EXPECT_GT(j["ttft_ms_recompute"].get<double>(), 0) << j;
+}
+
 // A model trained for 131,072 tokens starts with the default settings ([cache] memory =
 // "auto"), and the log says how much memory the cache took and which context it chose.
 // Heads of 32 x 256 in 8 layers: half a MiB of F32 KV per token, 64 GiB for the trained

@@ -153,6 +153,33 @@ TEST_F(EngineInvariance, AfterPrefixCacheHit) {
   EXPECT_GT(engine->stats().prefix_hit_rate, 0.0);
 }
 
+// A pool of one context cannot keep a prompt's blocks while four other requests run; with
+// a host tier the evicted blocks wait there, and the prompt's second run takes them back
+// instead of recomputing them, with the same greedy output.
+TEST_F(EngineInvariance, AfterHostTierHit) {
+  Config c = base_config();
+  c.cache.memory_bytes = 32 * 10240;  // 32 blocks of 16 tokens
+  c.cache.host_memory_bytes = 4 << 20;
+  auto engine = Engine::create(c);
+  const Reference& r = refs_[0];
+  std::vector<int32_t> prompt = r.prompt;
+  prompt.insert(prompt.end(), r.greedy.begin(), r.greedy.begin() + 60);
+  const std::vector<int32_t> expected(r.greedy.begin() + 60, r.greedy.end());
+  EXPECT_EQ(engine->generate(greedy(prompt, static_cast<int32_t>(expected.size()))).tokens, expected);
+
+  std::vector<RequestParams> others;
+  for (size_t i = 1; i < refs_.size(); ++i) others.push_back(greedy(refs_[i].prompt, 200));
+  const auto outputs = run_batch(*engine, others);
+  for (size_t i = 1; i < refs_.size(); ++i) EXPECT_EQ(outputs[i - 1], refs_[i].greedy) << "prompt " << i;
+  const EngineStats evicted = engine->stats();
+  EXPECT_GT(evicted.kv_host_stored, 0);
+
+  const GenerateResult again = engine->generate(greedy(prompt, static_cast<int32_t>(expected.size())));
+  EXPECT_EQ(again.tokens, expected);
+  EXPECT_EQ(again.stats.cached_tokens, int32_t(prompt.size() - 1) / 16 * 16);
+  EXPECT_GT(engine->stats().kv_host_restored, evicted.kv_host_restored);
+}
+
 TEST_F(EngineInvariance, SharedPrefixDivergesCorrectly) {
   // Two sampled requests share a cached prompt prefix, then diverge: each must equal the
   // same request run alone on a fresh engine.
