@@ -37,6 +37,14 @@ void render_engine(std::string& out, const EngineStats& s) {
          s.kv_host_stored);
   single(out, "tessera_kv_host_tier_restored_total", "KV blocks prefix hits took back from the host tier.", "counter",
          s.kv_host_restored);
+  single(out, "tessera_kv_disk_tier_blocks", "KV block files of the disk tier ([cache] disk_path).", "gauge",
+         s.kv_disk_blocks);
+  single(out, "tessera_kv_disk_tier_written_total", "KV block files written to the disk tier.", "counter",
+         s.kv_disk_written);
+  single(out, "tessera_kv_disk_tier_loaded_total", "KV blocks read back from the disk tier and verified.", "counter",
+         s.kv_disk_loaded);
+  single(out, "tessera_kv_disk_tier_rejected_total", "Disk tier files deleted as truncated, malformed or corrupted.",
+         "counter", s.kv_disk_rejected);
   single(out, "tessera_num_requests_waiting", "Requests waiting for the running batch.", "gauge", s.num_waiting);
   single(out, "tessera_num_requests_running", "Requests in the running batch.", "gauge", s.num_running);
   single(out, "tessera_preemptions_total", "Requests preempted by recompute.", "counter", s.preemptions);

@@ -270,6 +270,8 @@ constexpr KeySpec kKeys[] = {
     {"cache", "prefix_caching",
      [](const Field& f, Config& c) { c.cache.prefix_caching = f.boolean(); }},
     {"cache", "host_memory", [](const Field& f, Config& c) { c.cache.host_memory_bytes = f.size_or_zero(); }},
+    {"cache", "disk_path", [](const Field& f, Config& c) { c.cache.disk_path = f.path(); }},
+    {"cache", "disk_memory", [](const Field& f, Config& c) { c.cache.disk_memory_bytes = f.size(); }},
     {"cache", "dtype", [](const Field& f, Config& c) { c.cache.dtype = f.one_of(kKvDtypeNames); }},
     {"cache", "dtype_k", [](const Field& f, Config& c) { c.cache.dtype_k = f.one_of(kKvDtypeNames); }},
     {"cache", "dtype_v", [](const Field& f, Config& c) { c.cache.dtype_v = f.one_of(kKvDtypeNames); }},

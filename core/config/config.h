@@ -35,6 +35,8 @@ struct CacheConfig {
   uint64_t memory_bytes = 0;              // 0 ("auto"): a share of the memory free at start (core/kv/kv_memory.h)
   bool prefix_caching = true;
   uint64_t host_memory_bytes = 0;         // host tier for evicted prefix blocks (core/kv/host_tier.h); 0: off
+  std::string disk_path;                  // disk tier below it (core/kv/disk_tier.h); empty: off
+  uint64_t disk_memory_bytes = 8ull << 30;  // the disk tier's bound
   std::string dtype = "f16";              // K and V: f32 | f16 | bf16 | q8_0 | q4_0 | fp8_e4m3 (core/kv/kv_dtype.h)
   std::string dtype_k, dtype_v;           // empty: dtype (llama.cpp's -ctk / -ctv)
   std::string rotation = "auto";          // auto (q4_0 caches) | hadamard | none

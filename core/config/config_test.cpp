@@ -42,6 +42,8 @@ block_size = 64
 memory = "1.5GiB"
 prefix_caching = false
 host_memory = "256MiB"
+disk_path = "/tmp/kv"
+disk_memory = "1GiB"
 dtype = "bf16"
 dtype_k = "q8_0"
 dtype_v = "q4_0"
@@ -178,6 +180,8 @@ TEST(Config, Defaults) {
   EXPECT_EQ(c.cache.memory_bytes, 0u);  // auto
   EXPECT_TRUE(c.cache.prefix_caching);
   EXPECT_EQ(c.cache.host_memory_bytes, 0u);  // off
+  EXPECT_EQ(c.cache.disk_path, "");          // off
+  EXPECT_EQ(c.cache.disk_memory_bytes, 8ull << 30);
   EXPECT_EQ(c.cache.k_dtype(), "f16");
   EXPECT_EQ(c.cache.v_dtype(), "f16");
   EXPECT_EQ(c.cache.rotation, "auto");
@@ -224,6 +228,8 @@ TEST(Config, EveryKeyParsed) {
   EXPECT_EQ(c.cache.memory_bytes, 3ull << 29);
   EXPECT_FALSE(c.cache.prefix_caching);
   EXPECT_EQ(c.cache.host_memory_bytes, 256ull << 20);
+  EXPECT_EQ(c.cache.disk_path, "/tmp/kv");
+  EXPECT_EQ(c.cache.disk_memory_bytes, 1ull << 30);
   EXPECT_EQ(c.cache.dtype, "bf16");
   EXPECT_EQ(c.cache.k_dtype(), "q8_0");
   EXPECT_EQ(c.cache.v_dtype(), "q4_0");

@@ -88,6 +88,17 @@ struct Compiled {
   GrammarCache::Result result;
 };
 
+// Everything a block's KV bytes depend on besides its tokens: the model's contents, the
+// cache's shape and dtypes, the backend that computed it and the quantization scheme.
+std::string kv_disk_identity(const GgufFile& gguf, const KvCacheShape& shape, const std::string& backend,
+                             const std::string& quant) {
+  return fmt::format("tessera kv 1; model {:016x}; layers {} kv_heads {} head_dim {} block {}; K {} V {}{}; "
+                     "backend {}; quant {}",
+                     gguf_content_fingerprint(gguf), shape.n_layer, shape.n_kv_heads, shape.head_dim,
+                     shape.block_size, tsr_dtype_name(shape.format.k), tsr_dtype_name(shape.format.v),
+                     shape.format.rotated ? " rotated" : "", backend, quant);
+}
+
 }  // namespace
 
 struct Engine::Impl {
@@ -196,6 +207,11 @@ void Engine::Impl::load() {
   kv_tokens = int64_t(ro.num_blocks) * shape.block_size;
   ro.prefix_caching = config.cache.prefix_caching;
   ro.host_tier_bytes = config.cache.host_memory_bytes;
+  if (!config.cache.disk_path.empty()) {
+    ro.disk_tier_path = config.cache.disk_path;
+    ro.disk_tier_bytes = config.cache.disk_memory_bytes;
+    ro.disk_tier_identity = kv_disk_identity(*gguf, shape, backend->name(), config.quant.scheme);
+  }
   const uint64_t host_pool = backend->props().host_visible != 0 ? uint64_t(ro.num_blocks) * shape.bytes_per_block() : 0;
   check_host_kv_memory(host_pool, ro.prefix_caching ? ro.host_tier_bytes : 0, host_memory_limit());
   ro.forward = forward_options(*backend, shape, n_ctx);
@@ -452,6 +468,10 @@ bool Engine::Impl::step() {
       check_device(e, touched);
     }
     ++steps;
+  } else {
+    // Nothing to run but, perhaps, requests whose prefix is being read from disk: wait for
+    // a read rather than spin.
+    runner->kv().wait_for_loads(std::chrono::milliseconds(5));
   }
   for (const ScheduledChunk& c : out.chunks) touched.push_back(c.request);
   deliver(touched);
@@ -473,6 +493,13 @@ void Engine::Impl::publish_stats() {
     s.kv_host_blocks = int64_t(tier->num_blocks());
     s.kv_host_stored = int64_t(tier->stats().stored);
     s.kv_host_restored = int64_t(tier->stats().hits);
+  }
+  if (const KvDiskTier* disk = runner->disk_tier()) {
+    const KvDiskTierStats d = disk->stats();
+    s.kv_disk_blocks = int64_t(disk->num_blocks());
+    s.kv_disk_written = int64_t(d.written);
+    s.kv_disk_loaded = int64_t(d.loaded);
+    s.kv_disk_rejected = int64_t(d.rejected);
   }
   s.num_waiting = static_cast<int32_t>(scheduler->num_waiting());
   s.num_running = static_cast<int32_t>(scheduler->num_running());

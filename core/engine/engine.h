@@ -36,6 +36,10 @@ struct EngineStats {
   int64_t kv_host_blocks = 0;    // held by the host tier ([cache] host_memory)
   int64_t kv_host_stored = 0;    // blocks the pool evicted into the host tier
   int64_t kv_host_restored = 0;  // blocks a prefix hit took back from it
+  int64_t kv_disk_blocks = 0;    // block files of the disk tier ([cache] disk_path)
+  int64_t kv_disk_written = 0;
+  int64_t kv_disk_loaded = 0;    // read back into the host tier, verified
+  int64_t kv_disk_rejected = 0;  // truncated, malformed or corrupted files deleted
   int32_t num_waiting = 0;
   int32_t num_running = 0;
   int32_t num_unfinished = 0;  // admitted and not finished, including those compiling a constraint

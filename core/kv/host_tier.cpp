@@ -22,8 +22,8 @@ KvBlockBytes KvHostTier::find(const BlockHash& h) {
   return index_.find(h)->second->bytes;
 }
 
-void KvHostTier::put(const BlockHash& h, std::vector<uint8_t>&& bytes) {
-  if (bytes.size() != block_bytes_) throw Error("KV host tier: a block of the wrong size", TSR_STATUS_INTERNAL);
+void KvHostTier::put(const BlockHash& h, KvBlockBytes bytes) {
+  if (bytes == nullptr || bytes->size() != block_bytes_) throw Error("KV host tier: a block of the wrong size", TSR_STATUS_INTERNAL);
   if (capacity_ == 0) return;
   if (touch(h)) return;
   while (index_.size() >= capacity_) {
@@ -31,7 +31,7 @@ void KvHostTier::put(const BlockHash& h, std::vector<uint8_t>&& bytes) {
     lru_.pop_back();
     ++stats_.evicted;
   }
-  lru_.push_front(Entry{h, std::make_shared<const std::vector<uint8_t>>(std::move(bytes))});
+  lru_.push_front(Entry{h, std::move(bytes)});
   index_.emplace(h, lru_.begin());
   ++stats_.stored;
 }

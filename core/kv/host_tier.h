@@ -40,9 +40,9 @@ class KvHostTier {
   bool touch(const BlockHash& h);
   // The block's bytes, now the most recently used; NULL when absent.
   KvBlockBytes find(const BlockHash& h);
-  // Keeps `bytes` (block_bytes long) under `h`, dropping least recently used blocks to make
-  // room; a block already held is only marked recently used.
-  void put(const BlockHash& h, std::vector<uint8_t>&& bytes);
+  // Keeps `bytes` (block_bytes long, not NULL) under `h`, dropping least recently used
+  // blocks to make room; a block already held is only marked recently used.
+  void put(const BlockHash& h, KvBlockBytes bytes);
 
  private:
   struct Entry {

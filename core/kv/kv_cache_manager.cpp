@@ -6,8 +6,12 @@
 
 namespace tsr {
 
-KvCacheManager::KvCacheManager(int32_t num_blocks, int32_t block_size, bool prefix_caching, KvHostTier* tier)
-    : pool_(num_blocks, prefix_caching), tier_(prefix_caching ? tier : nullptr), block_size_(block_size) {
+KvCacheManager::KvCacheManager(int32_t num_blocks, int32_t block_size, bool prefix_caching, KvHostTier* tier,
+                               KvDiskTier* disk)
+    : pool_(num_blocks, prefix_caching),
+      tier_(prefix_caching ? tier : nullptr),
+      disk_(tier_ != nullptr ? disk : nullptr),
+      block_size_(block_size) {
   if (block_size <= 0) throw Error("block_size must be > 0");
   pool_.record_evictions(tier_ != nullptr);
 }
@@ -41,12 +45,8 @@ KvBlock* KvCacheManager::restore_from_tier(const BlockHash& h) {
 int32_t KvCacheManager::claim_cached_prefix(SeqId seq, std::span<const int32_t> tokens,
                                             uint64_t extra) {
   Seq& s = seqs_[seq];
-  if (!pool_.caching() || !s.blocks.empty() || tokens.size() < 2) return 0;
-  // At most tokens-1 positions may come from the cache: the last one must be computed.
-  const auto usable = tokens.first((tokens.size() - 1) / block_size_ * block_size_);
-  std::vector<BlockHash> hashes;
-  block_hashes_extend(hashes, usable, block_size_, extra);
-  for (const BlockHash& h : hashes) {
+  if (!pool_.caching() || !s.blocks.empty()) return 0;
+  for (const BlockHash& h : claimable_hashes(tokens, extra)) {
     KvBlock* b = pool_.find_cached(h);
     if (b != nullptr) {
       pool_.touch(b);
@@ -58,6 +58,36 @@ int32_t KvCacheManager::claim_cached_prefix(SeqId seq, std::span<const int32_t> 
   }
   s.num_cached = static_cast<int32_t>(s.blocks.size());
   return s.num_cached * block_size_;
+}
+
+std::vector<BlockHash> KvCacheManager::claimable_hashes(std::span<const int32_t> tokens, uint64_t extra) const {
+  std::vector<BlockHash> hashes;
+  if (tokens.size() < 2) return hashes;
+  // At most tokens-1 positions may come from the cache: the last one must be computed.
+  block_hashes_extend(hashes, tokens.first((tokens.size() - 1) / block_size_ * block_size_), block_size_, extra);
+  return hashes;
+}
+
+bool KvCacheManager::prefix_loading(std::span<const int32_t> tokens, uint64_t extra) {
+  if (disk_ == nullptr) return false;
+  for (auto& [hash, bytes] : disk_->take_loaded()) {
+    if (bytes != nullptr) tier_->put(hash, std::move(bytes));
+  }
+  // Half the tier at most, so that blocks read for one request are not dropped by the tier
+  // before that request takes them (which would read them again, forever).
+  uint64_t budget = tier_->capacity_blocks() / 2;
+  bool loading = false;
+  for (const BlockHash& h : claimable_hashes(tokens, extra)) {
+    if (pool_.find_cached(h) != nullptr || tier_->contains(h)) continue;
+    if (budget == 0 || !disk_->load(h)) break;
+    --budget;
+    loading = true;
+  }
+  return loading;
+}
+
+void KvCacheManager::wait_for_loads(std::chrono::milliseconds timeout) {
+  if (disk_ != nullptr && disk_->loading()) disk_->wait_loaded(timeout);
 }
 
 bool KvCacheManager::make_private(Seq& s, int32_t index) {
@@ -93,7 +123,11 @@ void KvCacheManager::commit(SeqId seq, std::span<const int32_t> tokens, int32_t 
   const int32_t limit = std::min<int32_t>(num_committed, static_cast<int32_t>(s.blocks.size()) * block_size_);
   block_hashes_extend(s.hashes, tokens.first(std::min<size_t>(tokens.size(), limit)), block_size_, extra);
   for (; s.num_cached < static_cast<int32_t>(s.hashes.size()); ++s.num_cached) {
-    pool_.cache(s.blocks[s.num_cached], s.hashes[s.num_cached]);
+    KvBlock* b = s.blocks[s.num_cached];
+    const BlockHash& h = s.hashes[s.num_cached];
+    const bool was_cached = b->hash.has_value();
+    pool_.cache(b, h);
+    if (disk_ != nullptr && !was_cached && b->hash == h && !disk_->contains(h)) transfers_.stores.emplace_back(b->id, h);
   }
 }
 

@@ -4,6 +4,7 @@
 // Not thread-safe: the engine's step thread owns it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <span>
 #include <unordered_map>
@@ -11,26 +12,30 @@
 #include <vector>
 
 #include "core/kv/block_pool.h"
+#include "core/kv/disk_tier.h"
 #include "core/kv/host_tier.h"
 
 namespace tsr {
 
 using SeqId = uint64_t;
 
-// Copies between the pool and the host tier that the block tables now assume, to be done
-// before the next forward pass, offloads first: an offloaded block may be the target of a
-// restore or of a block copy in the same step.
+// Copies between the pool and the tiers that the block tables now assume, to be done
+// before the next forward pass, offloads and stores first: such a block may be the target
+// of a restore or of a block copy in the same step.
 struct KvTransfers {
   std::vector<std::pair<int32_t, BlockHash>> offloads;  // pool block -> tier, under its hash
+  std::vector<std::pair<int32_t, BlockHash>> stores;    // newly cached pool block -> disk tier
   std::vector<std::pair<int32_t, KvBlockBytes>> restores;  // tier bytes -> pool block
-  bool empty() const { return offloads.empty() && restores.empty(); }
+  bool empty() const { return offloads.empty() && stores.empty() && restores.empty(); }
 };
 
 class KvCacheManager {
  public:
   // `tier` (can be NULL: none) outlives the manager; it keeps cached blocks the pool
-  // evicts, and claim_cached_prefix takes them back.
-  KvCacheManager(int32_t num_blocks, int32_t block_size, bool prefix_caching, KvHostTier* tier = nullptr);
+  // evicts, and claim_cached_prefix takes them back. `disk` (can be NULL; only with a
+  // tier) outlives it too: blocks read from it arrive through the tier.
+  KvCacheManager(int32_t num_blocks, int32_t block_size, bool prefix_caching, KvHostTier* tier = nullptr,
+                 KvDiskTier* disk = nullptr);
 
   int32_t block_size() const { return block_size_; }
   const BlockPool& pool() const { return pool_; }
@@ -41,13 +46,22 @@ class KvCacheManager {
   // Returns the number of tokens whose KV is in place once take_transfers() is done.
   int32_t claim_cached_prefix(SeqId seq, std::span<const int32_t> tokens, uint64_t extra);
 
+  // Whether blocks of the cached prefix of `tokens` that only the disk tier holds are
+  // still being read into the host tier; starts those reads. A request is admitted once
+  // this is false (the reads done, or failed: then it recomputes those blocks).
+  bool prefix_loading(std::span<const int32_t> tokens, uint64_t extra);
+  // Waits up to `timeout` for a disk read, when any is running.
+  void wait_for_loads(std::chrono::milliseconds timeout);
+
   // Ensures blocks for the first `num_tokens` positions, making the block at position
   // `first_write` private if it is shared (copy-on-write). Returns false, changing
   // nothing, when the pool cannot supply the blocks.
   bool allocate(SeqId seq, int32_t num_tokens, int32_t first_write);
 
   // Hashes and caches the full blocks among the first `num_committed` tokens (tokens whose
-  // KV is computed and final: never draft tokens).
+  // KV is computed and final: never draft tokens). With a disk tier, each block newly
+  // cached is also stored there (write-through: the files then hold every computed prefix
+  // up to their bound, and survive a restart or a crash).
   void commit(SeqId seq, std::span<const int32_t> tokens, int32_t num_committed, uint64_t extra);
 
   // The child shares every block of the parent, the partial last one included.
@@ -76,9 +90,12 @@ class KvCacheManager {
   // pool_.allocate, then the evicted blocks' offloads.
   bool allocate_blocks(int32_t n, std::vector<KvBlock*>& out);
   KvBlock* restore_from_tier(const BlockHash& h);
+  // Hashes of the blocks of `tokens` claim_cached_prefix may take.
+  std::vector<BlockHash> claimable_hashes(std::span<const int32_t> tokens, uint64_t extra) const;
 
   BlockPool pool_;
   KvHostTier* tier_;
+  KvDiskTier* disk_;
   KvTransfers transfers_;
   int32_t block_size_;
   std::unordered_map<SeqId, Seq> seqs_;

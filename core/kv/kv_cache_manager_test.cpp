@@ -4,6 +4,8 @@
 
 #include <numeric>
 
+#include "tests/common/scratch_dir.h"
+
 namespace tsr {
 namespace {
 
@@ -129,7 +131,7 @@ TEST(KvCacheManager, WithoutCachingNothingIsShared) {
 // id, standing for them) in the tier. Returns the transfers for the test to inspect.
 KvTransfers apply_offloads(KvCacheManager& kv, KvHostTier& tier) {
   KvTransfers t = kv.take_transfers();
-  for (const auto& [id, hash] : t.offloads) tier.put(hash, std::vector<uint8_t>(4, uint8_t(id)));
+  for (const auto& [id, hash] : t.offloads) tier.put(hash, std::make_shared<const std::vector<uint8_t>>(4, uint8_t(id)));
   return t;
 }
 
@@ -211,6 +213,27 @@ TEST(KvCacheManagerHostTier, AFullPoolStopsTheRestore) {
   ASSERT_EQ(tier.num_blocks(), 2u);
   // Sequence 2 holds both blocks: no pool block is free for a restore.
   EXPECT_EQ(kv.claim_cached_prefix(3, a, 0), 0);
+  EXPECT_TRUE(kv.take_transfers().empty());
+}
+
+TEST(KvCacheManagerHostTier, WithADiskTierEveryNewlyCachedBlockIsStored) {
+  const testing::ScratchDir dir("tessera_kv_manager_disk");
+  KvHostTier tier(64, 4);
+  KvDiskTier disk(dir.path().string(), 1 << 20, 4, "test");
+  KvCacheManager kv(8, 4, true, &tier, &disk);
+  const auto a = iota_tokens(9);
+  ASSERT_TRUE(kv.allocate(1, 9, 0));
+  kv.commit(1, a, 9, 0);
+  const KvTransfers t = kv.take_transfers();
+  ASSERT_EQ(t.stores.size(), 2u);  // the two full blocks, at once: write-through
+  EXPECT_EQ(t.stores[0].first, kv.blocks(1)[0]->id);
+  EXPECT_EQ(t.stores[1].first, kv.blocks(1)[1]->id);
+  kv.commit(1, a, 9, 0);
+  EXPECT_TRUE(kv.take_transfers().empty());  // each block once
+  // A second sequence sharing the prefix caches nothing new.
+  EXPECT_EQ(kv.claim_cached_prefix(2, a, 0), 8);
+  ASSERT_TRUE(kv.allocate(2, 9, 8));
+  kv.commit(2, a, 9, 0);
   EXPECT_TRUE(kv.take_transfers().empty());
 }
 

@@ -5,6 +5,9 @@
 // capped, because each parsed value costs ~100 bytes however few bytes it took in the file.
 #include "core/model/gguf.h"
 
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -682,6 +685,30 @@ std::string gguf_value_to_string(const GgufValue& v, size_t max_array_items) {
     out += fmt::format("{}... ({} items)", shown > 0 ? ", " : "", v.array.size());
   }
   return out + "]";
+}
+
+uint64_t gguf_content_fingerprint(const GgufFile& file) {
+  XXH3_state_t* state = XXH3_createState();
+  if (state == nullptr) throw Error("out of memory", TSR_STATUS_OUT_OF_MEMORY);
+  XXH3_64bits_reset(state);
+  const auto add = [&](const void* p, size_t n) { XXH3_64bits_update(state, p, n); };
+  for (const GgufKv& kv : file.metadata()) {
+    add(kv.key.data(), kv.key.size());
+    const std::string v = gguf_value_to_string(kv.value, 16);
+    add(v.data(), v.size());
+  }
+  constexpr uint64_t kSample = 4096;
+  for (const GgufTensorInfo& t : file.tensors()) {
+    add(t.name.data(), t.name.size());
+    add(&t.type, sizeof(t.type));
+    add(t.ne.data(), t.ne.size() * sizeof(int64_t));
+    const uint8_t* data = file.tensor_data(t);
+    add(data, std::min(t.nbytes, kSample));
+    if (t.nbytes > kSample) add(data + t.nbytes - kSample, kSample);
+  }
+  const uint64_t h = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return h;
 }
 
 }  // namespace tsr

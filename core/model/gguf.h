@@ -113,6 +113,11 @@ class GgufFile {
   std::unique_ptr<Impl> impl_;
 };
 
+// A 64-bit identity of a GGUF file's contents, cheap for any size: its metadata and tensor
+// layout, and the first and last 4 KiB of every tensor's bytes (fine-tunes of one base
+// differ in every tensor). Names what a cache of computed KV (the disk tier) depends on.
+uint64_t gguf_content_fingerprint(const GgufFile& file);
+
 // Renders a value for `tessera inspect` (long arrays abbreviated).
 std::string gguf_value_to_string(const GgufValue& v, size_t max_array_items = 8);
 

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "base/error.h"
 #include "core/runner/step_batch_builder.h"
 
 namespace tsr {
@@ -26,6 +27,16 @@ std::unique_ptr<KvHostTier> make_host_tier(uint64_t bytes, const KvCache& cache)
   return tier;
 }
 
+std::unique_ptr<KvDiskTier> make_disk_tier(const ModelRunnerOptions& o, const KvCache& cache, bool has_host_tier) {
+  if (o.disk_tier_path.empty()) return nullptr;
+  if (!has_host_tier) {
+    throw Error("[cache] disk_path needs [cache] host_memory (and prefix_caching): disk blocks are read back "
+                "through the host tier");
+  }
+  return std::make_unique<KvDiskTier>(o.disk_tier_path, o.disk_tier_bytes, cache.shape().bytes_per_block(),
+                                      o.disk_tier_identity);
+}
+
 }  // namespace
 
 ModelRunner::ModelRunner(const LlamaModel& model, Backend& backend, const ModelRunnerOptions& options)
@@ -33,7 +44,8 @@ ModelRunner::ModelRunner(const LlamaModel& model, Backend& backend, const ModelR
       backend_(backend),
       cache_(backend, sized(cache_shape(model, options.block_size, options.kv), options.num_blocks)),
       tier_(options.prefix_caching ? make_host_tier(options.host_tier_bytes, cache_) : nullptr),
-      kv_(options.num_blocks, options.block_size, options.prefix_caching, tier_.get()),
+      disk_(make_disk_tier(options, cache_, tier_ != nullptr)),
+      kv_(options.num_blocks, options.block_size, options.prefix_caching, tier_.get(), disk_.get()),
       forward_(model, backend, cache_, options.forward) {}
 
 KvCacheShape ModelRunner::cache_shape(const LlamaModel& model, int32_t block_size, const KvFormat& format) {
@@ -49,14 +61,18 @@ KvCacheShape ModelRunner::cache_shape(const LlamaModel& model, const CacheConfig
 
 void ModelRunner::apply_kv_moves() {
   KvTransfers moves = kv_.take_transfers();
-  if (!moves.offloads.empty()) {
-    std::vector<std::vector<uint8_t>> bytes(moves.offloads.size());
-    for (size_t i = 0; i < bytes.size(); ++i) {
-      bytes[i].resize(cache_.shape().bytes_per_block());
-      cache_.read_block(backend_, moves.offloads[i].first, bytes[i]);
-    }
-    backend_.synchronize();
-    for (size_t i = 0; i < bytes.size(); ++i) tier_->put(moves.offloads[i].second, std::move(bytes[i]));
+  // Offloads go to the host tier and, like stores, to the disk tier (its own thread writes).
+  std::vector<std::pair<int32_t, BlockHash>> out = moves.offloads;
+  out.insert(out.end(), moves.stores.begin(), moves.stores.end());
+  std::vector<std::shared_ptr<std::vector<uint8_t>>> read(out.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    read[i] = std::make_shared<std::vector<uint8_t>>(cache_.shape().bytes_per_block());
+    cache_.read_block(backend_, out[i].first, *read[i]);
+  }
+  if (!out.empty()) backend_.synchronize();
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (i < moves.offloads.size()) tier_->put(out[i].second, read[i]);
+    if (disk_ != nullptr) disk_->store(out[i].second, read[i]);
   }
   for (const auto& [block, bytes] : moves.restores) cache_.write_block(backend_, block, *bytes);
   const auto copies = kv_.take_copies();

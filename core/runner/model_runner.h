@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/config/config.h"
@@ -27,6 +28,9 @@ struct ModelRunnerOptions {
   bool prefix_caching = false;  // blocks of committed prefixes are shared between sequences
   KvFormat kv;                  // the cache's dtypes and rotation
   uint64_t host_tier_bytes = 0; // host memory for blocks the prefix cache evicts; 0: none
+  std::string disk_tier_path;   // directory of the disk tier below the host tier; empty: none
+  uint64_t disk_tier_bytes = 0; // its bound
+  std::string disk_tier_identity;  // what its blocks depend on (KvDiskTier)
   ForwardOptions forward;
 };
 
@@ -47,6 +51,7 @@ class ModelRunner {
   const KvCacheManager& kv() const { return kv_; }
   const LlamaForward& forward() const { return forward_; }
   const KvHostTier* host_tier() const { return tier_.get(); }  // NULL: none
+  const KvDiskTier* disk_tier() const { return disk_.get(); }  // NULL: none
 
   // A scheduler step: the host-tier copies and block copies (copy-on-write) its
   // allocations asked for, then one forward pass over its chunks. `logits` gets the rows build_step_batch asks for.
@@ -66,6 +71,7 @@ class ModelRunner {
   Backend& backend_;
   KvCache cache_;
   std::unique_ptr<KvHostTier> tier_;  // before kv_, which points to it
+  std::unique_ptr<KvDiskTier> disk_;  // the same
   KvCacheManager kv_;
   LlamaForward forward_;
 };

@@ -96,9 +96,14 @@ void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget, Clock::t
 }
 
 void Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget, Clock::time_point now) {
-  while (!waiting_.empty() && budget > 0 &&
-         running_.size() < static_cast<size_t>(config_.max_seqs)) {
-    Request* r = waiting_.front();
+  for (auto it = waiting_.begin();
+       it != waiting_.end() && budget > 0 && running_.size() < static_cast<size_t>(config_.max_seqs);) {
+    Request* r = *it;
+    // A request whose prefix is on its way from the disk tier lets those behind it go first.
+    if (kv_.prefix_loading(r->tokens(), r->cache_key())) {
+      ++it;
+      continue;
+    }
     const int32_t cached = kv_.claim_cached_prefix(r->id(), r->tokens(), r->cache_key());
     r->set_num_computed(cached);
     const int32_t n = chunk_limit(*r, budget);
@@ -107,7 +112,7 @@ void Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget, Clock::t
       r->set_num_computed(0);
       break;
     }
-    waiting_.pop_front();
+    it = waiting_.erase(it);
     trim_drafts(*r, n);
     running_.push_back(r);
     prefix_queries_ += r->num_tokens();

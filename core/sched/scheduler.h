@@ -1,7 +1,8 @@
 // The token-budget scheduler. One rule, no phases: every request has num_computed tokens
 // catching up with its token count; each step spends `max_batch_tokens` over running
 // requests first, then waiting ones. Continuous batching, chunked prefill, prefix-cache
-// hits and preemption by recompute all follow from it.
+// hits and preemption by recompute all follow from it. A waiting request whose cached
+// prefix is still being read from the disk tier is passed over until it has arrived.
 // Not thread-safe: the engine's step thread owns it.
 #pragma once
 

@@ -164,17 +164,28 @@ TEST(CliFlags, CtkCtvChooseTheKvDtypes) {
       << refused.out;
 }
 
-// `bench --kv-tier`: the evicted prefix comes back whole from the host tier, and not at all
-// without it (speed is the benchmark's business, not this test's).
+// `bench --kv-tier`: the evicted prefix comes back whole from the host tier and from disk
+// after a restart, and not at all without them (speed is the benchmark's business, not this test's).
 TEST(CliFlags, KvTierBenchServesTheEvictedPrefixFromTheTier) {
   TSR_REQUIRE_SHARED(kStories);
   const Outcome r = run("bench --kv-tier -m " + model() + " -t 1 --prefix-len 200 --reps 1 --json", false);
   ASSERT_EQ(r.status, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out.substr(r.out.rfind('{')));
   EXPECT_EQ(j["cached_tokens_host_tier"], 192) << j;  // the prefix's 12 full blocks
+  EXPECT_EQ(j["cached_tokens_disk_restart"], 192) << j;
+  EXPECT_GE(j["disk_tier_blocks_loaded"].get<int>(), 12) << j;
   EXPECT_LT(j["cached_tokens_recompute"].get<int>(), 192) << j;
   EXPECT_GT(j["host_tier_blocks_restored"].get<int>(), 0) << j;
   EXPECT_GT(j["ttft_ms_recompute"].get<double>(), 0) << j;
+}
+
+TEST(CliFlags, ADiskTierWithoutAHostTierIsRefusedNamingBoth) {
+  TSR_REQUIRE_SHARED(kStories);
+  const fs::path cfg = work_dir() / "disk_only.toml";
+  std::ofstream(cfg) << "[cache]\ndisk_path = \"" << (work_dir() / "kv").string() << "\"\n";
+  const Outcome r = run("run -m " + model() + " -t 1 -n 2 -p Once --config " + cfg.string());
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("[cache] disk_path needs [cache] host_memory"), std::string::npos) << r.out;
 }
 
 // A model trained for 131,072 tokens starts with the default settings ([cache] memory =

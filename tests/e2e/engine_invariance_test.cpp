@@ -5,10 +5,13 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "core/engine/engine.h"
 #include "base/error.h"
+#include "tests/common/scratch_dir.h"
 #include "tests/common/shared_data.h"
 
 namespace tsr {
@@ -178,6 +181,52 @@ TEST_F(EngineInvariance, AfterHostTierHit) {
   EXPECT_EQ(again.tokens, expected);
   EXPECT_EQ(again.stats.cached_tokens, int32_t(prompt.size() - 1) / 16 * 16);
   EXPECT_GT(engine->stats().kv_host_restored, evicted.kv_host_restored);
+}
+
+// The disk tier: a restarted engine serves the evicted prefix from the files the last one
+// wrote; after every file is corrupted, the next one detects it and recomputes instead.
+TEST_F(EngineInvariance, AfterRestartFromTheDiskTier) {
+  const testing::ScratchDir scratch("tessera_disk_tier_e2e");
+  Config c = base_config();
+  c.cache.memory_bytes = 32 * 10240;
+  c.cache.host_memory_bytes = 4 << 20;
+  c.cache.disk_path = scratch.path().string();
+  const Reference& r = refs_[0];
+  std::vector<int32_t> prompt = r.prompt;
+  prompt.insert(prompt.end(), r.greedy.begin(), r.greedy.begin() + 60);
+  const std::vector<int32_t> expected(r.greedy.begin() + 60, r.greedy.end());
+  const auto max_tokens = static_cast<int32_t>(expected.size());
+  const int32_t full_blocks = int32_t(prompt.size() - 1) / 16 * 16;
+  {
+    auto engine = Engine::create(c);
+    EXPECT_EQ(engine->generate(greedy(prompt, max_tokens)).tokens, expected);
+    std::vector<RequestParams> others;
+    for (size_t i = 1; i < refs_.size(); ++i) others.push_back(greedy(refs_[i].prompt, 200));
+    run_batch(*engine, others);  // evicts the prompt's blocks: to the host tier and to disk
+  }
+  {
+    auto engine = Engine::create(c);
+    const GenerateResult hit = engine->generate(greedy(prompt, max_tokens));
+    EXPECT_EQ(hit.tokens, expected);
+    EXPECT_EQ(hit.stats.cached_tokens, full_blocks);
+    EXPECT_GE(engine->stats().kv_disk_loaded, full_blocks / 16);
+  }
+  int corrupted = 0;
+  for (const auto& dir : std::filesystem::directory_iterator(scratch.path())) {
+    for (const auto& file : std::filesystem::directory_iterator(dir.path())) {
+      std::fstream f(file.path(), std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(64 + 10);
+      f.put('\x7f');
+      ++corrupted;
+    }
+  }
+  ASSERT_GT(corrupted, 0);
+  auto engine = Engine::create(c);
+  const GenerateResult recomputed = engine->generate(greedy(prompt, max_tokens));
+  EXPECT_EQ(recomputed.tokens, expected);
+  EXPECT_EQ(recomputed.stats.cached_tokens, 0);
+  EXPECT_GT(engine->stats().kv_disk_rejected, 0);
+  EXPECT_EQ(engine->stats().kv_disk_loaded, 0);
 }
 
 TEST_F(EngineInvariance, SharedPrefixDivergesCorrectly) {
