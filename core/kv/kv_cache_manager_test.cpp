@@ -135,6 +135,19 @@ KvTransfers apply_offloads(KvCacheManager& kv, KvHostTier& tier) {
   return t;
 }
 
+// Sequence 1 computes and caches `tokens`' full blocks (of a pool of 2 blocks of 4), then
+// sequence 2 takes the whole pool, evicting them into the tier. Returns the offloads.
+size_t cache_then_evict(KvCacheManager& kv, KvHostTier& tier, std::span<const int32_t> tokens) {
+  const auto n = static_cast<int32_t>(tokens.size());
+  EXPECT_TRUE(kv.allocate(1, n, 0));
+  kv.commit(1, tokens, n, 0);
+  kv.free(1);
+  EXPECT_TRUE(kv.allocate(2, 8, 0));
+  const size_t offloads = apply_offloads(kv, tier).offloads.size();
+  kv.free(2);
+  return offloads;
+}
+
 TEST(KvCacheManagerHostTier, EvictedPrefixBlocksComeBackFromTheTier) {
   KvHostTier tier(64, 4);
   KvCacheManager kv(3, 4, true, &tier);
@@ -167,12 +180,7 @@ TEST(KvCacheManagerHostTier, ABlockHeldByTheTierIsNotCopiedAgain) {
   KvHostTier tier(64, 4);
   KvCacheManager kv(2, 4, true, &tier);
   const auto a = iota_tokens(5);
-  ASSERT_TRUE(kv.allocate(1, 5, 0));
-  kv.commit(1, a, 5, 0);
-  kv.free(1);
-  ASSERT_TRUE(kv.allocate(2, 8, 0));
-  EXPECT_EQ(apply_offloads(kv, tier).offloads.size(), 1u);
-  kv.free(2);
+  EXPECT_EQ(cache_then_evict(kv, tier, a), 1u);
   ASSERT_EQ(kv.claim_cached_prefix(3, a, 0), 4);  // restored from the tier
   apply_offloads(kv, tier);
   kv.free(3);
@@ -184,12 +192,7 @@ TEST(KvCacheManagerHostTier, ARestoreEvictedBeforeItLandsIsDropped) {
   KvHostTier tier(64, 4);
   KvCacheManager kv(2, 4, true, &tier);
   const auto a = iota_tokens(5);
-  ASSERT_TRUE(kv.allocate(1, 5, 0));
-  kv.commit(1, a, 5, 0);
-  kv.free(1);
-  ASSERT_TRUE(kv.allocate(2, 8, 0));
-  apply_offloads(kv, tier);
-  kv.free(2);
+  EXPECT_EQ(cache_then_evict(kv, tier, a), 1u);
   // Within one step: the prefix is restored, given back (the scheduler's retry) and its
   // block taken by another sequence before any copy ran.
   ASSERT_EQ(kv.claim_cached_prefix(3, a, 0), 4);
@@ -205,12 +208,8 @@ TEST(KvCacheManagerHostTier, AFullPoolStopsTheRestore) {
   KvHostTier tier(64, 4);
   KvCacheManager kv(2, 4, true, &tier);
   const auto a = iota_tokens(9);
-  ASSERT_TRUE(kv.allocate(1, 8, 0));
-  kv.commit(1, a, 8, 0);
-  kv.free(1);
+  EXPECT_EQ(cache_then_evict(kv, tier, std::span(a).first(8)), 2u);
   ASSERT_TRUE(kv.allocate(2, 8, 0));
-  apply_offloads(kv, tier);
-  ASSERT_EQ(tier.num_blocks(), 2u);
   // Sequence 2 holds both blocks: no pool block is free for a restore.
   EXPECT_EQ(kv.claim_cached_prefix(3, a, 0), 0);
   EXPECT_TRUE(kv.take_transfers().empty());
