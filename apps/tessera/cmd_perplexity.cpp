@@ -5,12 +5,16 @@
 // model, or the same file without `--quant`), their top-1 agreement and both perplexities.
 // The model's KV cache is the config's ([cache] dtype, -ctk / -ctv); the reference's is
 // always F32, so that `--kl-base` on the same file measures what a KV dtype costs.
+// With [cache] eviction = "streaming" each chunk runs through the model's streaming window
+// (one position a step once the window is full; the reference keeps the full chunk), which
+// measures what eviction costs against the same text at full context.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "apps/tessera/app_config.h"
@@ -50,6 +54,7 @@ class LogitsRunner {
     if (!exact_kv) {
       kv_ = ModelRunner::cache_shape(*model_, c.cache).format;
       kv_format_check(*backend_, kv_);
+      if (c.cache.eviction == "streaming") streaming_ = StreamingWindow{c.cache.sink_tokens, c.cache.window};
     }
   }
 
@@ -57,7 +62,16 @@ class LogitsRunner {
   // is a fresh sequence from position 0 and overwrites the last one's KV.
   void reserve(int32_t ctx) {
     ModelRunnerOptions o;
-    o.num_blocks = (ctx + o.block_size - 1) / o.block_size;
+    if (streaming_) {
+      o.streaming = {streaming_->sink_tokens, streaming_->window > 0 ? streaming_->window : ctx - streaming_->sink_tokens};
+      if (o.streaming.window < 1 || o.streaming.capacity() > ctx) {
+        throw Error(fmt::format("[cache] sink_tokens ({}) + window ({}) must be within -c {}", o.streaming.sink_tokens,
+                                o.streaming.window, ctx));
+      }
+      spdlog::info("streaming window: {} sinks + {} tokens of each {}-token chunk", o.streaming.sink_tokens,
+                   o.streaming.window, ctx);
+    }
+    o.num_blocks = (o.streaming.cached(ctx) + o.block_size - 1) / o.block_size;
     o.kv = kv_;
     runner_.reset();
     runner_ = std::make_unique<ModelRunner>(*model_, *backend_, o);
@@ -68,10 +82,18 @@ class LogitsRunner {
   int32_t n_vocab() const { return model_->hparams().n_vocab; }
   int32_t n_ctx_train() const { return model_->hparams().n_ctx_train; }
 
-  // Logits after each of `tokens`, from position 0 (a fresh sequence).
+  // Logits after each of `tokens`, from position 0 (a fresh sequence): in one pass, or
+  // through a streaming window, as much as it holds in one pass and then a token a step.
   std::vector<float> run(const std::vector<int32_t>& tokens) {
-    std::vector<float> logits;
-    runner_->run_sequence(kSeq, 0, tokens, true, logits);
+    const StreamingWindow& w = runner_->kv().window();
+    const auto n = static_cast<int32_t>(tokens.size());
+    const int32_t first = w.cached(n);
+    std::vector<float> logits, row;
+    runner_->run_sequence(kSeq, 0, std::span(tokens).first(first), true, logits);
+    for (int32_t pos = first; pos < n; ++pos) {
+      runner_->run_sequence(kSeq, pos, std::span(tokens).subspan(pos, 1), false, row, tokens);
+      logits.insert(logits.end(), row.begin(), row.end());
+    }
     return logits;
   }
 
@@ -82,6 +104,7 @@ class LogitsRunner {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ModelRunner> runner_;
   KvFormat kv_;
+  std::optional<StreamingWindow> streaming_;  // the config's, its window 0 still to resolve for the chunk size
   static constexpr SeqId kSeq = 1;
 };
 
@@ -164,6 +187,7 @@ int run_perplexity(const PerplexityFlags& f) {
   }
   nlohmann::json out{{"model", c.model.path}, {"quant", quant}, {"ctx", ctx}, {"chunks", n_chunks},
                      {"cache_type_k", c.cache.k_dtype()}, {"cache_type_v", c.cache.v_dtype()},
+                     {"eviction", c.cache.eviction},
                      {"tokens", t.tokens}, {"ppl", std::exp(t.nll / double(t.tokens))}};
   std::printf("perplexity: %.4f over %lld tokens (%lld chunks of %d)\n", out["ppl"].get<double>(),
               (long long)t.tokens, (long long)n_chunks, ctx);

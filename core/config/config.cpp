@@ -34,6 +34,7 @@ using Choices = std::span<const std::string_view>;
 
 constexpr std::string_view kGraphModes[] = {"auto", "on", "off"};
 constexpr std::string_view kPolicies[] = {"fcfs", "priority"};
+constexpr std::string_view kKvEvictions[] = {"none", "streaming"};
 constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
 
 std::string lower(std::string_view s) {
@@ -276,6 +277,9 @@ constexpr KeySpec kKeys[] = {
     {"cache", "dtype_k", [](const Field& f, Config& c) { c.cache.dtype_k = f.one_of(kKvDtypeNames); }},
     {"cache", "dtype_v", [](const Field& f, Config& c) { c.cache.dtype_v = f.one_of(kKvDtypeNames); }},
     {"cache", "rotation", [](const Field& f, Config& c) { c.cache.rotation = f.one_of(kKvRotations); }},
+    {"cache", "eviction", [](const Field& f, Config& c) { c.cache.eviction = f.one_of(kKvEvictions); }},
+    {"cache", "sink_tokens", [](const Field& f, Config& c) { c.cache.sink_tokens = f.int_in<int32_t>(0, 1024); }},
+    {"cache", "window", [](const Field& f, Config& c) { c.cache.window = f.int_in<int32_t>(0); }},
 
     {"scheduler", "max_batch_tokens",
      [](const Field& f, Config& c) { c.scheduler.max_batch_tokens = f.int_in<int32_t>(1); }},

@@ -40,6 +40,9 @@ struct CacheConfig {
   std::string dtype = "f16";              // K and V: f32 | f16 | bf16 | q8_0 | q4_0 | fp8_e4m3 (core/kv/kv_dtype.h)
   std::string dtype_k, dtype_v;           // empty: dtype (llama.cpp's -ctk / -ctv)
   std::string rotation = "auto";          // auto (q4_0 caches) | hadamard | none
+  std::string eviction = "none";          // none | streaming (core/kv/streaming_window.h)
+  int32_t sink_tokens = 4;                // streaming: first tokens always kept
+  int32_t window = 0;                     // streaming: last tokens kept; 0: the context less the sinks
 
   // The default f16 for K and V, unchanged: a backend without f16 caches runs F32 instead.
   bool dtype_is_default() const { return dtype == "f16" && dtype_k.empty() && dtype_v.empty(); }

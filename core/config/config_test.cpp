@@ -48,6 +48,9 @@ dtype = "bf16"
 dtype_k = "q8_0"
 dtype_v = "q4_0"
 rotation = "hadamard"
+eviction = "streaming"
+sink_tokens = 8
+window = 1000
 [scheduler]
 max_batch_tokens = 512
 max_seqs = 8
@@ -185,6 +188,9 @@ TEST(Config, Defaults) {
   EXPECT_EQ(c.cache.k_dtype(), "f16");
   EXPECT_EQ(c.cache.v_dtype(), "f16");
   EXPECT_EQ(c.cache.rotation, "auto");
+  EXPECT_EQ(c.cache.eviction, "none");
+  EXPECT_EQ(c.cache.sink_tokens, 4);
+  EXPECT_EQ(c.cache.window, 0);
   EXPECT_EQ(c.scheduler.max_batch_tokens, 2048);
   EXPECT_EQ(c.scheduler.max_seqs, 64);
   EXPECT_EQ(c.scheduler.policy, "fcfs");
@@ -234,6 +240,9 @@ TEST(Config, EveryKeyParsed) {
   EXPECT_EQ(c.cache.k_dtype(), "q8_0");
   EXPECT_EQ(c.cache.v_dtype(), "q4_0");
   EXPECT_EQ(c.cache.rotation, "hadamard");
+  EXPECT_EQ(c.cache.eviction, "streaming");
+  EXPECT_EQ(c.cache.sink_tokens, 8);
+  EXPECT_EQ(c.cache.window, 1000);
   EXPECT_EQ(c.scheduler.max_batch_tokens, 512);
   EXPECT_EQ(c.scheduler.max_seqs, 8);
   EXPECT_EQ(c.scheduler.policy, "priority");

@@ -68,6 +68,30 @@ std::string draft_plugin_name(const std::string& method) {
   return method == "draft_model" ? "model" : method;
 }
 
+// [cache] eviction = "streaming" as a window for a context of n_ctx tokens (window 0:
+// the context less the sinks), or no eviction.
+StreamingWindow streaming_window(const Config& c, const LlamaHParams& hp, int32_t n_ctx) {
+  if (c.cache.eviction != "streaming") return {};
+  const char* refused = hp.n_swa > 0                           ? "a model with sliding-window layers"
+                        : c.speculative.method != "none"       ? "speculative decoding (a ring step computes one position)"
+                                                               : nullptr;
+  if (refused != nullptr) throw Error(std::string("[cache] eviction = \"streaming\" does not combine with ") + refused);
+  StreamingWindow w{c.cache.sink_tokens, c.cache.window > 0 ? c.cache.window : n_ctx - c.cache.sink_tokens};
+  if (w.window < 1 || w.capacity() > n_ctx) {
+    throw Error(fmt::format("[cache] sink_tokens ({}) + window ({}) must be within the context ({} tokens), "
+                            "with a window of at least 1",
+                            w.sink_tokens, w.window, n_ctx));
+  }
+  spdlog::info("KV eviction: streaming, {} sink tokens + a window of {}; requests generate past the context "
+               "and forget its middle (lossy)",
+               w.sink_tokens, w.window);
+  return w;
+}
+
+// A streaming request's length limit: positions stay far below where float RoPE angles
+// lose their precision.
+constexpr int32_t kStreamingMaxPositions = 1 << 24;
+
 struct Submission {
   RequestId id;
   RequestParams params;
@@ -113,6 +137,7 @@ struct Engine::Impl {
   std::unique_ptr<DraftClient> draft;     // NULL without speculative decoding
   std::unique_ptr<SpeculationPolicy> spec_policy;
   int32_t n_ctx = 0;
+  int32_t max_positions = 0;  // a request's length limit: n_ctx, or more with a streaming window
   uint64_t kv_bytes_per_token = 0;
   int64_t kv_tokens = 0;  // the pool's capacity
   std::string chat_template;  // the Jinja text chat prompts are rendered with
@@ -203,6 +228,8 @@ void Engine::Impl::load() {
   ro.block_size = shape.block_size;
   ro.kv = shape.format;
   ro.num_blocks = kv_cache_num_blocks(shape, kv_memory, n_ctx, config.scheduler.max_seqs);
+  ro.streaming = streaming_window(config, hp, n_ctx);
+  max_positions = ro.streaming.enabled() ? kStreamingMaxPositions : n_ctx;
   kv_bytes_per_token = shape.bytes_per_token();
   kv_tokens = int64_t(ro.num_blocks) * shape.block_size;
   ro.prefix_caching = config.cache.prefix_caching;
@@ -364,7 +391,7 @@ void Engine::Impl::execute(const SchedulerOutput& out) {
     row += size_t(k) + 1;
     int32_t n_accepted = 0;
     try {
-      n_accepted = r.append_verified(rows, n_vocab, n_ctx, now);
+      n_accepted = r.append_verified(rows, n_vocab, max_positions, now);
     } catch (const std::exception& e) {  // this request's sampling or constraint: it alone fails
       r.finish(TSR_FINISH_ERROR, now, e.what());
       scheduler->remove(&r);

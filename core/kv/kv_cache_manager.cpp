@@ -7,12 +7,14 @@
 namespace tsr {
 
 KvCacheManager::KvCacheManager(int32_t num_blocks, int32_t block_size, bool prefix_caching, KvHostTier* tier,
-                               KvDiskTier* disk)
+                               KvDiskTier* disk, StreamingWindow window)
     : pool_(num_blocks, prefix_caching),
       tier_(prefix_caching ? tier : nullptr),
       disk_(tier_ != nullptr ? disk : nullptr),
-      block_size_(block_size) {
+      block_size_(block_size),
+      window_(window) {
   if (block_size <= 0) throw Error("block_size must be > 0");
+  if (window.sink_tokens < 0 || window.window < 0) throw Error("streaming window: sink_tokens and window must be >= 0");
   pool_.record_evictions(tier_ != nullptr);
 }
 
@@ -62,6 +64,7 @@ int32_t KvCacheManager::claim_cached_prefix(SeqId seq, std::span<const int32_t> 
 
 std::vector<BlockHash> KvCacheManager::claimable_hashes(std::span<const int32_t> tokens, uint64_t extra) const {
   std::vector<BlockHash> hashes;
+  tokens = tokens.first(static_cast<size_t>(window_.cached(static_cast<int32_t>(tokens.size()))));
   if (tokens.size() < 2) return hashes;
   // At most tokens-1 positions may come from the cache: the last one must be computed.
   block_hashes_extend(hashes, tokens.first((tokens.size() - 1) / block_size_ * block_size_), block_size_, extra);
@@ -90,9 +93,14 @@ void KvCacheManager::wait_for_loads(std::chrono::milliseconds timeout) {
   if (disk_ != nullptr && disk_->loading()) disk_->wait_loaded(timeout);
 }
 
+bool KvCacheManager::needs_copy(const Seq& s, int32_t index) {
+  return index < static_cast<int32_t>(s.blocks.size()) &&
+         (s.blocks[index]->ref_cnt > 1 || s.blocks[index]->hash.has_value());
+}
+
 bool KvCacheManager::make_private(Seq& s, int32_t index) {
+  if (!needs_copy(s, index)) return true;
   KvBlock* shared = s.blocks[index];
-  if (shared->ref_cnt == 1 && !shared->hash) return true;
   std::vector<KvBlock*> fresh;
   if (!allocate_blocks(1, fresh)) return false;
   copies_.emplace_back(shared->id, fresh[0]->id);
@@ -103,16 +111,20 @@ bool KvCacheManager::make_private(Seq& s, int32_t index) {
 
 bool KvCacheManager::allocate(SeqId seq, int32_t num_tokens, int32_t first_write) {
   Seq& s = seqs_[seq];
-  const int32_t needed = (num_tokens + block_size_ - 1) / block_size_;
+  const int32_t needed = (window_.cached(num_tokens) + block_size_ - 1) / block_size_;
   const int32_t have = static_cast<int32_t>(s.blocks.size());
-  const int32_t write_block = first_write / block_size_;
   // A block about to be written that others share (a fork's partial block) or that the
-  // cache still offers needs a private copy first: one more block from the pool.
-  const bool needs_copy = write_block < have && (s.blocks[write_block]->ref_cnt > 1 ||
-                                                  s.blocks[write_block]->hash.has_value());
-  const int32_t extra = std::max(0, needed - have) + (needs_copy ? 1 : 0);
-  if (extra > pool_.num_free()) return false;
-  if (needs_copy && !make_private(s, write_block)) return false;
+  // cache still offers needs a private copy first: one more block from the pool each.
+  // A ring step rewrites the sinks' blocks too.
+  std::vector<int32_t> writes{window_.cache_index(first_write) / block_size_};
+  for (int32_t b = 0; b * block_size_ < window_.extra_rows(first_write); ++b) {
+    if (b != writes[0]) writes.push_back(b);
+  }
+  const auto copies = std::count_if(writes.begin(), writes.end(), [&](int32_t b) { return needs_copy(s, b); });
+  if (std::max(0, needed - have) + copies > pool_.num_free()) return false;
+  for (const int32_t b : writes) {
+    if (!make_private(s, b)) return false;
+  }
   return allocate_blocks(std::max(0, needed - have), s.blocks);
 }
 
@@ -120,7 +132,8 @@ void KvCacheManager::commit(SeqId seq, std::span<const int32_t> tokens, int32_t 
                             uint64_t extra) {
   if (!pool_.caching()) return;
   Seq& s = seqs_[seq];
-  const int32_t limit = std::min<int32_t>(num_committed, static_cast<int32_t>(s.blocks.size()) * block_size_);
+  const int32_t limit =
+      std::min<int32_t>(window_.cached(num_committed), static_cast<int32_t>(s.blocks.size()) * block_size_);
   block_hashes_extend(s.hashes, tokens.first(std::min<size_t>(tokens.size(), limit)), block_size_, extra);
   for (; s.num_cached < static_cast<int32_t>(s.hashes.size()); ++s.num_cached) {
     KvBlock* b = s.blocks[s.num_cached];

@@ -1,6 +1,7 @@
 // Per-sequence block tables on top of the block pool: prefix-cache lookup, slot
 // allocation with copy-on-write, caching of full blocks, forks and freeing, and, with a
-// host tier below the pool, which blocks move between the two.
+// host tier below the pool, which blocks move between the two. With a streaming window
+// (core/kv/streaming_window.h) a table covers the window's capacity, not every position.
 // Not thread-safe: the engine's step thread owns it.
 #pragma once
 
@@ -14,6 +15,7 @@
 #include "core/kv/block_pool.h"
 #include "core/kv/disk_tier.h"
 #include "core/kv/host_tier.h"
+#include "core/kv/streaming_window.h"
 
 namespace tsr {
 
@@ -33,11 +35,13 @@ class KvCacheManager {
  public:
   // `tier` (can be NULL: none) outlives the manager; it keeps cached blocks the pool
   // evicts, and claim_cached_prefix takes them back. `disk` (can be NULL; only with a
-  // tier) outlives it too: blocks read from it arrive through the tier.
+  // tier) outlives it too: blocks read from it arrive through the tier. `window`: the
+  // cache index of each position (no eviction by default).
   KvCacheManager(int32_t num_blocks, int32_t block_size, bool prefix_caching, KvHostTier* tier = nullptr,
-                 KvDiskTier* disk = nullptr);
+                 KvDiskTier* disk = nullptr, StreamingWindow window = {});
 
   int32_t block_size() const { return block_size_; }
+  const StreamingWindow& window() const { return window_; }
   const BlockPool& pool() const { return pool_; }
 
   // Claims the longest cached prefix of `tokens` for a sequence that has no blocks yet, in
@@ -54,12 +58,14 @@ class KvCacheManager {
   void wait_for_loads(std::chrono::milliseconds timeout);
 
   // Ensures blocks for the first `num_tokens` positions, making the block at position
-  // `first_write` private if it is shared (copy-on-write). Returns false, changing
-  // nothing, when the pool cannot supply the blocks.
+  // `first_write` private if it is shared (copy-on-write), and in a ring step the sinks'
+  // block too (they are rewritten). Returns false, changing nothing, when the pool cannot
+  // supply the blocks.
   bool allocate(SeqId seq, int32_t num_tokens, int32_t first_write);
 
   // Hashes and caches the full blocks among the first `num_committed` tokens (tokens whose
-  // KV is computed and final: never draft tokens). With a disk tier, each block newly
+  // KV is computed and final: never draft tokens), within the window's capacity: a ring
+  // block holds other positions than its hash would say. With a disk tier, each block newly
   // cached is also stored there (write-through: the files then hold every computed prefix
   // up to their bound, and survive a restart or a crash).
   void commit(SeqId seq, std::span<const int32_t> tokens, int32_t num_committed, uint64_t extra);
@@ -87,6 +93,7 @@ class KvCacheManager {
   };
 
   bool make_private(Seq& s, int32_t block_index);
+  static bool needs_copy(const Seq& s, int32_t block_index);
   // pool_.allocate, then the evicted blocks' offloads.
   bool allocate_blocks(int32_t n, std::vector<KvBlock*>& out);
   KvBlock* restore_from_tier(const BlockHash& h);
@@ -98,6 +105,7 @@ class KvCacheManager {
   KvDiskTier* disk_;
   KvTransfers transfers_;
   int32_t block_size_;
+  StreamingWindow window_;
   std::unordered_map<SeqId, Seq> seqs_;
   std::vector<std::pair<int32_t, int32_t>> copies_;
 };

@@ -36,6 +36,8 @@ StepBatch DecodeGraphs::pad(const StepBatch& b, int32_t bucket) const {
   p.tokens.resize(bucket, 0);
   p.positions = b.positions;
   p.positions.resize(bucket, 0);
+  p.cache_positions = b.cache_positions;
+  p.cache_positions.resize(bucket, 0);
   p.slot_mapping = b.slot_mapping;
   p.slot_mapping.resize(bucket, -1);  // padding writes no KV
   p.seq_lens = b.seq_lens;

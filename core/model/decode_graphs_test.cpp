@@ -13,6 +13,7 @@ StepBatch decode_step(int32_t n, int32_t blocks) {
   for (int32_t s = 0; s < n; ++s) {
     b.tokens.push_back(100 + s);
     b.positions.push_back(10 + s);
+    b.cache_positions.push_back(10 + s);
     b.slot_mapping.push_back(1000 + s);
     b.query_start_loc.push_back(s + 1);
     b.seq_lens.push_back(11 + s);
@@ -39,6 +40,7 @@ TEST(DecodeGraphs, OnlyDecodeStepsWithinTheLimitsQualify) {
   StepBatch prefill = decode_step(2, 2);
   prefill.tokens.push_back(5);
   prefill.positions.push_back(12);
+  prefill.cache_positions.push_back(12);
   prefill.slot_mapping.push_back(1002);
   prefill.query_start_loc.back() = 3;  // the second sequence brings two tokens
   prefill.logit_rows = {0, 2};
@@ -54,6 +56,7 @@ TEST(DecodeGraphs, PaddingWritesNoSlotAndReadsBlockZero) {
   const StepBatch p = g.pad(b, 5);
   EXPECT_EQ(p.tokens, (std::vector<int32_t>{100, 101, 102, 0, 0}));
   EXPECT_EQ(p.positions, (std::vector<int32_t>{10, 11, 12, 0, 0}));
+  EXPECT_EQ(p.cache_positions, (std::vector<int32_t>{10, 11, 12, 0, 0}));
   EXPECT_EQ(p.slot_mapping, (std::vector<int32_t>{1000, 1001, 1002, -1, -1}));
   EXPECT_EQ(p.seq_lens, (std::vector<int32_t>{11, 12, 13, 1, 1}));
   EXPECT_EQ(p.query_start_loc, (std::vector<int32_t>{0, 1, 2, 3, 4, 5}));

@@ -24,7 +24,7 @@ struct LlamaForward::Scratch {
   // MoE layers: router logits [n, n_expert], the chosen experts' ids and weights
   // [n, n_used], and their gate, up and down outputs [n, n_used, width].
   tsr_tensor router, expert_ids, expert_weights, expert_gate, expert_up, expert_down;
-  tsr_tensor tokens, positions, slots, qsl, seq_lens, tables, logit_rows;
+  tsr_tensor tokens, positions, cache_positions, slots, qsl, seq_lens, tables, logit_rows;
   std::vector<int32_t> host_meta;  // the metadata packed for its one write, reused
 };
 
@@ -79,9 +79,10 @@ void LlamaForward::ensure_scratch(Scratch& s, int32_t n, int32_t n_logits, size_
 
 namespace {
 
-// Step metadata: tokens, positions, slots, query starts, lengths, tables and logit rows.
+// Step metadata: tokens, positions, cache positions, slots, query starts, lengths, tables
+// and logit rows.
 size_t metadata_ints(size_t tokens, size_t seqs, size_t table_entries, size_t logit_rows) {
-  return 3 * tokens + 2 * seqs + 1 + table_entries + logit_rows;
+  return 4 * tokens + 2 * seqs + 1 + table_entries + logit_rows;
 }
 
 size_t metadata_ints(const StepBatch& b) {
@@ -103,6 +104,7 @@ void LlamaForward::upload_metadata(Scratch& s, const StepBatch& b) {
   const int64_t n = b.num_tokens(), seqs = b.num_seqs();
   s.tokens = put(b.tokens, {n});
   s.positions = put(b.positions, {n});
+  s.cache_positions = put(b.cache_positions, {n});
   s.slots = put(b.slot_mapping, {n});
   s.qsl = put(b.query_start_loc, {seqs + 1});
   s.seq_lens = put(b.seq_lens, {seqs});
@@ -115,7 +117,7 @@ void LlamaForward::run(const StepBatch& b, std::vector<float>& logits) {
   const int32_t n = b.num_tokens();
   const int32_t n_out = static_cast<int32_t>(b.logit_rows.size());
   if (n == 0 || n_out > n || b.num_seqs() == 0 || b.max_blocks <= 0 ||
-      b.positions.size() != size_t(n) || b.slot_mapping.size() != size_t(n) ||
+      b.positions.size() != size_t(n) || b.cache_positions.size() != size_t(n) || b.slot_mapping.size() != size_t(n) ||
       b.query_start_loc.size() != size_t(b.num_seqs() + 1) ||
       b.block_tables.size() != size_t(b.num_seqs()) * b.max_blocks) {
     throw Error("malformed step batch", TSR_STATUS_INTERNAL);
@@ -279,7 +281,7 @@ void LlamaForward::attention_block(Scratch& s, int l, int64_t n) {
 void LlamaForward::attention(const tsr_tensor& out, const tsr_tensor& q, Scratch& s, int l) {
   const LlamaHParams& hp = model_.hparams();
   backend_.attention({sizeof(tsr_attention_params), &out, &q, &cache_.k(l), &cache_.v(l),
-                      &s.tables, &s.seq_lens, &s.qsl, &s.positions, cache_.shape().block_size,
+                      &s.tables, &s.seq_lens, &s.qsl, &s.cache_positions, cache_.shape().block_size,
                       hp.attn_scale, hp.layer_is_swa(l) ? hp.n_swa : 0, 0.0f, nullptr});
 }
 

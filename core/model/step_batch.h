@@ -12,7 +12,10 @@ namespace tsr {
 // query_start_loc[s + 1]) and row s of block_tables.
 struct StepBatch {
   std::vector<int32_t> tokens;           // [n]
-  std::vector<int32_t> positions;        // [n] absolute positions
+  std::vector<int32_t> positions;        // [n] absolute positions (RoPE's)
+  // [n] what attention calls positions: the cache index up to which a row sees keys; equal
+  // to `positions` unless a streaming window evicts (core/kv/streaming_window.h).
+  std::vector<int32_t> cache_positions;
   std::vector<int32_t> slot_mapping;     // [n] KV slot each token writes
   std::vector<int32_t> query_start_loc;  // [num_seqs + 1]
   std::vector<int32_t> seq_lens;         // [num_seqs] tokens in cache after this step

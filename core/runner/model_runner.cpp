@@ -45,7 +45,7 @@ ModelRunner::ModelRunner(const LlamaModel& model, Backend& backend, const ModelR
       cache_(backend, sized(cache_shape(model, options.block_size, options.kv), options.num_blocks)),
       tier_(options.prefix_caching ? make_host_tier(options.host_tier_bytes, cache_) : nullptr),
       disk_(make_disk_tier(options, cache_, tier_ != nullptr)),
-      kv_(options.num_blocks, options.block_size, options.prefix_caching, tier_.get(), disk_.get()),
+      kv_(options.num_blocks, options.block_size, options.prefix_caching, tier_.get(), disk_.get(), options.streaming),
       forward_(model, backend, cache_, options.forward) {}
 
 KvCacheShape ModelRunner::cache_shape(const LlamaModel& model, int32_t block_size, const KvFormat& format) {
@@ -85,9 +85,9 @@ void ModelRunner::execute(const SchedulerOutput& out, std::vector<float>& logits
 }
 
 void ModelRunner::run_sequence(SeqId seq, int32_t start, std::span<const int32_t> tokens, bool all_logits,
-                               std::vector<float>& logits) {
+                               std::vector<float>& logits, std::span<const int32_t> sinks) {
   apply_kv_moves();
-  forward_.run(build_sequence_batch(kv_, seq, start, tokens, all_logits), logits);
+  forward_.run(build_sequence_batch(kv_, seq, start, tokens, all_logits, sinks), logits);
 }
 
 }  // namespace tsr

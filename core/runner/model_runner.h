@@ -31,6 +31,7 @@ struct ModelRunnerOptions {
   std::string disk_tier_path;   // directory of the disk tier below the host tier; empty: none
   uint64_t disk_tier_bytes = 0; // its bound
   std::string disk_tier_identity;  // what its blocks depend on (KvDiskTier)
+  StreamingWindow streaming;    // evicting sequences' middles ([cache] eviction); off by default
   ForwardOptions forward;
 };
 
@@ -59,8 +60,9 @@ class ModelRunner {
 
   // `tokens` at positions start, start + 1, ... of `seq`, whose blocks cover them
   // (kv().allocate). `logits` gets the last token's row, or with `all_logits` every token's.
+  // `sinks`: the sequence's first tokens, which a streaming window's ring step recomputes.
   void run_sequence(SeqId seq, int32_t start, std::span<const int32_t> tokens, bool all_logits,
-                    std::vector<float>& logits);
+                    std::vector<float>& logits, std::span<const int32_t> sinks = {});
 
  private:
   // Offloads read evicted blocks into the tier, restores write tier blocks into the pool

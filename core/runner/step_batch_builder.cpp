@@ -2,56 +2,84 @@
 
 #include <algorithm>
 
+#include "base/error.h"
 
 namespace tsr {
 
-StepBatch build_step_batch(const SchedulerOutput& out, const KvCacheManager& kv) {
-  StepBatch b;
+namespace {
+
+// Appends one sequence's rows: `tokens` at positions start, start + 1, ..., its table row
+// (padded with block 0 to max_blocks: attention never reads past seq_len) and, in a ring
+// step of a streaming window, the recomputed sinks as a sequence of their own (their
+// first tokens `sinks` at the positions the window gives them; no logits).
+void append_sequence(StepBatch& b, const KvCacheManager& kv, SeqId seq, int32_t start,
+                     std::span<const int32_t> tokens, std::span<const int32_t> sinks) {
   const int32_t bs = kv.block_size();
-  for (const ScheduledChunk& c : out.chunks) {
-    b.max_blocks = std::max<int32_t>(b.max_blocks, static_cast<int32_t>(kv.blocks(c.request->id()).size()));
-  }
-  b.query_start_loc.push_back(0);
-  for (const ScheduledChunk& c : out.chunks) {
-    const Request& r = *c.request;
-    const auto blocks = kv.blocks(r.id());
-    for (int32_t pos = r.num_computed(); pos < r.num_computed() + c.num_new_tokens; ++pos) {
-      b.tokens.push_back(pos < r.num_tokens() ? r.tokens()[pos] : r.drafts()[pos - r.num_tokens()]);
-      b.positions.push_back(pos);
-      b.slot_mapping.push_back(blocks[pos / bs]->id * bs + pos % bs);
-    }
+  const StreamingWindow& w = kv.window();
+  const auto blocks = kv.blocks(seq);
+  auto row = [&](int32_t token, int32_t pos, int32_t index, int32_t attends_to) {
+    b.tokens.push_back(token);
+    b.positions.push_back(pos);
+    b.cache_positions.push_back(attends_to);
+    b.slot_mapping.push_back(blocks[index / bs]->id * bs + index % bs);
+  };
+  auto close = [&](int32_t seq_len) {
     b.query_start_loc.push_back(b.num_tokens());
-    b.seq_lens.push_back(r.num_computed() + c.num_new_tokens);
+    b.seq_lens.push_back(seq_len);
     for (int32_t i = 0; i < b.max_blocks; ++i) {
-      // Rows are padded with block 0: attention never reads past seq_len.
       b.block_tables.push_back(i < static_cast<int32_t>(blocks.size()) ? blocks[i]->id : 0);
     }
+  };
+  const auto n = static_cast<int32_t>(tokens.size());
+  const int32_t seq_len = w.cached(start + n);
+  for (int32_t i = 0; i < n; ++i) {
+    // A ring step's one row sees the whole cache; otherwise index and position agree.
+    const int32_t pos = start + i;
+    row(tokens[i], pos, w.cache_index(pos), w.evicts(pos) ? seq_len - 1 : pos);
+  }
+  close(seq_len);
+  const int32_t n_sinks = w.extra_rows(start);
+  if (n_sinks == 0) return;
+  if (sinks.size() < size_t(n_sinks)) throw Error("a ring step without its sink tokens", TSR_STATUS_INTERNAL);
+  const int32_t first = w.sink_position(start);
+  for (int32_t i = 0; i < n_sinks; ++i) row(sinks[i], first + i, i, i);
+  close(n_sinks);
+}
+
+int32_t table_width(const KvCacheManager& kv, SeqId seq) { return static_cast<int32_t>(kv.blocks(seq).size()); }
+
+}  // namespace
+
+StepBatch build_step_batch(const SchedulerOutput& out, const KvCacheManager& kv) {
+  StepBatch b;
+  for (const ScheduledChunk& c : out.chunks) b.max_blocks = std::max(b.max_blocks, table_width(kv, c.request->id()));
+  b.query_start_loc.push_back(0);
+  std::vector<int32_t> tokens;
+  for (const ScheduledChunk& c : out.chunks) {
+    const Request& r = *c.request;
+    tokens.clear();
+    for (int32_t pos = r.num_computed(); pos < r.num_computed() + c.num_new_tokens; ++pos) {
+      tokens.push_back(pos < r.num_tokens() ? r.tokens()[pos] : r.drafts()[pos - r.num_tokens()]);
+    }
+    const int32_t first_row = b.num_tokens();
+    append_sequence(b, kv, r.id(), r.num_computed(), tokens, r.tokens());
     // Rows from the last real token on: one to sample from, one per draft to verify.
     const int32_t end = r.num_computed() + c.num_new_tokens;
-    for (int32_t pos = r.num_tokens() - 1; pos < end; ++pos) {
-      if (pos >= r.num_computed()) b.logit_rows.push_back(b.num_tokens() - (end - pos));
+    for (int32_t pos = std::max(r.num_tokens() - 1, r.num_computed()); pos < end; ++pos) {
+      b.logit_rows.push_back(first_row + pos - r.num_computed());
     }
   }
   return b;
 }
 
 StepBatch build_sequence_batch(const KvCacheManager& kv, SeqId seq, int32_t start, std::span<const int32_t> tokens,
-                               bool all_logits) {
+                               bool all_logits, std::span<const int32_t> sinks) {
   StepBatch b;
-  const int32_t bs = kv.block_size();
-  const auto blocks = kv.blocks(seq);
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    const int32_t pos = start + static_cast<int32_t>(i);
-    b.tokens.push_back(tokens[i]);
-    b.positions.push_back(pos);
-    b.slot_mapping.push_back(blocks[pos / bs]->id * bs + pos % bs);
-    if (all_logits) b.logit_rows.push_back(static_cast<int32_t>(i));
-  }
-  if (!all_logits) b.logit_rows = {b.num_tokens() - 1};
-  b.query_start_loc = {0, b.num_tokens()};
-  b.seq_lens = {start + b.num_tokens()};
-  b.max_blocks = static_cast<int32_t>(blocks.size());
-  for (const KvBlock* blk : blocks) b.block_tables.push_back(blk->id);
+  b.max_blocks = table_width(kv, seq);
+  b.query_start_loc.push_back(0);
+  append_sequence(b, kv, seq, start, tokens, sinks);
+  const auto n = static_cast<int32_t>(tokens.size());
+  for (int32_t i = all_logits ? 0 : n - 1; i < n; ++i) b.logit_rows.push_back(i);
   return b;
 }
 

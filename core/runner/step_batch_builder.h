@@ -1,10 +1,10 @@
 // Turns the scheduler's decisions, or one sequence's new tokens, into the forward pass's
-// step batch (tokens, positions, slot mapping, block tables, logit rows).
+// step batch (tokens, positions, slot mapping, block tables, logit rows), through the
+// sequences' streaming window where one evicts.
 #pragma once
 
-#include <vector>
-
 #include <span>
+#include <vector>
 
 #include "core/kv/kv_cache_manager.h"
 #include "core/model/step_batch.h"
@@ -18,8 +18,9 @@ StepBatch build_step_batch(const SchedulerOutput& out, const KvCacheManager& kv)
 
 // One sequence's step: `tokens` at positions start, start + 1, ... of `seq`, whose blocks
 // must cover them (KvCacheManager::allocate). Logit rows: the last token's, or with
-// `all_logits` every token's.
+// `all_logits` every token's. `sinks`: the sequence's first tokens, which a ring step of
+// a streaming window recomputes (unused otherwise).
 StepBatch build_sequence_batch(const KvCacheManager& kv, SeqId seq, int32_t start, std::span<const int32_t> tokens,
-                               bool all_logits);
+                               bool all_logits, std::span<const int32_t> sinks = {});
 
 }  // namespace tsr

@@ -33,14 +33,18 @@ void Scheduler::remove(Request* r) {
 }
 
 // Draft tokens count against the budget like any other token; a request caught up with
-// its prompt is not chunked (prefill_chunk limits prefill only).
+// its prompt is not chunked (prefill_chunk limits prefill only). A streaming window's ring
+// step computes one position, and its recomputed sinks count against the budget too.
 int32_t Scheduler::chunk_limit(const Request& r, int32_t budget) const {
-  int32_t n = std::min(r.num_tokens_with_drafts() - r.num_computed(), budget);
+  const StreamingWindow& w = kv_.window();
+  int32_t n = std::min(r.num_tokens_with_drafts() - r.num_computed(), budget - w.extra_rows(r.num_computed()));
   if (config_.prefill_chunk > 0 && r.num_computed() + 1 < r.num_tokens()) {
     n = std::min(n, config_.prefill_chunk);
   }
-  return n;
+  return w.step_limit(r.num_computed(), n);
 }
+
+int32_t Scheduler::step_cost(const Request& r, int32_t n) const { return n + kv_.window().extra_rows(r.num_computed()); }
 
 // Drafts beyond what the step computes are dropped: they would have no logits.
 void Scheduler::trim_drafts(Request& r, int32_t n) {
@@ -58,8 +62,8 @@ void Scheduler::preempt(Request* victim, SchedulerOutput& out, int32_t& budget) 
   auto scheduled = std::find_if(out.chunks.begin(), out.chunks.end(),
                                 [&](const ScheduledChunk& c) { return c.request == victim; });
   if (scheduled != out.chunks.end()) {
-    budget += scheduled->num_new_tokens;
-    out.num_tokens -= scheduled->num_new_tokens;
+    budget += step_cost(*victim, scheduled->num_new_tokens);
+    out.num_tokens -= step_cost(*victim, scheduled->num_new_tokens);
     out.chunks.erase(scheduled);
   }
   std::erase(running_, victim);
@@ -90,8 +94,8 @@ void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget, Clock::t
     trim_drafts(*r, n);
     r->on_scheduled(now, 0);
     out.chunks.push_back({r, n});
-    out.num_tokens += n;
-    budget -= n;
+    out.num_tokens += step_cost(*r, n);
+    budget -= step_cost(*r, n);
   }
 }
 
@@ -119,8 +123,8 @@ void Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget, Clock::t
     prefix_hits_ += cached;
     r->on_scheduled(now, cached);
     out.chunks.push_back({r, n});
-    out.num_tokens += n;
-    budget -= n;
+    out.num_tokens += step_cost(*r, n);
+    budget -= step_cost(*r, n);
   }
 }
 

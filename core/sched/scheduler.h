@@ -1,7 +1,8 @@
 // The token-budget scheduler. One rule, no phases: every request has num_computed tokens
 // catching up with its token count; each step spends `max_batch_tokens` over running
 // requests first, then waiting ones. Continuous batching, chunked prefill, prefix-cache
-// hits and preemption by recompute all follow from it. A waiting request whose cached
+// hits and preemption by recompute all follow from it, and so does a streaming window's
+// eviction (positions past its capacity, one per step). A waiting request whose cached
 // prefix is still being read from the disk tier is passed over until it has arrived.
 // Not thread-safe: the engine's step thread owns it.
 #pragma once
@@ -46,6 +47,8 @@ class Scheduler {
 
  private:
   int32_t chunk_limit(const Request& r, int32_t budget) const;
+  // Rows a chunk of n positions computes (its own and a streaming window's sinks).
+  int32_t step_cost(const Request& r, int32_t n) const;
   static void trim_drafts(Request& r, int32_t n);
   bool runs_before(const Request* a, const Request* b) const;
   Request* pick_victim() const;
