@@ -12,10 +12,14 @@
 #include "core/engine/engine.h"
 #include "base/error.h"
 #include "tests/common/scratch_dir.h"
+#include "tests/common/engine_runs.h"
 #include "tests/common/shared_data.h"
 
 namespace tsr {
 namespace {
+
+using testing::run_batch;
+using testing::greedy_request;
 
 constexpr const char* kModel = "models/stories260K.gguf";
 constexpr const char* kRefs = "models/reference/stories260K.ref.jsonl";
@@ -41,37 +45,15 @@ Config base_config() {
   return c;
 }
 
-RequestParams greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
-  RequestParams p;
-  p.prompt = std::move(prompt);
-  p.max_tokens = max_tokens;
-  p.sampling.temperature = 0;
-  p.ignore_eos = true;
-  return p;
-}
-
-// Submits all requests at once and steps until every one finished.
-std::vector<std::vector<int32_t>> run_batch(Engine& engine, const std::vector<RequestParams>& batch) {
-  std::vector<std::vector<int32_t>> outputs(batch.size());
-  for (size_t i = 0; i < batch.size(); ++i) {
-    engine.submit(batch[i], [&outputs, i](const RequestOutput& out) {
-      outputs[i].insert(outputs[i].end(), out.tokens.begin(), out.tokens.end());
-    });
-  }
-  while (engine.step()) {
-  }
-  return outputs;
-}
-
 // The five reference prompts plus eleven more of mixed lengths.
 std::vector<RequestParams> mixed_batch(const std::vector<Reference>& refs) {
   std::vector<RequestParams> batch;
-  for (const Reference& r : refs) batch.push_back(greedy(r.prompt, static_cast<int32_t>(r.greedy.size())));
+  for (const Reference& r : refs) batch.push_back(greedy_request(r.prompt, static_cast<int32_t>(r.greedy.size())));
   for (int i = 0; i < 11; ++i) {
     const Reference& r = refs[i % refs.size()];
     std::vector<int32_t> prompt = r.prompt;
     prompt.insert(prompt.end(), r.greedy.begin(), r.greedy.begin() + 7 * i + 3);
-    batch.push_back(greedy(prompt, 20 + 9 * i));
+    batch.push_back(greedy_request(prompt, 20 + 9 * i));
   }
   return batch;
 }
@@ -93,7 +75,7 @@ class EngineInvariance : public ::testing::Test {
 TEST_F(EngineInvariance, AloneMatchesReference) {
   auto engine = Engine::create(base_config());
   for (const Reference& r : refs_) {
-    EXPECT_EQ(engine->generate(greedy(r.prompt, 200)).tokens, r.greedy);
+    EXPECT_EQ(engine->generate(greedy_request(r.prompt, 200)).tokens, r.greedy);
   }
 }
 
@@ -114,7 +96,7 @@ TEST_F(EngineInvariance, DecodeGraphsKeepGreedyOutput) {
   const EngineStats stats = engine->stats();
   EXPECT_GT(stats.graph_replays, stats.steps / 2) << "most decode steps replay a graph";
   EXPECT_GE(stats.graphs_recorded, 5);
-  for (const Reference& r : refs_) EXPECT_EQ(engine->generate(greedy(r.prompt, 200)).tokens, r.greedy);
+  for (const Reference& r : refs_) EXPECT_EQ(engine->generate(greedy_request(r.prompt, 200)).tokens, r.greedy);
 }
 
 TEST_F(EngineInvariance, ChunkedPrefill) {
@@ -147,9 +129,9 @@ TEST_F(EngineInvariance, AfterPrefixCacheHit) {
     std::vector<int32_t> prompt = r.prompt;
     prompt.insert(prompt.end(), r.greedy.begin(), r.greedy.begin() + 60);
     const std::vector<int32_t> expected(r.greedy.begin() + 60, r.greedy.end());
-    const GenerateResult first = engine->generate(greedy(prompt, static_cast<int32_t>(expected.size())));
+    const GenerateResult first = engine->generate(greedy_request(prompt, static_cast<int32_t>(expected.size())));
     EXPECT_EQ(first.tokens, expected);
-    const GenerateResult second = engine->generate(greedy(prompt, static_cast<int32_t>(expected.size())));
+    const GenerateResult second = engine->generate(greedy_request(prompt, static_cast<int32_t>(expected.size())));
     EXPECT_EQ(second.tokens, expected);
     EXPECT_GT(second.stats.cached_tokens, 0);
   }
@@ -168,16 +150,16 @@ TEST_F(EngineInvariance, AfterHostTierHit) {
   std::vector<int32_t> prompt = r.prompt;
   prompt.insert(prompt.end(), r.greedy.begin(), r.greedy.begin() + 60);
   const std::vector<int32_t> expected(r.greedy.begin() + 60, r.greedy.end());
-  EXPECT_EQ(engine->generate(greedy(prompt, static_cast<int32_t>(expected.size()))).tokens, expected);
+  EXPECT_EQ(engine->generate(greedy_request(prompt, static_cast<int32_t>(expected.size()))).tokens, expected);
 
   std::vector<RequestParams> others;
-  for (size_t i = 1; i < refs_.size(); ++i) others.push_back(greedy(refs_[i].prompt, 200));
+  for (size_t i = 1; i < refs_.size(); ++i) others.push_back(greedy_request(refs_[i].prompt, 200));
   const auto outputs = run_batch(*engine, others);
   for (size_t i = 1; i < refs_.size(); ++i) EXPECT_EQ(outputs[i - 1], refs_[i].greedy) << "prompt " << i;
   const EngineStats evicted = engine->stats();
   EXPECT_GT(evicted.kv_host_stored, 0);
 
-  const GenerateResult again = engine->generate(greedy(prompt, static_cast<int32_t>(expected.size())));
+  const GenerateResult again = engine->generate(greedy_request(prompt, static_cast<int32_t>(expected.size())));
   EXPECT_EQ(again.tokens, expected);
   EXPECT_EQ(again.stats.cached_tokens, int32_t(prompt.size() - 1) / 16 * 16);
   EXPECT_GT(engine->stats().kv_host_restored, evicted.kv_host_restored);
@@ -199,14 +181,14 @@ TEST_F(EngineInvariance, AfterRestartFromTheDiskTier) {
   const int32_t full_blocks = int32_t(prompt.size() - 1) / 16 * 16;
   {
     auto engine = Engine::create(c);
-    EXPECT_EQ(engine->generate(greedy(prompt, max_tokens)).tokens, expected);
+    EXPECT_EQ(engine->generate(greedy_request(prompt, max_tokens)).tokens, expected);
     std::vector<RequestParams> others;
-    for (size_t i = 1; i < refs_.size(); ++i) others.push_back(greedy(refs_[i].prompt, 200));
+    for (size_t i = 1; i < refs_.size(); ++i) others.push_back(greedy_request(refs_[i].prompt, 200));
     run_batch(*engine, others);  // evicts the prompt's blocks: to the host tier and to disk
   }
   {
     auto engine = Engine::create(c);
-    const GenerateResult hit = engine->generate(greedy(prompt, max_tokens));
+    const GenerateResult hit = engine->generate(greedy_request(prompt, max_tokens));
     EXPECT_EQ(hit.tokens, expected);
     EXPECT_EQ(hit.stats.cached_tokens, full_blocks);
     EXPECT_GE(engine->stats().kv_disk_loaded, full_blocks / 16);
@@ -222,7 +204,7 @@ TEST_F(EngineInvariance, AfterRestartFromTheDiskTier) {
   }
   ASSERT_GT(corrupted, 0);
   auto engine = Engine::create(c);
-  const GenerateResult recomputed = engine->generate(greedy(prompt, max_tokens));
+  const GenerateResult recomputed = engine->generate(greedy_request(prompt, max_tokens));
   EXPECT_EQ(recomputed.tokens, expected);
   EXPECT_EQ(recomputed.stats.cached_tokens, 0);
   EXPECT_GT(engine->stats().kv_disk_rejected, 0);
@@ -236,7 +218,7 @@ TEST_F(EngineInvariance, SharedPrefixDivergesCorrectly) {
   std::vector<int32_t> prompt = r.prompt;
   prompt.insert(prompt.end(), r.greedy.begin(), r.greedy.begin() + 40);
   auto sampled = [&](uint64_t seed) {
-    RequestParams p = greedy(prompt, 40);
+    RequestParams p = greedy_request(prompt, 40);
     p.sampling.temperature = 1.0f;
     p.seed = seed;
     return p;
@@ -245,7 +227,7 @@ TEST_F(EngineInvariance, SharedPrefixDivergesCorrectly) {
   for (uint64_t seed : {1u, 2u}) alone.push_back(Engine::create(base_config())->generate(sampled(seed)).tokens);
   ASSERT_NE(alone[0], alone[1]);
   auto engine = Engine::create(base_config());
-  engine->generate(greedy(prompt, 1));  // caches the prompt's full blocks
+  engine->generate(greedy_request(prompt, 1));  // caches the prompt's full blocks
   const auto together = run_batch(*engine, {sampled(1), sampled(2)});
   EXPECT_EQ(together[0], alone[0]);
   EXPECT_EQ(together[1], alone[1]);
@@ -257,7 +239,7 @@ TEST_F(EngineInvariance, CancelReturnsAllBlocks) {
   const int32_t total = engine->stats().kv_blocks_total;
   bool finished = false;
   tsr_finish_reason reason = TSR_FINISH_NONE;
-  const RequestId id = engine->submit(greedy(refs_[0].prompt, 200), [&](const RequestOutput& out) {
+  const RequestId id = engine->submit(greedy_request(refs_[0].prompt, 200), [&](const RequestOutput& out) {
     if (out.finished) {
       finished = true;
       reason = out.finish_reason;
@@ -285,7 +267,7 @@ TEST_F(EngineInvariance, BackgroundThreadWithConcurrentSubmitAndCancel) {
         const Reference& r = refs_[(t + i) % refs_.size()];
         if (i == 1) {
           std::atomic<bool> done{false};
-          const RequestId id = engine->submit(greedy(r.prompt, 200), [&](const RequestOutput& out) {
+          const RequestId id = engine->submit(greedy_request(r.prompt, 200), [&](const RequestOutput& out) {
             if (out.finished) {
               if (out.finish_reason == TSR_FINISH_ABORT) ++aborted;
               done = true;
@@ -295,7 +277,7 @@ TEST_F(EngineInvariance, BackgroundThreadWithConcurrentSubmitAndCancel) {
           engine->cancel(id);
           while (!done) std::this_thread::yield();
         } else {
-          EXPECT_EQ(engine->generate(greedy(r.prompt, 50)).tokens,
+          EXPECT_EQ(engine->generate(greedy_request(r.prompt, 50)).tokens,
                     std::vector<int32_t>(r.greedy.begin(), r.greedy.begin() + 50));
         }
         ++finished;
@@ -321,20 +303,20 @@ TEST_F(EngineInvariance, SubmitRefusesOutOfRangeFields) {
       EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
     }
   };
-  refused(greedy(refs_[0].prompt, 0), "max_tokens");
-  RequestParams p = greedy(refs_[0].prompt, 8);
+  refused(greedy_request(refs_[0].prompt, 0), "max_tokens");
+  RequestParams p = greedy_request(refs_[0].prompt, 8);
   p.sampling.logit_bias = {{engine->hparams().n_vocab, 1.0f}};
   refused(p, "logit_bias");
 }
 
 TEST_F(EngineInvariance, StopStringsAndMaxTokens) {
   auto engine = Engine::create(base_config());
-  RequestParams p = greedy(refs_[0].prompt, 200);
+  RequestParams p = greedy_request(refs_[0].prompt, 200);
   p.stop = {"little girl"};
   const GenerateResult r = engine->generate(p);
   EXPECT_EQ(r.text, ", there was a ");
   EXPECT_EQ(r.finish_reason, TSR_FINISH_STOP);
-  RequestParams q = greedy(refs_[0].prompt, 7);
+  RequestParams q = greedy_request(refs_[0].prompt, 7);
   const GenerateResult s = engine->generate(q);
   EXPECT_EQ(s.tokens.size(), 7u);
   EXPECT_EQ(s.finish_reason, TSR_FINISH_LENGTH);

@@ -7,10 +7,14 @@
 
 #include "base/error.h"
 #include "core/engine/engine.h"
+#include "tests/common/engine_runs.h"
 #include "tests/common/shared_data.h"
 
 namespace tsr {
 namespace {
+
+using testing::run_batch;
+using testing::greedy_request;
 
 constexpr const char* kModel = "models/stories260K.gguf";
 constexpr const char* kRefs = "models/reference/stories260K.ref.jsonl";
@@ -24,27 +28,6 @@ Config streaming_config(int32_t sinks, int32_t window) {
   c.cache.sink_tokens = sinks;
   c.cache.window = window;
   return c;
-}
-
-RequestParams greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
-  RequestParams p;
-  p.prompt = std::move(prompt);
-  p.max_tokens = max_tokens;
-  p.sampling.temperature = 0;
-  p.ignore_eos = true;
-  return p;
-}
-
-std::vector<std::vector<int32_t>> run_batch(Engine& engine, const std::vector<RequestParams>& batch) {
-  std::vector<std::vector<int32_t>> outputs(batch.size());
-  for (size_t i = 0; i < batch.size(); ++i) {
-    engine.submit(batch[i], [&outputs, i](const RequestOutput& out) {
-      outputs[i].insert(outputs[i].end(), out.tokens.begin(), out.tokens.end());
-    });
-  }
-  while (engine.step()) {
-  }
-  return outputs;
 }
 
 class StreamingEviction : public ::testing::Test {
@@ -63,7 +46,7 @@ class StreamingEviction : public ::testing::Test {
 TEST_F(StreamingEviction, RequestsTheWindowHoldsMatchTheReferences) {
   auto engine = Engine::create(streaming_config(4, 0));  // 4 sinks + the other 508 positions
   std::vector<RequestParams> batch;
-  for (size_t i = 0; i < prompts_.size(); ++i) batch.push_back(greedy(prompts_[i], int32_t(greedy_[i].size())));
+  for (size_t i = 0; i < prompts_.size(); ++i) batch.push_back(greedy_request(prompts_[i], int32_t(greedy_[i].size())));
   const auto outputs = run_batch(*engine, batch);
   for (size_t i = 0; i < prompts_.size(); ++i) EXPECT_EQ(outputs[i], greedy_[i]) << "prompt " << i;
 }
@@ -71,7 +54,7 @@ TEST_F(StreamingEviction, RequestsTheWindowHoldsMatchTheReferences) {
 TEST_F(StreamingEviction, GeneratesFourTimesTheContext) {
   auto engine = Engine::create(streaming_config(4, 252));
   ASSERT_EQ(engine->context_length(), 512);
-  const GenerateResult alone = engine->generate(greedy(prompts_[0], 4 * 512));
+  const GenerateResult alone = engine->generate(greedy_request(prompts_[0], 4 * 512));
   EXPECT_EQ(alone.tokens.size(), 4u * 512);
   EXPECT_EQ(alone.finish_reason, TSR_FINISH_LENGTH);
   EXPECT_EQ(std::vector<int32_t>(alone.tokens.begin(), alone.tokens.begin() + 200), greedy_[0])
@@ -81,9 +64,9 @@ TEST_F(StreamingEviction, GeneratesFourTimesTheContext) {
   // changes nothing.
   std::vector<int32_t> long_prompt = prompts_[1];
   long_prompt.insert(long_prompt.end(), alone.tokens.begin(), alone.tokens.begin() + 300);
-  const GenerateResult long_alone = engine->generate(greedy(long_prompt, 600));
+  const GenerateResult long_alone = engine->generate(greedy_request(long_prompt, 600));
   const auto outputs =
-      run_batch(*engine, {greedy(prompts_[0], 4 * 512), greedy(long_prompt, 600), greedy(prompts_[2], 700)});
+      run_batch(*engine, {greedy_request(prompts_[0], 4 * 512), greedy_request(long_prompt, 600), greedy_request(prompts_[2], 700)});
   EXPECT_EQ(outputs[0], alone.tokens);
   EXPECT_EQ(outputs[1], long_alone.tokens);
   EXPECT_EQ(outputs[2].size(), 700u);
@@ -94,12 +77,12 @@ TEST_F(StreamingEviction, GeneratesFourTimesTheContext) {
 // preempted and recomputed, the ring included, and ends as it would have alone.
 TEST_F(StreamingEviction, PreemptionInTheRingKeepsGreedyOutput) {
   Config c = streaming_config(4, 252);
-  const GenerateResult a = Engine::create(c)->generate(greedy(prompts_[0], 900));
-  const GenerateResult b = Engine::create(c)->generate(greedy(prompts_[3], 900));
+  const GenerateResult a = Engine::create(c)->generate(greedy_request(prompts_[0], 900));
+  const GenerateResult b = Engine::create(c)->generate(greedy_request(prompts_[3], 900));
   c.cache.memory_bytes = 24 * 10240;
   auto engine = Engine::create(c);
   ASSERT_EQ(engine->stats().kv_blocks_total, 24);
-  const auto outputs = run_batch(*engine, {greedy(prompts_[0], 900), greedy(prompts_[3], 900)});
+  const auto outputs = run_batch(*engine, {greedy_request(prompts_[0], 900), greedy_request(prompts_[3], 900)});
   EXPECT_GT(engine->stats().preemptions, 0);
   EXPECT_EQ(outputs[0], a.tokens);
   EXPECT_EQ(outputs[1], b.tokens);
@@ -108,7 +91,7 @@ TEST_F(StreamingEviction, PreemptionInTheRingKeepsGreedyOutput) {
 TEST_F(StreamingEviction, WithoutItTheContextEndsARequest) {
   Config c = streaming_config(4, 252);
   c.cache.eviction = "none";
-  const GenerateResult r = Engine::create(c)->generate(greedy(prompts_[0], 4 * 512));
+  const GenerateResult r = Engine::create(c)->generate(greedy_request(prompts_[0], 4 * 512));
   EXPECT_EQ(prompts_[0].size() + r.tokens.size(), 512u);
   EXPECT_EQ(r.finish_reason, TSR_FINISH_LENGTH);
 }
