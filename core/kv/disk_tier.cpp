@@ -109,6 +109,7 @@ struct KvDiskTier::Impl {
   };
 
   fs::path dir;
+  std::shared_ptr<KvBlockArena> arena;  // where read blocks go
   uint64_t block_bytes = 0, capacity = 0, identity = 0;
 
   mutable std::mutex mu;
@@ -170,7 +171,7 @@ struct KvDiskTier::Impl {
   }
 
   // Whole file or nothing: written under a temporary name, then renamed.
-  bool write_file(const BlockHash& hash, const std::vector<uint8_t>& bytes) const {
+  bool write_file(const BlockHash& hash, const KvHostBlock& bytes) const {
     FileHeader h{};
     std::memcpy(h.magic, kMagic, sizeof(kMagic));
     h.version = kVersion;
@@ -203,7 +204,7 @@ struct KvDiskTier::Impl {
     if (fd.get() < 0 || !read_exact(fd.get(), &h, sizeof(h), 0) || !header_valid(h, hash, block_bytes, identity)) {
       return nullptr;
     }
-    auto bytes = std::make_shared<std::vector<uint8_t>>(block_bytes);
+    std::shared_ptr<KvHostBlock> bytes = arena->allocate();
     if (!read_exact(fd.get(), bytes->data(), bytes->size(), sizeof(h))) return nullptr;
     uint8_t extra = 0;
     if (read_exact(fd.get(), &extra, 1, off_t(sizeof(h) + block_bytes))) return nullptr;  // longer than written
@@ -284,10 +285,12 @@ struct KvDiskTier::Impl {
   }
 };
 
-KvDiskTier::KvDiskTier(const std::string& dir, uint64_t capacity_bytes, uint64_t block_bytes,
+KvDiskTier::KvDiskTier(const std::string& dir, uint64_t capacity_bytes, std::shared_ptr<KvBlockArena> arena,
                        const std::string& identity)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
+  const uint64_t block_bytes = arena->block_bytes();
+  m.arena = std::move(arena);
   m.identity = XXH3_64bits(identity.data(), identity.size());
   m.dir = fs::path(dir) / fmt::format("{:016x}", m.identity);
   m.block_bytes = block_bytes;

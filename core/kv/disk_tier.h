@@ -38,7 +38,8 @@ class KvDiskTier {
   // of files. `identity` names everything the bytes depend on (model, KV format, backend):
   // files of another identity are in another directory and never read.
   // Throws tsr::Error naming the path when the directory cannot be created.
-  KvDiskTier(const std::string& dir, uint64_t capacity_bytes, uint64_t block_bytes, const std::string& identity);
+  KvDiskTier(const std::string& dir, uint64_t capacity_bytes, std::shared_ptr<KvBlockArena> arena,
+             const std::string& identity);
   ~KvDiskTier();  // finishes queued writes, then stops the thread
   KvDiskTier(const KvDiskTier&) = delete;
   KvDiskTier& operator=(const KvDiskTier&) = delete;

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "base/error.h"
+#include "tests/common/kv_blocks.h"
 #include "tests/common/scratch_dir.h"
 
 namespace tsr {
@@ -20,10 +21,12 @@ constexpr const char* kIdentity = "test model; f16";
 
 BlockHash hash_of(uint64_t i) { return BlockHash{i * 0x9e3779b97f4a7c15ull, ~i}; }
 
+std::shared_ptr<KvBlockArena> arena() { return testing::heap_arena(kBlockBytes); }
+
 KvBlockBytes block_of(uint8_t seed) {
-  auto b = std::make_shared<std::vector<uint8_t>>(kBlockBytes);
-  for (size_t i = 0; i < b->size(); ++i) b->at(i) = uint8_t(seed + i * 7);
-  return b;
+  std::vector<uint8_t> bytes(kBlockBytes);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = uint8_t(seed + i * 7);
+  return testing::block_with(*arena(), bytes);
 }
 
 // The loads of the tier until each of `n` reads has finished.
@@ -50,14 +53,14 @@ class KvDiskTierTest : public ::testing::Test {
 
 TEST_F(KvDiskTierTest, BlocksSurviveARestartAndComeBackVerified) {
   {
-    KvDiskTier tier(root(), 1 << 20, kBlockBytes, kIdentity);
+    KvDiskTier tier(root(), 1 << 20, arena(), kIdentity);
     tier.store(hash_of(1), block_of(1));
     tier.store(hash_of(2), block_of(2));
     tier.flush();
     EXPECT_EQ(tier.num_blocks(), 2u);
     EXPECT_EQ(tier.stats().written, 2u);
   }
-  KvDiskTier restarted(root(), 1 << 20, kBlockBytes, kIdentity);
+  KvDiskTier restarted(root(), 1 << 20, arena(), kIdentity);
   EXPECT_EQ(restarted.num_blocks(), 2u);
   ASSERT_TRUE(restarted.load(hash_of(2)));
   EXPECT_FALSE(restarted.load(hash_of(3)));  // never stored
@@ -65,14 +68,14 @@ TEST_F(KvDiskTierTest, BlocksSurviveARestartAndComeBackVerified) {
   ASSERT_EQ(loads.size(), 1u);
   EXPECT_EQ(loads[0].first, hash_of(2));
   ASSERT_NE(loads[0].second, nullptr);
-  EXPECT_EQ(*loads[0].second, *block_of(2));
+  EXPECT_EQ(testing::contents(loads[0].second), testing::contents(block_of(2)));
   EXPECT_EQ(restarted.stats().loaded, 1u);
 }
 
 TEST_F(KvDiskTierTest, ACorruptedFileIsDeletedNotServed) {
   std::string dir;
   {
-    KvDiskTier tier(root(), 1 << 20, kBlockBytes, kIdentity);
+    KvDiskTier tier(root(), 1 << 20, arena(), kIdentity);
     tier.store(hash_of(1), block_of(1));
     tier.flush();
     dir = tier.directory();
@@ -83,7 +86,7 @@ TEST_F(KvDiskTierTest, ACorruptedFileIsDeletedNotServed) {
     f.seekp(64 + 100);
     f.put('\x5a');  // one byte of the payload
   }
-  KvDiskTier tier(root(), 1 << 20, kBlockBytes, kIdentity);
+  KvDiskTier tier(root(), 1 << 20, arena(), kIdentity);
   ASSERT_EQ(tier.num_blocks(), 1u);  // the header is intact: found at start
   ASSERT_TRUE(tier.load(hash_of(1)));
   const auto loads = wait_loads(tier, 1);
@@ -97,7 +100,7 @@ TEST_F(KvDiskTierTest, ACorruptedFileIsDeletedNotServed) {
 TEST_F(KvDiskTierTest, TruncatedUnfinishedAndForeignFilesAreCleanedAtStart) {
   std::string dir;
   {
-    KvDiskTier tier(root(), 1 << 20, kBlockBytes, kIdentity);
+    KvDiskTier tier(root(), 1 << 20, arena(), kIdentity);
     tier.store(hash_of(1), block_of(1));
     tier.store(hash_of(2), block_of(2));
     tier.flush();
@@ -110,7 +113,7 @@ TEST_F(KvDiskTierTest, TruncatedUnfinishedAndForeignFilesAreCleanedAtStart) {
   // A file renamed to another block's name: its header names the block it holds.
   const BlockHash other = hash_of(9);
   fs::copy_file(files[1], fs::path(dir) / fmt::format("{:016x}{:016x}.kvb", other.hi, other.lo));
-  KvDiskTier tier(root(), 1 << 20, kBlockBytes, kIdentity);
+  KvDiskTier tier(root(), 1 << 20, arena(), kIdentity);
   EXPECT_EQ(tier.num_blocks(), 1u);
   EXPECT_EQ(tier.stats().rejected, 2u);
   EXPECT_EQ(block_files(dir).size(), 1u);
@@ -120,7 +123,7 @@ TEST_F(KvDiskTierTest, TruncatedUnfinishedAndForeignFilesAreCleanedAtStart) {
 TEST_F(KvDiskTierTest, StaysWithinItsBoundAcrossRestarts) {
   const uint64_t two_files = 2 * kv_disk_file_bytes(kBlockBytes);
   {
-    KvDiskTier tier(root(), two_files, kBlockBytes, kIdentity);
+    KvDiskTier tier(root(), two_files, arena(), kIdentity);
     ASSERT_EQ(tier.capacity_blocks(), 2u);
     for (uint64_t i = 1; i <= 3; ++i) {
       tier.store(hash_of(i), block_of(uint8_t(i)));
@@ -130,25 +133,25 @@ TEST_F(KvDiskTierTest, StaysWithinItsBoundAcrossRestarts) {
     EXPECT_FALSE(tier.contains(hash_of(1)));  // the oldest
     EXPECT_EQ(block_files(tier.directory()).size(), 2u);
   }
-  KvDiskTier smaller(root(), kv_disk_file_bytes(kBlockBytes), kBlockBytes, kIdentity);
+  KvDiskTier smaller(root(), kv_disk_file_bytes(kBlockBytes), arena(), kIdentity);
   EXPECT_EQ(smaller.num_blocks(), 1u);
   EXPECT_EQ(block_files(smaller.directory()).size(), 1u);
 }
 
 TEST_F(KvDiskTierTest, AnotherIdentityNeverSeesTheFiles) {
   {
-    KvDiskTier tier(root(), 1 << 20, kBlockBytes, kIdentity);
+    KvDiskTier tier(root(), 1 << 20, arena(), kIdentity);
     tier.store(hash_of(1), block_of(1));
     tier.flush();
   }
-  KvDiskTier other(root(), 1 << 20, kBlockBytes, "another model; f16");
+  KvDiskTier other(root(), 1 << 20, arena(), "another model; f16");
   EXPECT_EQ(other.num_blocks(), 0u);
   EXPECT_FALSE(other.load(hash_of(1)));
 }
 
 TEST_F(KvDiskTierTest, BadSettingsAreRefusedNamingThem) {
   try {
-    KvDiskTier tier(root(), 10, kBlockBytes, kIdentity);
+    KvDiskTier tier(root(), 10, arena(), kIdentity);
     FAIL() << "a bound smaller than one block file was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("[cache] disk_memory"), std::string::npos) << e.what();
@@ -156,7 +159,7 @@ TEST_F(KvDiskTierTest, BadSettingsAreRefusedNamingThem) {
   const fs::path file = scratch_.path() / "a_file";
   std::ofstream(file) << "x";
   try {
-    KvDiskTier tier((file / "kv").string(), 1 << 20, kBlockBytes, kIdentity);
+    KvDiskTier tier((file / "kv").string(), 1 << 20, arena(), kIdentity);
     FAIL() << "a directory under a file was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("a_file"), std::string::npos) << e.what();

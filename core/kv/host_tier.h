@@ -15,10 +15,9 @@
 #include <vector>
 
 #include "core/kv/block_hash.h"
+#include "core/kv/kv_block_arena.h"
 
 namespace tsr {
-
-using KvBlockBytes = std::shared_ptr<const std::vector<uint8_t>>;
 
 struct KvHostTierStats {
   uint64_t stored = 0;   // blocks put

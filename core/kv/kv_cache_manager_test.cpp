@@ -4,6 +4,7 @@
 
 #include <numeric>
 
+#include "tests/common/kv_blocks.h"
 #include "tests/common/scratch_dir.h"
 
 namespace tsr {
@@ -131,7 +132,8 @@ TEST(KvCacheManager, WithoutCachingNothingIsShared) {
 // id, standing for them) in the tier. Returns the transfers for the test to inspect.
 KvTransfers apply_offloads(KvCacheManager& kv, KvHostTier& tier) {
   KvTransfers t = kv.take_transfers();
-  for (const auto& [id, hash] : t.offloads) tier.put(hash, std::make_shared<const std::vector<uint8_t>>(4, uint8_t(id)));
+  const auto arena = testing::heap_arena(4);
+  for (const auto& [id, hash] : t.offloads) tier.put(hash, testing::block_with(*arena, std::vector<uint8_t>(4, uint8_t(id))));
   return t;
 }
 
@@ -170,7 +172,7 @@ TEST(KvCacheManagerHostTier, EvictedPrefixBlocksComeBackFromTheTier) {
   ASSERT_EQ(restored.restores.size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_EQ(restored.restores[i].first, kv.blocks(3)[i]->id);
-    EXPECT_EQ(*restored.restores[i].second, std::vector<uint8_t>(4, uint8_t(a_blocks[i])));
+    EXPECT_EQ(testing::contents(restored.restores[i].second), std::vector<uint8_t>(4, uint8_t(a_blocks[i])));
     EXPECT_TRUE(kv.blocks(3)[i]->hash.has_value());  // cached again in the pool
   }
   EXPECT_EQ(tier.stats().hits, 2u);
@@ -218,7 +220,7 @@ TEST(KvCacheManagerHostTier, AFullPoolStopsTheRestore) {
 TEST(KvCacheManagerHostTier, WithADiskTierEveryNewlyCachedBlockIsStored) {
   const testing::ScratchDir dir("tessera_kv_manager_disk");
   KvHostTier tier(64, 4);
-  KvDiskTier disk(dir.path().string(), 1 << 20, 4, "test");
+  KvDiskTier disk(dir.path().string(), 1 << 20, testing::heap_arena(4), "test");
   KvCacheManager kv(8, 4, true, &tier, &disk);
   const auto a = iota_tokens(9);
   ASSERT_TRUE(kv.allocate(1, 9, 0));

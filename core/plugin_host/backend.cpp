@@ -58,6 +58,9 @@ std::unique_ptr<Backend> Backend::create(std::shared_ptr<Plugin> plugin, int32_t
   tsr_stream_args stream_args{sizeof(stream_args), create_args.backend, nullptr};
   call_plugin(what + " stream", [&](tsr_error** e) { return reg->backend->stream_create(&stream_args, e); });
   backend->stream_ = stream_args.stream;
+  const void* host_memory = reg->get_proc != nullptr ? reg->get_proc(reg, TSR_HOST_MEMORY_PROC) : nullptr;
+  const auto* hm = static_cast<const tsr_host_memory_iface*>(host_memory);
+  backend->host_memory_ = hm != nullptr && hm->struct_size >= sizeof(tsr_host_memory_iface) ? hm : nullptr;
   spdlog::info("backend '{}' on device {}: {}", backend->name_, device, props.name);
   return backend;
 }
@@ -129,6 +132,23 @@ void Backend::memset(BackendBuffer& dst, uint64_t offset, int value, uint64_t si
 void Backend::synchronize() {
   const tsr_stream_args args{sizeof(args), handle_, stream_};
   call_plugin("stream_synchronize", [&](tsr_error** e) { return iface_->stream_synchronize(&args, e); });
+}
+
+void* Backend::host_alloc(uint64_t size) {
+  if (host_memory_ == nullptr || size == 0) return nullptr;
+  tsr_host_alloc_args args{sizeof(args), handle_, size, nullptr};
+  try {
+    call_plugin("host_alloc", [&](tsr_error** e) { return host_memory_->host_alloc(&args, e); });
+  } catch (const Error& e) {
+    spdlog::warn("backend '{}': no {} bytes of host memory for copies ({}); using ordinary memory", name_, size,
+                 e.what());
+    return nullptr;
+  }
+  return args.ptr;
+}
+
+void Backend::host_free(void* ptr) {
+  if (ptr != nullptr && host_memory_ != nullptr) host_memory_->host_free(handle_, ptr);
 }
 
 namespace {

@@ -11,6 +11,7 @@
 
 #include "core/plugin_host/plugin_loader.h"
 #include "tessera/backend.h"
+#include "tessera/host_memory.h"
 
 namespace tsr {
 
@@ -83,6 +84,12 @@ class Backend {
   void memset(BackendBuffer& dst, uint64_t offset, int value, uint64_t size);
   void synchronize();
 
+  // Host memory the backend copies to and from without staging (the feature
+  // "tsr_host_memory": page-locked on a GPU); a write from it is in flight until the next
+  // synchronize. NULL where the plugin has none or the memory cannot be had (logged).
+  void* host_alloc(uint64_t size);
+  void host_free(void* ptr);  // NULL is ignored
+
   // Enqueues `op` with its params struct on this backend's stream.
   void enqueue(tsr_op op, const void* params);
   void get_rows(const tsr_get_rows_params& p) { enqueue(TSR_OP_GET_ROWS, &p); }
@@ -132,6 +139,7 @@ class Backend {
   const tsr_backend_iface* iface_;
   tsr_backend* handle_;
   tsr_stream* stream_ = nullptr;
+  const tsr_host_memory_iface* host_memory_ = nullptr;  // NULL: the plugin has none
   tsr_device_props props_{};
   std::string name_;
   std::vector<std::shared_ptr<const void>> kernel_owners_;  // of the registered quant kernels

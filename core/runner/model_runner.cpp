@@ -14,6 +14,10 @@ KvCacheShape sized(KvCacheShape shape, int32_t num_blocks) {
   return shape;
 }
 
+// Blocks on their way between the tiers beyond what the host tier holds (the disk tier's
+// write queue, reads, restores) that may still take the backend's host memory.
+constexpr uint64_t kInFlightBlocks = 64;
+
 std::unique_ptr<KvHostTier> make_host_tier(uint64_t bytes, const KvCache& cache) {
   const uint64_t block_bytes = cache.shape().bytes_per_block();
   if (bytes == 0) return nullptr;
@@ -27,14 +31,18 @@ std::unique_ptr<KvHostTier> make_host_tier(uint64_t bytes, const KvCache& cache)
   return tier;
 }
 
-std::unique_ptr<KvDiskTier> make_disk_tier(const ModelRunnerOptions& o, const KvCache& cache, bool has_host_tier) {
+std::shared_ptr<KvBlockArena> make_arena(const KvHostTier* tier, const KvCache& cache, Backend& backend) {
+  if (tier == nullptr) return nullptr;
+  return KvBlockArena::create(cache.shape().bytes_per_block(), tier->capacity_blocks() + kInFlightBlocks, &backend);
+}
+
+std::unique_ptr<KvDiskTier> make_disk_tier(const ModelRunnerOptions& o, std::shared_ptr<KvBlockArena> arena) {
   if (o.disk_tier_path.empty()) return nullptr;
-  if (!has_host_tier) {
+  if (arena == nullptr) {
     throw Error("[cache] disk_path needs [cache] host_memory (and prefix_caching): disk blocks are read back "
                 "through the host tier");
   }
-  return std::make_unique<KvDiskTier>(o.disk_tier_path, o.disk_tier_bytes, cache.shape().bytes_per_block(),
-                                      o.disk_tier_identity);
+  return std::make_unique<KvDiskTier>(o.disk_tier_path, o.disk_tier_bytes, std::move(arena), o.disk_tier_identity);
 }
 
 }  // namespace
@@ -44,7 +52,8 @@ ModelRunner::ModelRunner(const LlamaModel& model, Backend& backend, const ModelR
       backend_(backend),
       cache_(backend, sized(cache_shape(model, options.block_size, options.kv), options.num_blocks)),
       tier_(options.prefix_caching ? make_host_tier(options.host_tier_bytes, cache_) : nullptr),
-      disk_(make_disk_tier(options, cache_, tier_ != nullptr)),
+      arena_(make_arena(tier_.get(), cache_, backend)),
+      disk_(make_disk_tier(options, arena_)),
       kv_(options.num_blocks, options.block_size, options.prefix_caching, tier_.get(), disk_.get(), options.streaming),
       forward_(model, backend, cache_, options.forward) {}
 
@@ -64,17 +73,21 @@ void ModelRunner::apply_kv_moves() {
   // Offloads go to the host tier and, like stores, to the disk tier (its own thread writes).
   std::vector<std::pair<int32_t, BlockHash>> out = moves.offloads;
   out.insert(out.end(), moves.stores.begin(), moves.stores.end());
-  std::vector<std::shared_ptr<std::vector<uint8_t>>> read(out.size());
+  std::vector<std::shared_ptr<KvHostBlock>> read(out.size());
   for (size_t i = 0; i < out.size(); ++i) {
-    read[i] = std::make_shared<std::vector<uint8_t>>(cache_.shape().bytes_per_block());
-    cache_.read_block(backend_, out[i].first, *read[i]);
+    read[i] = arena_->allocate();
+    cache_.read_block(backend_, out[i].first, read[i]->bytes());
   }
   if (!out.empty()) backend_.synchronize();
   for (size_t i = 0; i < out.size(); ++i) {
     if (i < moves.offloads.size()) tier_->put(out[i].second, read[i]);
     if (disk_ != nullptr) disk_->store(out[i].second, read[i]);
   }
-  for (const auto& [block, bytes] : moves.restores) cache_.write_block(backend_, block, *bytes);
+  restoring_.clear();  // the last step's logits were read: its copies are done
+  for (auto& [block, bytes] : moves.restores) {
+    cache_.write_block(backend_, block, bytes->bytes());
+    restoring_.push_back(std::move(bytes));
+  }
   const auto copies = kv_.take_copies();
   if (!copies.empty()) copy_kv_blocks(backend_, cache_, copies);
 }

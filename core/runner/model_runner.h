@@ -73,9 +73,13 @@ class ModelRunner {
   Backend& backend_;
   KvCache cache_;
   std::unique_ptr<KvHostTier> tier_;  // before kv_, which points to it
+  std::shared_ptr<KvBlockArena> arena_;  // host memory of the tiers' blocks; NULL: no tier
   std::unique_ptr<KvDiskTier> disk_;  // the same
   KvCacheManager kv_;
   LlamaForward forward_;
+  // The last restores' sources: a copy from the backend's host memory is in flight until
+  // the stream is synchronized (the step's logits are read), so they are kept to the next step.
+  std::vector<KvBlockBytes> restoring_;
 };
 
 }  // namespace tsr

@@ -170,6 +170,18 @@ class CpuBackend {
     if (size) std::memset(dst.at(offset), value, size);
   }
 
+  // ---- host memory (the feature "tsr_host_memory"): the device is the host, so any
+  // page-aligned memory is copied without staging ----
+
+  void* host_alloc(uint64_t size) {
+    constexpr uint64_t kPage = 4096;
+    require(size <= UINT64_MAX - kPage, "host_alloc: " + std::to_string(size) + " bytes is too large");
+    void* p = std::aligned_alloc(kPage, (size + kPage - 1) / kPage * kPage);
+    if (p == nullptr) throw Failure(TSR_STATUS_OUT_OF_MEMORY, "host_alloc: no " + std::to_string(size) + " bytes of host memory");
+    return p;
+  }
+  void host_free(void* ptr) { std::free(ptr); }
+
   // ---- streams and events: every op has run when its call returns ----
 
   std::unique_ptr<Stream> stream_create() { return std::make_unique<Stream>(); }

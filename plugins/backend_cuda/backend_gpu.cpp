@@ -415,8 +415,23 @@ class GpuBackend {
     return buffer;
   }
 
-  // The source is pageable host memory (the ABI has no pinned allocations), which the
-  // runtime stages before returning, so the caller may reuse it at once.
+  // ---- host memory (the feature "tsr_host_memory"): page-locked, so copies from and to
+  // it run on the stream's DMA without staging. Freed memory must have no copy in flight:
+  // the host's rule (host_memory.h); cudaFreeHost does not wait for one.
+
+  void* host_alloc(uint64_t size) {
+    activate();
+    void* ptr = nullptr;
+    GPU_CHECK(cudaHostAlloc(&ptr, size, cudaHostAllocDefault));
+    return ptr;
+  }
+  void host_free(void* ptr) {
+    activate();
+    cudaFreeHost(ptr);  // a failure here leaves nothing for the caller to do
+  }
+
+  // A pageable source is staged by the runtime before it returns, so the caller may reuse
+  // it at once; a page-locked one (host_alloc) is read by the DMA when the stream gets there.
   void buffer_write(Stream* s, Buffer& dst, uint64_t offset, const void* src, uint64_t size) {
     activate();
     not_recording(stream(s), "buffer_write");

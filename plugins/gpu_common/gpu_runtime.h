@@ -29,6 +29,9 @@
 #define cudaMemGetInfo hipMemGetInfo
 #define cudaMalloc hipMalloc
 #define cudaFree hipFree
+#define cudaHostAlloc hipHostMalloc
+#define cudaHostAllocDefault hipHostMallocDefault
+#define cudaFreeHost hipHostFree
 #define cudaMemcpyAsync hipMemcpyAsync
 #define cudaMemsetAsync hipMemsetAsync
 #define cudaMemcpyHostToDevice hipMemcpyHostToDevice

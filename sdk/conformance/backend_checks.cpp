@@ -25,6 +25,7 @@
 #include "conformance.h"
 #include "tessera/quant.h"
 #include "tessera/backend.h"
+#include "tessera/host_memory.h"
 
 namespace tsr::conformance {
 namespace {
@@ -523,6 +524,39 @@ TEST_F(BackendTest, EventsOrderStreams) {
   check(d.event_status(t.event_synchronize, event, nullptr, &e), &e, "event_synchronize");
   t.event_destroy(d.b, event);
   t.stream_destroy(d.b, other);
+}
+
+// The optional feature "tsr_host_memory" (host_memory.h): page-aligned memory that a write
+// reads from and a read writes into on a stream, each in flight until the stream is
+// synchronized, and a size of 0 that allocates nothing.
+TEST_F(BackendTest, HostMemoryCopiesBothWays) {
+  Device& d = dut();
+  const auto* hm = d.r.get_proc != nullptr
+                       ? static_cast<const tsr_host_memory_iface*>(d.r.get_proc(&d.r, TSR_HOST_MEMORY_PROC))
+                       : nullptr;
+  if (hm == nullptr) GTEST_SKIP() << "the feature " TSR_HOST_MEMORY_PROC " is optional and absent";
+  ASSERT_GE(hm->struct_size, sizeof(tsr_host_memory_iface));
+  const uint64_t n = 3 * 4096 + 17;
+  tsr_host_alloc_args a{sizeof(a), d.b, n, nullptr};
+  tsr_error* e = nullptr;
+  check(hm->host_alloc(&a, &e), &e, "host_alloc");
+  ASSERT_NE(a.ptr, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a.ptr) % 4096, 0u);
+  auto* host = static_cast<uint8_t*>(a.ptr);
+  for (uint64_t i = 0; i < n; ++i) host[i] = uint8_t(i * 31 + 5);
+  const std::vector<uint8_t> want(host, host + n);
+  auto buf = d.alloc(n);
+  check(d.write_status(d.s, buf.get(), 0, host, n, &e), &e, "buffer_write");
+  d.sync();  // the source may be read until here
+  std::memset(host, 0, n);
+  check(d.read_status(d.s, buf.get(), 0, host, n, &e), &e, "buffer_read");
+  d.sync();
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), host));
+  hm->host_free(d.b, a.ptr);
+  hm->host_free(d.b, nullptr);  // ignored
+  tsr_host_alloc_args none{sizeof(none), d.b, 0, reinterpret_cast<void*>(uintptr_t{1})};
+  check(hm->host_alloc(&none, &e), &e, "host_alloc of 0 bytes");
+  EXPECT_EQ(none.ptr, nullptr);
 }
 
 TEST_F(BackendTest, SupportsWhatAModelNeeds) {

@@ -35,6 +35,9 @@
 //   bool supports(const tsr_op_support_query&) const;   // optional (ABI 2.0): answers for
 //                                  // the operands too; else supports(op, dtypes) answers
 //   static void* get_proc(const char* name);            // optional (ABI 2.0): named features
+//   void* host_alloc(uint64_t size);  void host_free(void*);   // optional (ABI 2.3): the
+//                                  // feature "tsr_host_memory" (tessera/host_memory.h),
+//                                  // answered by get_proc before Impl::get_proc is asked
 // A NULL stream is passed through as nullptr: the backend's default stream.
 //
 // The generated entries check handles, params struct_size and buffer ranges before Impl
@@ -53,6 +56,9 @@
 #include "tessera/sdk/plugin.hpp"
 #if TSR_SDK_ABI_AT_LEAST(2, 0)
 #include "tessera/quant.h"
+#endif
+#if TSR_SDK_ABI_AT_LEAST(2, 3)
+#include "tessera/host_memory.h"
 #endif
 
 namespace tsr::sdk {
@@ -393,11 +399,38 @@ class BackendPlugin {
   }
 
   static void* get_proc([[maybe_unused]] const tsr_backend_reg_iface* reg, const char* name) {
+    if (name == nullptr) return nullptr;
+#if TSR_SDK_ABI_AT_LEAST(2, 3)
+    if constexpr (kHasHostMemory) {
+      if (std::strcmp(name, TSR_HOST_MEMORY_PROC) == 0) return const_cast<tsr_host_memory_iface*>(&host_memory());
+    }
+#endif
     if constexpr (requires(const char* n) { { Impl::get_proc(n) } -> std::same_as<void*>; }) {
-      return name != nullptr ? Impl::get_proc(name) : nullptr;
+      return Impl::get_proc(name);
     }
     return nullptr;
   }
+
+#if TSR_SDK_ABI_AT_LEAST(2, 3)
+  // ---- the feature "tsr_host_memory" ----
+  static constexpr bool kHasHostMemory = requires(Impl& i, void* p) {
+    { i.host_alloc(uint64_t{}) } -> std::same_as<void*>;
+    i.host_free(p);
+  };
+  static const tsr_host_memory_iface& host_memory() {
+    static const tsr_host_memory_iface t = {sizeof(tsr_host_memory_iface), host_alloc_entry, host_free_entry};
+    return t;
+  }
+  static tsr_status host_alloc_entry(tsr_host_alloc_args* a, tsr_error** error) {
+    return boundary(error, [&] {
+      checked(a, "host_alloc");
+      a->ptr = a->size == 0 ? nullptr : self(a->backend).host_alloc(a->size);
+    });
+  }
+  static void host_free_entry(tsr_backend* b, void* ptr) {
+    if (b != nullptr && ptr != nullptr) from_handle<Impl>(b)->host_free(ptr);
+  }
+#endif
 
   // supports() has no error channel: a failure means "no". Impl answers for the operands
   // where it can, else for the dtypes.
