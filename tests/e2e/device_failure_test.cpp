@@ -65,7 +65,9 @@ TEST(DeviceFailure, LostDeviceFailsEveryRequestAndRefusesNewOnes) {
   for (size_t i = 0; i < results.size(); ++i) {
     EXPECT_EQ(results[i].finish_reason, TSR_FINISH_ERROR) << i;
     EXPECT_NE(results[i].error.find("device lost"), std::string::npos) << results[i].error;
-    if (i > 0) EXPECT_NE(results[i].error.find("the device failed: "), std::string::npos) << results[i].error;
+    if (i > 0) {
+      EXPECT_NE(results[i].error.find("the device failed: "), std::string::npos) << results[i].error;
+    }
   }
   ASSERT_TRUE(engine->failure());
   EXPECT_NE(engine->failure()->find("the device failed: "), std::string::npos) << *engine->failure();
