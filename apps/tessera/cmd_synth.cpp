@@ -53,7 +53,7 @@ SynthShape resolve_shape(const SynthFlags& f) {
   if (o.heads > 0 && o.kv_heads == 0) s.kv_heads = s.heads;
   s.arch = o.arch, s.head_dim = o.head_dim, s.vocab = o.vocab, s.ctx = o.ctx, s.rope_base = o.rope_base;
   s.tied = o.tied, s.rope_scaling = o.rope_scaling, s.rope_scale = o.rope_scale, s.sliding_window = o.sliding_window;
-  s.rope_orig_ctx = o.rope_orig_ctx;
+  s.rope_orig_ctx = o.rope_orig_ctx, s.pooling = o.pooling;
   s.experts = o.experts, s.experts_used = o.experts_used, s.expert_ffn = o.expert_ffn;
   return synth_resolve(s);
 }
@@ -195,6 +195,8 @@ std::function<int()> register_synth(CLI::App& app) {
   app.add_option("--experts-used", o.experts_used, "experts routed per token (default 2)")->check(CLI::PositiveNumber);
   app.add_option("--expert-ffn", o.expert_ffn, "feed-forward width of each expert (qwen3moe; default --ffn)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--pooling", o.pooling, "embedding pooling the file declares: none, mean, cls or last")
+      ->capture_default_str();
   app.add_flag("--tied", o.tied, "no output.weight: the output head is the embedding (Qwen2.5 0.5B, Qwen3 0.6B-4B)");
   app.add_option("--type", f->type, "f32, f16, bf16, q8_0 or q4_0")->capture_default_str();
   app.add_option("--donor", f->donor,

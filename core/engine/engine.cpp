@@ -145,7 +145,7 @@ struct Engine::Impl {
   // Step-thread state (step_mutex is held while a step runs).
   std::mutex step_mutex;
   std::unordered_map<RequestId, Live> live;
-  std::vector<float> logits;
+  std::vector<float> logits, hidden;
   int64_t finished = 0, steps = 0, generated = 0, drafted = 0, accepted = 0;
 
   // Shared with submitting threads.
@@ -269,7 +269,7 @@ void Engine::Impl::admit(std::vector<Submission>& subs, std::vector<RequestId>& 
   for (Submission& s : subs) {
     auto r = std::make_unique<Request>(s.id, std::move(s.params), *tokenizer, s.arrival);
     Live l{std::move(r), std::move(s.on_output), nullptr, {}};
-    if (draft) {
+    if (draft && !l.request->embeds()) {  // an embedding generates nothing to draft
       try {
         l.draft = draft->open(l.request->tokens());
       } catch (const std::exception& e) {
@@ -373,15 +373,24 @@ void Engine::Impl::drop_draft(Live& l, const std::exception& e) {
 }
 
 void Engine::Impl::execute(const SchedulerOutput& out) {
-  runner->execute(out, logits);
+  runner->execute(out, logits, hidden);
   KvCacheManager& kv = runner->kv();
   const Clock::time_point now = Clock::now();  // tokens exist from here on
   const int32_t n_vocab = model->hparams().n_vocab;
-  size_t row = 0;
+  const auto n_embd = size_t(model->hparams().n_embd);
+  size_t row = 0, hidden_row = 0;
   for (const ScheduledChunk& c : out.chunks) {
     Request& r = *c.request;
     const int32_t before = r.num_tokens();
+    const auto [lo, hi] = r.pooled_rows(r.num_computed(), c.num_new_tokens);
     r.on_computed(c.num_new_tokens);
+    if (r.embeds()) {
+      kv.commit(r.id(), r.tokens(), r.num_computed(), r.cache_key());
+      r.pool_states(std::span(hidden).subspan(hidden_row * n_embd, size_t(hi - lo) * n_embd), hi - lo, now);
+      hidden_row += size_t(hi - lo);
+      if (r.finished()) scheduler->remove(&r);
+      continue;
+    }
     if (r.num_computed() < before) {  // a prefill chunk: no token yet
       kv.commit(r.id(), r.tokens(), r.num_computed(), r.cache_key());
       continue;
@@ -621,6 +630,22 @@ std::vector<int32_t> Engine::chat_prompt(const std::vector<ChatMessage>& message
   return impl_->tokenizer->encode(text, !has_bos, true);
 }
 
+namespace {
+
+// An embedding request pools the last, mean or first state and samples nothing.
+void check_embedding(const RequestParams& params) {
+  if (*params.embed == Pooling::RANK) {
+    throw Error("rank pooling (a reranker's classifier head) gives no embeddings", TSR_STATUS_UNSUPPORTED);
+  }
+  if (params.constraint) throw Error("an embedding request takes no constraint");
+}
+
+}  // namespace
+
+Pooling Engine::pooling() const { return impl_->model->hparams().pooling; }
+
+int32_t Engine::embedding_width() const { return impl_->model->hparams().n_embd; }
+
 RequestId Engine::submit(RequestParams params, OutputCallback on_output) {
   Impl& m = *impl_;
   if (std::optional<std::string> why = failure()) {
@@ -637,6 +662,7 @@ RequestId Engine::submit(RequestParams params, OutputCallback on_output) {
   if (params.max_tokens < 1) throw Error("max_tokens must be >= 1");
   if (params.min_tokens < 0) throw Error("min_tokens must be >= 0");
   if (params.constraint) m.grammars->check_kind(params.constraint->kind);
+  if (params.embed) check_embedding(params);
   SamplerChain validate(params.sampling);  // throws naming a bad sampling parameter
   for (const LogitBias& b : params.sampling.logit_bias) {
     if (b.token >= m.tokenizer->n_tokens()) throw Error("logit_bias token id " + std::to_string(b.token) + " is out of range");
@@ -709,6 +735,7 @@ GenerateResult Engine::generate(RequestParams params, OutputCallback on_output) 
     if (out.finished) {
       result->finish_reason = out.finish_reason;
       result->error = out.error;
+      result->embedding = out.embedding;
       result->stats = out.stats;
       done->set_value();
     }

@@ -61,6 +61,7 @@ struct GenerateResult {
   std::string text;
   tsr_finish_reason finish_reason = TSR_FINISH_NONE;
   std::string error;
+  std::vector<float> embedding;  // an embedding request's, normalized
   RequestStats stats;
 };
 
@@ -101,6 +102,12 @@ class Engine {
   // synchronize afterwards (a lost GPU, a CUDA sticky error); every request then failed.
   // nullopt while it serves. Thread-safe.
   std::optional<std::string> failure() const;
+
+  // How this model's embeddings pool (its GGUF pooling_type; RANK: it has none): what an
+  // embedding request (RequestParams::embed) names.
+  Pooling pooling() const;
+  // The width of an embedding (the model's n_embd).
+  int32_t embedding_width() const;
 
   // A request with the config's [sampling] defaults (temperature, top_k, ..., max_tokens).
   RequestParams request_defaults() const;

@@ -15,16 +15,16 @@ namespace tsr {
 
 // Activations and per-step metadata in backend memory, grown when a larger batch comes.
 struct LlamaForward::Scratch {
-  int32_t cap_tokens = 0, cap_logits = 0;
+  int32_t cap_tokens = 0, cap_logits = 0, cap_hidden = 0;
   size_t cap_meta = 0;
-  std::unique_ptr<BackendBuffer> act, meta, logits;
+  std::unique_ptr<BackendBuffer> act, meta, logits, hidden;
   // Views for the current step.
-  tsr_tensor x, xn, q, k, v, attn, gate, up, last, last_norm, out_logits;
+  tsr_tensor x, xn, q, k, v, attn, gate, up, last, last_norm, out_logits, out_hidden;
   tsr_tensor k_rot, v_rot;  // k and v rotated, for a rotated cache (KvCache::rotation)
   // MoE layers: router logits [n, n_expert], the chosen experts' ids and weights
   // [n, n_used], and their gate, up and down outputs [n, n_used, width].
   tsr_tensor router, expert_ids, expert_weights, expert_gate, expert_up, expert_down;
-  tsr_tensor tokens, positions, cache_positions, slots, qsl, seq_lens, tables, logit_rows;
+  tsr_tensor tokens, positions, cache_positions, slots, qsl, seq_lens, tables, logit_rows, hidden_rows;
   std::vector<int32_t> host_meta;  // the metadata packed for its one write, reused
 };
 
@@ -57,7 +57,7 @@ LlamaForward::~LlamaForward() = default;
 
 int32_t LlamaForward::graphs_recorded() const { return graphs_ ? graphs_->recorded() : 0; }
 
-void LlamaForward::ensure_scratch(Scratch& s, int32_t n, int32_t n_logits, size_t meta_ints) {
+void LlamaForward::ensure_scratch(Scratch& s, int32_t n, int32_t n_logits, int32_t n_hidden, size_t meta_ints) {
   const LlamaHParams& hp = model_.hparams();
   if (n > s.cap_tokens) {
     // x, xn, q, k, v, attn, the feed-forward's, and the output rows (at most one per token).
@@ -71,6 +71,10 @@ void LlamaForward::ensure_scratch(Scratch& s, int32_t n, int32_t n_logits, size_
     s.logits = backend_.alloc(uint64_t(n_logits) * hp.n_vocab * sizeof(float));
     s.cap_logits = n_logits;
   }
+  if (n_hidden > s.cap_hidden) {
+    s.hidden = backend_.alloc(uint64_t(n_hidden) * hp.n_embd * sizeof(float));
+    s.cap_hidden = n_hidden;
+  }
   if (meta_ints > s.cap_meta) {
     s.meta = backend_.alloc(meta_ints * sizeof(int32_t));
     s.cap_meta = meta_ints;
@@ -79,14 +83,15 @@ void LlamaForward::ensure_scratch(Scratch& s, int32_t n, int32_t n_logits, size_
 
 namespace {
 
-// Step metadata: tokens, positions, cache positions, slots, query starts, lengths, tables
-// and logit rows.
-size_t metadata_ints(size_t tokens, size_t seqs, size_t table_entries, size_t logit_rows) {
-  return 4 * tokens + 2 * seqs + 1 + table_entries + logit_rows;
+// Step metadata: tokens, positions, cache positions, slots, query starts, lengths, tables,
+// logit rows and hidden rows.
+size_t metadata_ints(size_t tokens, size_t seqs, size_t table_entries, size_t out_rows) {
+  return 4 * tokens + 2 * seqs + 1 + table_entries + out_rows;
 }
 
 size_t metadata_ints(const StepBatch& b) {
-  return metadata_ints(b.tokens.size(), b.seq_lens.size(), b.block_tables.size(), b.logit_rows.size());
+  return metadata_ints(b.tokens.size(), b.seq_lens.size(), b.block_tables.size(),
+                       b.logit_rows.size() + b.hidden_rows.size());
 }
 
 }  // namespace
@@ -110,22 +115,29 @@ void LlamaForward::upload_metadata(Scratch& s, const StepBatch& b) {
   s.seq_lens = put(b.seq_lens, {seqs});
   s.tables = put(b.block_tables, {seqs, b.max_blocks});
   s.logit_rows = put(b.logit_rows, {int64_t(b.logit_rows.size())});
+  s.hidden_rows = put(b.hidden_rows, {int64_t(b.hidden_rows.size())});
   backend_.write(*s.meta, 0, s.host_meta.data(), s.host_meta.size() * sizeof(int32_t));
 }
 
-void LlamaForward::run(const StepBatch& b, std::vector<float>& logits) {
+void LlamaForward::run(const StepBatch& b, std::vector<float>& logits, std::vector<float>* hidden) {
   const int32_t n = b.num_tokens();
   const int32_t n_out = static_cast<int32_t>(b.logit_rows.size());
-  if (n == 0 || n_out > n || b.num_seqs() == 0 || b.max_blocks <= 0 ||
+  const int32_t n_hidden = static_cast<int32_t>(b.hidden_rows.size());
+  if (n == 0 || n_out > n || n_hidden > n || (n_hidden > 0 && hidden == nullptr) || b.num_seqs() == 0 ||
+      b.max_blocks <= 0 ||
       b.positions.size() != size_t(n) || b.cache_positions.size() != size_t(n) || b.slot_mapping.size() != size_t(n) ||
       b.query_start_loc.size() != size_t(b.num_seqs() + 1) ||
       b.block_tables.size() != size_t(b.num_seqs()) * b.max_blocks) {
     throw Error("malformed step batch", TSR_STATUS_INTERNAL);
   }
-  if (graphs_ && run_graph(b, logits)) return;
-  ensure_scratch(*eager_, n, n_out, metadata_ints(b));
+  if (graphs_ && n_hidden == 0 && run_graph(b, logits)) return;
+  ensure_scratch(*eager_, n, n_out, n_hidden, metadata_ints(b));
   upload_metadata(*eager_, b);
   enqueue(*eager_, b);
+  if (hidden != nullptr) {
+    hidden->resize(size_t(n_hidden) * model_.hparams().n_embd);
+    if (n_hidden > 0) backend_.read(*eager_->hidden, 0, hidden->data(), hidden->size() * sizeof(float));
+  }
   read_logits(*eager_, n_out, logits);
 }
 
@@ -144,7 +156,7 @@ bool LlamaForward::run_graph(const StepBatch& b, std::vector<float>& logits) {
   if (!graph_scratch_) {  // sized once for the largest bucket: graphs keep these addresses
     graph_scratch_ = std::make_unique<Scratch>();
     const int32_t max = graphs_->max_batch();
-    ensure_scratch(*graph_scratch_, max, max,
+    ensure_scratch(*graph_scratch_, max, max, 0,
                    metadata_ints(max, max, size_t(max) * graphs_->max_blocks(), max));
   }
   Scratch& s = *graph_scratch_;
@@ -223,6 +235,7 @@ void LlamaForward::enqueue(Scratch& s, const StepBatch& b) {
     attention_block(s, l, n);
     ffn_block(s, l);
   }
+  output_hidden(s, int64_t(b.hidden_rows.size()));
   if (n_out == 0) return;  // a step of prefill chunks only: no token to sample yet
   // Only the rows whose logits are wanted go through the output head.
   s.last = take({n_out, hp.n_embd});
@@ -232,6 +245,17 @@ void LlamaForward::enqueue(Scratch& s, const StepBatch& b) {
                      &model_.output_norm(), hp.rms_eps, 0});
   s.out_logits = tensor_make(TSR_DTYPE_F32, s.logits->base(), {n_out, hp.n_vocab});
   matmul(s.out_logits, s.last_norm, model_.output());
+}
+
+// The hidden rows through the output norm into the hidden buffer, gathered into xn (free
+// once the layers are done; n_hidden <= n).
+void LlamaForward::output_hidden(Scratch& s, int64_t n_hidden) {
+  if (n_hidden == 0) return;
+  const LlamaHParams& hp = model_.hparams();
+  tsr_tensor rows = tensor_make(TSR_DTYPE_F32, s.xn.data, {n_hidden, hp.n_embd});
+  backend_.get_rows({sizeof(tsr_get_rows_params), &rows, &s.x, &s.hidden_rows});
+  s.out_hidden = tensor_make(TSR_DTYPE_F32, s.hidden->base(), {n_hidden, hp.n_embd});
+  backend_.rms_norm({sizeof(tsr_rms_norm_params), &s.out_hidden, &rows, &model_.output_norm(), hp.rms_eps, 0});
 }
 
 // y = x · wᵀ on the backend (on a quant plugin's kernels registered into it, for a

@@ -29,8 +29,10 @@ class LlamaForward {
                const ForwardOptions& options = {});
   ~LlamaForward();
 
-  // Runs the step; writes logit_rows.size() rows of n_vocab logits to `logits`.
-  void run(const StepBatch& batch, std::vector<float>& logits);
+  // Runs the step; writes logit_rows.size() rows of n_vocab logits to `logits` and, when
+  // `hidden` is not NULL, hidden_rows.size() rows of n_embd output-norm states to it (a
+  // batch with hidden rows and no `hidden` is refused).
+  void run(const StepBatch& batch, std::vector<float>& logits, std::vector<float>* hidden = nullptr);
 
   bool graphs_enabled() const { return graphs_ != nullptr; }
   int32_t graphs_recorded() const;
@@ -38,10 +40,11 @@ class LlamaForward {
 
  private:
   struct Scratch;
-  void ensure_scratch(Scratch& s, int32_t n_tokens, int32_t n_logits, size_t meta_ints);
+  void ensure_scratch(Scratch& s, int32_t n_tokens, int32_t n_logits, int32_t n_hidden, size_t meta_ints);
   void upload_metadata(Scratch& s, const StepBatch& batch);
   void enqueue(Scratch& s, const StepBatch& batch);
   void read_logits(Scratch& s, int32_t rows, std::vector<float>& logits);
+  void output_hidden(Scratch& s, int64_t n_hidden);
   bool run_graph(const StepBatch& batch, std::vector<float>& logits);
   void record_graph(Scratch& s, const StepBatch& padded, int32_t bucket);
   void attention_block(Scratch& s, int layer, int64_t n);

@@ -139,7 +139,29 @@ void read_experts(const GgufFile& g, LlamaHParams& hp) {
   if (hp.n_ff_exp <= 0) throw Error(g.path() + ": the experts' feed-forward width is 0");
 }
 
+// {arch}.pooling_type as llama.cpp numbers it (llama_pooling_type); see Pooling.
+Pooling read_pooling(const GgufFile& g, const std::string& key) {
+  const std::optional<int64_t> v = g.get_int(key);
+  switch (v.value_or(0)) {
+    case 0: case 3: return Pooling::LAST;
+    case 1: return Pooling::MEAN;
+    case 2: return Pooling::CLS;
+    case 4: return Pooling::RANK;
+    default: throw Error(g.path() + ": " + key + " = " + std::to_string(*v) + " is not a pooling type (0-4)");
+  }
+}
+
 }  // namespace
+
+const char* pooling_name(Pooling p) {
+  switch (p) {
+    case Pooling::LAST: return "last";
+    case Pooling::MEAN: return "mean";
+    case Pooling::CLS: return "cls";
+    case Pooling::RANK: return "rank";
+  }
+  return "?";
+}
 
 LlamaHParams llama_hparams_from_gguf(const GgufFile& g) {
   LlamaHParams hp;
@@ -199,6 +221,7 @@ LlamaHParams llama_hparams_from_gguf(const GgufFile& g) {
   if (arch.gemma) read_gemma3(g, hp);
   if (arch.phi3) read_phi3(g, hp);
   read_experts(g, hp);
+  hp.pooling = read_pooling(g, a + "pooling_type");
   const GgufTensorInfo* embd = g.find_tensor("token_embd.weight");
   if (embd == nullptr || embd->ne.size() != 2 || embd->ne[1] > INT32_MAX) {
     throw Error(g.path() + ": missing or malformed tensor token_embd.weight");

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/model/gguf.h"
+#include "core/model/pooling.h"
 #include "core/plugin_host/backend.h"
 #include "core/quant/quant_scheme.h"
 
@@ -64,6 +65,7 @@ struct LlamaHParams {
   // softmax of the router's logits and weighted by their probabilities renormalized over
   // the chosen ones (llama.cpp's build_moe_ffn with norm_w).
   int32_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;
+  Pooling pooling = Pooling::LAST;
 
   bool moe() const { return n_expert > 0; }
   // YaRN's correction dims for a RoPE base, as ggml_rope_yarn_corr_dims computes them (in

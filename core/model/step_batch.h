@@ -22,6 +22,9 @@ struct StepBatch {
   std::vector<int32_t> block_tables;     // [num_seqs * max_blocks]
   int32_t max_blocks = 0;
   std::vector<int32_t> logit_rows;       // token indices whose logits are returned
+  // Token indices whose hidden states after the output norm are returned (embeddings),
+  // n_embd floats each, in this order.
+  std::vector<int32_t> hidden_rows;
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t num_seqs() const { return static_cast<int32_t>(seq_lens.size()); }

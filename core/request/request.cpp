@@ -57,7 +57,9 @@ Request::Request(RequestId id, RequestParams params, const Tokenizer& tokenizer,
       seed_(seed_of(params_)),
       detok_(tokenizer),
       stop_(params_.stop),
-      arrival_(now) {}
+      arrival_(now) {
+  if (params_.embed) pool_.emplace(*params_.embed, num_prompt_);
+}
 
 void Request::on_scheduled(Clock::time_point now, int32_t cached_tokens) {
   state_ = RequestState::RUNNING;
@@ -70,7 +72,20 @@ void Request::on_scheduled(Clock::time_point now, int32_t cached_tokens) {
 void Request::on_preempted() {
   state_ = RequestState::PREEMPTED;
   num_computed_ = 0;
+  if (pool_) pool_->reset();
   ++preemptions_;
+}
+
+std::pair<int32_t, int32_t> Request::pooled_rows(int32_t start, int32_t n) const {
+  return pool_ ? pool_->rows(start, n) : std::pair{0, 0};
+}
+
+void Request::pool_states(std::span<const float> states, int32_t count, Clock::time_point now) {
+  if (!pool_) throw Error("states pooled for a request that does not embed", TSR_STATUS_INTERNAL);
+  if (count > 0) pool_->add(states, count);
+  if (num_computed_ < num_prompt_) return;
+  embedding_ = pool_->normalized();
+  finish(TSR_FINISH_STOP, now);
 }
 
 void Request::release_text(std::string_view piece) {
@@ -201,6 +216,7 @@ RequestOutput Request::take_output() {
   out.finished = finished();
   out.finish_reason = finish_reason_;
   out.error = error_;
+  if (finished()) out.embedding = std::exchange(embedding_, {});
   out.stats = stats();
   return out;
 }

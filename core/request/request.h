@@ -15,6 +15,7 @@
 
 #include "core/constraint/constraint_plugin.h"
 #include "core/request/detokenizer.h"
+#include "core/request/embedding_pool.h"
 #include "core/request/stop_matcher.h"
 #include "samplers/token_draw.h"
 #include "tessera/engine.h"
@@ -40,6 +41,9 @@ struct RequestParams {
   // Structured output: every token is allowed by the constraint, EOS only where it can
   // end. A constraint that does not compile fails the request.
   std::optional<ConstraintSpec> constraint;
+  // An embedding request: the prompt's output-norm states pooled so (LAST, MEAN or CLS;
+  // Engine::pooling() is the model's), normalized, and nothing generated.
+  std::optional<Pooling> embed;
   // C++ callers only: the logits row each generated token is sampled from.
   std::function<void(std::span<const float>)> on_logits;
 };
@@ -69,6 +73,7 @@ struct RequestOutput {
   bool finished = false;
   tsr_finish_reason finish_reason = TSR_FINISH_NONE;
   std::string error;  // with TSR_FINISH_ERROR
+  std::vector<float> embedding;  // an embedding request's, with its final output
   RequestStats stats;
 };
 
@@ -101,6 +106,16 @@ class Request {
   void set_drafts(std::vector<int32_t> drafts) { drafts_ = std::move(drafts); }
   void truncate_drafts(size_t n) { drafts_.resize(std::min(n, drafts_.size())); }
   int32_t num_tokens_with_drafts() const { return num_tokens() + static_cast<int32_t>(drafts_.size()); }
+
+  // An embedding request (params().embed): its prompt's states are pooled, nothing is sampled.
+  bool embeds() const { return pool_.has_value(); }
+  // Whether a prefix-cache hit may skip prompt positions: not when the pooling reads them.
+  bool reads_cached_prefix() const { return !embeds() || *params_.embed == Pooling::LAST; }
+  // The positions of a chunk [start, start + n) whose states the pooling reads.
+  std::pair<int32_t, int32_t> pooled_rows(int32_t start, int32_t n) const;
+  // The `count` states of pooled_rows of the chunk just computed (after on_computed); the
+  // request finishes ("stop") with its embedding once the whole prompt is computed.
+  void pool_states(std::span<const float> states, int32_t count, Clock::time_point now);
 
   // The constraint's matcher, at the start of its grammar; set before the first schedule.
   void set_matcher(std::unique_ptr<ConstraintMatcher> matcher) { matcher_ = std::move(matcher); }
@@ -158,6 +173,8 @@ class Request {
   int32_t cached_tokens_ = 0;
   int32_t preemptions_ = 0;
   int32_t drafted_ = 0, accepted_ = 0;
+  std::optional<EmbeddingPool> pool_;
+  std::vector<float> embedding_;  // the pooled result, with the final output
   std::unique_ptr<ConstraintMatcher> matcher_;
   std::vector<uint32_t> mask_;
   std::vector<float> masked_;

@@ -55,8 +55,9 @@ class ModelRunner {
   const KvDiskTier* disk_tier() const { return disk_.get(); }  // NULL: none
 
   // A scheduler step: the host-tier copies and block copies (copy-on-write) its
-  // allocations asked for, then one forward pass over its chunks. `logits` gets the rows build_step_batch asks for.
-  void execute(const SchedulerOutput& out, std::vector<float>& logits);
+  // allocations asked for, then one forward pass over its chunks. `logits` and `hidden`
+  // (embedding requests' states) get the rows build_step_batch asks for.
+  void execute(const SchedulerOutput& out, std::vector<float>& logits, std::vector<float>& hidden);
 
   // `tokens` at positions start, start + 1, ... of `seq`, whose blocks cover them
   // (kv().allocate). `logits` gets the last token's row, or with `all_logits` every token's.

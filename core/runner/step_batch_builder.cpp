@@ -63,6 +63,11 @@ StepBatch build_step_batch(const SchedulerOutput& out, const KvCacheManager& kv)
     }
     const int32_t first_row = b.num_tokens();
     append_sequence(b, kv, r.id(), r.num_computed(), tokens, r.tokens());
+    if (r.embeds()) {  // the states its pooling reads, and nothing to sample
+      const auto [lo, hi] = r.pooled_rows(r.num_computed(), c.num_new_tokens);
+      for (int32_t pos = lo; pos < hi; ++pos) b.hidden_rows.push_back(first_row + pos - r.num_computed());
+      continue;
+    }
     // Rows from the last real token on: one to sample from, one per draft to verify.
     const int32_t end = r.num_computed() + c.num_new_tokens;
     for (int32_t pos = std::max(r.num_tokens() - 1, r.num_computed()); pos < end; ++pos) {

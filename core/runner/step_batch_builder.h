@@ -13,7 +13,8 @@
 namespace tsr {
 
 // Logit rows are requested, in chunk order, for every chunk that reaches the end of its
-// request's tokens: the last token's row and one per draft token.
+// request's tokens: the last token's row and one per draft token. An embedding request's
+// chunk asks for hidden rows instead: those its pooling reads (Request::pooled_rows).
 StepBatch build_step_batch(const SchedulerOutput& out, const KvCacheManager& kv);
 
 // One sequence's step: `tokens` at positions start, start + 1, ... of `seq`, whose blocks

@@ -104,11 +104,11 @@ void Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget, Clock::t
        it != waiting_.end() && budget > 0 && running_.size() < static_cast<size_t>(config_.max_seqs);) {
     Request* r = *it;
     // A request whose prefix is on its way from the disk tier lets those behind it go first.
-    if (kv_.prefix_loading(r->tokens(), r->cache_key())) {
+    if (r->reads_cached_prefix() && kv_.prefix_loading(r->tokens(), r->cache_key())) {
       ++it;
       continue;
     }
-    const int32_t cached = kv_.claim_cached_prefix(r->id(), r->tokens(), r->cache_key());
+    const int32_t cached = r->reads_cached_prefix() ? kv_.claim_cached_prefix(r->id(), r->tokens(), r->cache_key()) : 0;
     r->set_num_computed(cached);
     const int32_t n = chunk_limit(*r, budget);
     if (!kv_.allocate(r->id(), r->num_computed() + n, r->num_computed())) {

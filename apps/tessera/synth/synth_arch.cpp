@@ -144,6 +144,9 @@ SynthShape synth_resolve(SynthShape s) {
   if (!a.gemma && !a.phi3 && s.sliding_window != 0) {
     throw Error("synth: --sliding-window is for gemma3 and phi3 (" + std::string(a.name) + " has none here)");
   }
+  if (s.pooling != "none" && s.pooling != "mean" && s.pooling != "cls" && s.pooling != "last") {
+    throw Error("synth: --pooling must be none, mean, cls or last, not '" + s.pooling + "'");
+  }
   resolve_experts(s);
   return s;
 }
@@ -233,6 +236,9 @@ void synth_add_hparams(GgufWriter& w, const SynthShape& s) {
     w.add_u32(p + "expert_count", u32(s.experts));
     w.add_u32(p + "expert_used_count", u32(s.experts_used));
     if (s.arch == "qwen3moe") w.add_u32(p + "expert_feed_forward_length", u32(s.expert_ffn));
+  }
+  if (s.pooling != "none") {  // llama_pooling_type's numbers
+    w.add_u32(p + "pooling_type", s.pooling == "mean" ? 1 : s.pooling == "cls" ? 2 : 3);
   }
   w.add_f32(p + "attention.layer_norm_rms_epsilon", a.rms_eps);
   w.add_u32(p + "vocab_size", u32(s.vocab));

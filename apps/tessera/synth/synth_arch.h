@@ -28,6 +28,8 @@ struct SynthShape {
   // Mixture of experts (qwen3moe; llama: Mixtral's layout): experts of expert_ffn (0: ffn)
   // each, experts_used (0: 2) per token. qwen3moe defaults to 8 experts.
   int32_t experts = 0, experts_used = 0, expert_ffn = 0;
+  // {arch}.pooling_type for embeddings: none (no key: the last token), mean, cls or last.
+  std::string pooling = "none";
 };
 
 struct TensorPlan {
