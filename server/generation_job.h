@@ -27,6 +27,7 @@ struct ChoiceDelta {
   bool finished = false;
   tsr_finish_reason finish_reason = TSR_FINISH_NONE;
   std::string error;
+  std::vector<float> embedding;  // an embedding request's, with its final increment
   RequestStats stats;
 };
 

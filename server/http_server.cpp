@@ -20,6 +20,7 @@
 #include "server/api_error.h"
 #include "server/cors.h"
 #include "server/metrics.h"
+#include "server/embeddings_api.h"
 #include "server/openai_api.h"
 #include "server/tokenize_api.h"
 
@@ -172,6 +173,7 @@ void HttpServer::Impl::routes() {
   http.Get(R"(/v1/models/(.+))", [this](const Request& q, Response& r) { handle_model(ctx, q, r); });
   http.Post("/v1/completions", [this](const Request& q, Response& r) { handle_completions(ctx, q, r); });
   http.Post("/v1/chat/completions", [this](const Request& q, Response& r) { handle_chat_completions(ctx, q, r); });
+  http.Post("/v1/embeddings", [this](const Request& q, Response& r) { handle_embeddings(ctx, q, r); });
   http.Post("/tokenize", [this](const Request& q, Response& r) { handle_tokenize(ctx, q, r); });
   http.Post("/detokenize", [this](const Request& q, Response& r) { handle_detokenize(ctx, q, r); });
 }

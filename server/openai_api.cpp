@@ -49,11 +49,14 @@ void check_model(const ApiContext& ctx, const json& body) {
   }
 }
 
-namespace {
-using namespace std::chrono_literals;
-
-int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+// An idle server admits any one request, so one of 1,000 prompts x n = 128 would hold the
+// engine for everyone else for minutes: the count is bounded before anything is tokenized.
+void check_choices(const ApiContext& ctx, int64_t choices, const std::string& param) {
+  if (choices > ctx.max_choices) {
+    throw ApiError(400, "the request asks for " + std::to_string(choices) + " choices (prompts x n); this server takes " +
+                            std::to_string(ctx.max_choices) + " per request ([server] max_choices)",
+                   "invalid_request_error", param, "too_many_choices");
+  }
 }
 
 std::shared_ptr<GenerationJob> start_job(const ApiContext& ctx, std::vector<RequestParams> choices,
@@ -79,6 +82,13 @@ std::shared_ptr<GenerationJob> start_job(const ApiContext& ctx, std::vector<Requ
       [admission](int32_t refused) { admission->release(refused); });
 }
 
+namespace {
+using namespace std::chrono_literals;
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 std::vector<std::string> echo_texts(const Engine& engine, const std::vector<std::vector<int32_t>>& prompts) {
   std::vector<std::string> out;
   for (const auto& p : prompts) out.push_back(engine.tokenizer().decode(p));
@@ -91,18 +101,11 @@ std::shared_ptr<void> in_flight_token(const ApiContext& ctx) {
   return std::shared_ptr<void>(nullptr, [n = ctx.in_flight](void*) { --*n; });
 }
 
-// The choices a request asks for (prompts x n), counted before any prompt is tokenized: an
-// idle server admits any one request, so one of 1,000 prompts x n = 128 would hold the
-// engine for everyone else for minutes.
-void check_choices(const ApiContext& ctx, Endpoint endpoint, const json& body, int32_t n) {
+// The choices a completion asks for (prompts x n), counted before any prompt is tokenized.
+void check_generation_choices(const ApiContext& ctx, Endpoint endpoint, const json& body, int32_t n) {
   const json* prompt = endpoint == Endpoint::CHAT ? nullptr : field(body, "prompt");
-  const bool many = prompt != nullptr && prompt->is_array() && !prompt->empty() && !prompt->front().is_number();
-  const int64_t choices = int64_t(many ? prompt->size() : 1) * n;
-  if (choices > ctx.max_choices) {
-    throw ApiError(400, "the request asks for " + std::to_string(choices) + " choices (prompts x n); this server takes " +
-                            std::to_string(ctx.max_choices) + " per request ([server] max_choices)",
-                   "invalid_request_error", many ? "prompt" : "n", "too_many_choices");
-  }
+  const int64_t prompts = prompt != nullptr ? int64_t(num_prompts(*prompt)) : 1;
+  check_choices(ctx, prompts * n, prompts > 1 ? "prompt" : "n");
 }
 
 void handle_generation(const ApiContext& ctx, Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
@@ -111,7 +114,7 @@ void handle_generation(const ApiContext& ctx, Endpoint endpoint, const httplib::
   check_model(ctx, body);
   const GenerationSpec spec =
       parse_generation(body, endpoint, ctx.engine.request_defaults(), ctx.engine.tokenizer().n_tokens());
-  check_choices(ctx, endpoint, body, spec.n);
+  check_generation_choices(ctx, endpoint, body, spec.n);
   if (spec.constraint) {
     try {
       ctx.engine.compile_constraint(spec.constraint->spec);  // a bad one is a 400, not a failed stream

@@ -7,7 +7,11 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
+
+#include "server/generation_job.h"
 
 namespace httplib {
 struct Request;
@@ -39,6 +43,13 @@ struct ApiContext {
 nlohmann::json parse_body(const httplib::Request& req);
 // A "model" field naming another model than the served one is a 404.
 void check_model(const ApiContext& ctx, const nlohmann::json& body);
+// More than [server] max_choices engine requests for one call (prompts x n, or inputs) is
+// a 400 too_many_choices naming `param`; checked before anything is tokenized.
+void check_choices(const ApiContext& ctx, int64_t choices, const std::string& param);
+// Admits the call's engine requests as one (503 queue_full when the queue is full) and
+// submits them; metrics, the access log and admission see each one finish.
+std::shared_ptr<GenerationJob> start_job(const ApiContext& ctx, std::vector<RequestParams> choices,
+                                         std::optional<int32_t> logprobs);
 
 void handle_completions(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_chat_completions(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res);

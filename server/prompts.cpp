@@ -25,19 +25,19 @@ bool is_token_array(const json& v) {
   return v.is_array() && !v.empty() && v.front().is_number();
 }
 
-std::vector<int32_t> token_prompt(const json& v, const Engine& engine) {
+std::vector<int32_t> token_prompt(const json& v, const std::string& param, const Engine& engine) {
   std::vector<int32_t> ids;
-  for (const json& t : v) ids.push_back(static_cast<int32_t>(as_int(t, "prompt", 0, engine.tokenizer().n_tokens() - 1)));
+  for (const json& t : v) ids.push_back(static_cast<int32_t>(as_int(t, param, 0, engine.tokenizer().n_tokens() - 1)));
   return ids;
 }
 
-std::vector<int32_t> one_prompt(const json& v, const Engine& engine) {
+std::vector<int32_t> one_prompt(const json& v, const std::string& param, const Engine& engine) {
   if (v.is_string()) {
-    check_text_fits(v.get_ref<const std::string&>().size(), engine, "prompt");
+    check_text_fits(v.get_ref<const std::string&>().size(), engine, param);
     return engine.tokenize(v.get<std::string>());
   }
-  if (is_token_array(v)) return token_prompt(v, engine);
-  throw bad_param("prompt", "'prompt' must be a string, an array of token ids, or an array of those");
+  if (is_token_array(v)) return token_prompt(v, param, engine);
+  throw bad_param(param, "'" + param + "' must be a string, an array of token ids, or an array of those");
 }
 
 std::string message_content(const json& m) {
@@ -104,20 +104,33 @@ void check_text_fits(size_t bytes, const Engine& engine, const std::string& para
   }
 }
 
-std::vector<std::vector<int32_t>> completion_prompts(const json& body, const Engine& engine) {
-  const json* v = field(body, "prompt");
-  if (!v) throw bad_param("prompt", "'prompt' is required");
+// An array of prompts (strings or token arrays), not one prompt of token ids.
+bool is_prompt_array(const json& v) {
+  return v.is_array() && !v.empty() && !is_token_array(v);
+}
+
+size_t num_prompts(const json& v) {
+  return is_prompt_array(v) ? v.size() : 1;
+}
+
+std::vector<std::vector<int32_t>> prompt_list(const json& body, const std::string& param, const Engine& engine) {
+  const json* v = field(body, param);
+  if (!v) throw bad_param(param, "'" + param + "' is required");
   std::vector<std::vector<int32_t>> prompts;
-  if (v->is_array() && !v->empty() && !is_token_array(*v)) {
-    for (const json& p : *v) prompts.push_back(one_prompt(p, engine));
+  if (is_prompt_array(*v)) {
+    for (const json& p : *v) prompts.push_back(one_prompt(p, param, engine));
   } else {
-    prompts.push_back(one_prompt(*v, engine));
+    prompts.push_back(one_prompt(*v, param, engine));
   }
   for (const auto& p : prompts) {
-    if (p.empty()) throw bad_param("prompt", "the prompt is empty");
-    check_fits(p, engine, "prompt");
+    if (p.empty()) throw bad_param(param, "the " + param + " is empty");
+    check_fits(p, engine, param);
   }
   return prompts;
+}
+
+std::vector<std::vector<int32_t>> completion_prompts(const json& body, const Engine& engine) {
+  return prompt_list(body, "prompt", engine);
 }
 
 std::vector<int32_t> chat_prompt(const json& body, const Engine& engine, bool add_generation_prompt) {

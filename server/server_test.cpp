@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cstring>
 #include <future>
 #include <thread>
 
@@ -529,6 +530,66 @@ TEST_F(ServerTest, TokenizeAndDetokenize) {
   expect_error(post("/tokenize", {{"messages", messages}, {"add_special_tokens", true}}), 400, "add_special_tokens");
   expect_error(post("/detokenize", {{"tokens", {1, engine_->tokenizer().n_tokens()}}}), 400, "tokens");
   expect_error(post("/tokenize", {{"model", "gpt-4"}, {"prompt", "x"}}), 404, "model");
+}
+
+// Base64 of little-endian float32 back to floats (OpenAI's encoding_format "base64").
+std::vector<float> from_base64(const std::string& text) {
+  static const std::string kDigits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string bytes;
+  uint32_t bits = 0;
+  int n = 0;
+  for (const char c : text) {
+    if (c == '=') break;
+    bits = bits << 6 | uint32_t(kDigits.find(c));
+    if ((n += 6) >= 8) bytes += char(bits >> (n -= 8) & 0xff);
+  }
+  std::vector<float> out(bytes.size() / sizeof(float));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
+  return out;
+}
+
+TEST_F(ServerTest, EmbeddingsOfTextAndTokenIds) {
+  const std::string text = "Once upon a time";
+  const std::vector<int32_t> ids = engine_->tokenize(text);
+  const auto r = post("/v1/embeddings", {{"model", "stories260K"}, {"input", {text, "The end."}}});
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json j = json::parse(r->body);
+  EXPECT_EQ(j["object"], "list");
+  EXPECT_EQ(j["model"], "stories260K");
+  ASSERT_EQ(j["data"].size(), 2u);
+  const std::vector<float> first = j["data"][0]["embedding"];
+  EXPECT_EQ(j["data"][0]["object"], "embedding");
+  EXPECT_EQ(j["data"][1]["index"], 1);
+  ASSERT_EQ(first.size(), size_t(engine_->embedding_width()));
+  double norm = 0;
+  for (float v : first) norm += double(v) * v;
+  EXPECT_NEAR(norm, 1.0, 1e-5);
+  const int64_t second_tokens = int64_t(engine_->tokenize("The end.").size());
+  EXPECT_EQ(j["usage"]["prompt_tokens"], int64_t(ids.size()) + second_tokens);
+  EXPECT_EQ(j["usage"]["total_tokens"], j["usage"]["prompt_tokens"]);
+  // The same tokens as ids, and as base64 floats: the same vector, bit for bit.
+  const auto by_ids = post("/v1/embeddings", {{"input", ids}, {"encoding_format", "base64"}});
+  ASSERT_TRUE(by_ids);
+  ASSERT_EQ(by_ids->status, 200) << by_ids->body;
+  EXPECT_EQ(from_base64(json::parse(by_ids->body)["data"][0]["embedding"]), first);
+  const auto own_width = post("/v1/embeddings", {{"input", text}, {"dimensions", engine_->embedding_width()}});
+  ASSERT_TRUE(own_width);
+  EXPECT_EQ(own_width->status, 200) << own_width->body;
+}
+
+TEST_F(ServerTest, BadEmbeddingRequestsName400Parameters) {
+  expect_error(post("/v1/embeddings", {{"model", "stories260K"}}), 400, "input");
+  expect_error(post("/v1/embeddings", {{"input", ""}}), 400, "input");
+  expect_error(post("/v1/embeddings", {{"input", json::array()}}), 400, "input");
+  expect_error(post("/v1/embeddings", {{"input", {1, engine_->tokenizer().n_tokens()}}}), 400, "input");
+  expect_error(post("/v1/embeddings", {{"input", "x"}, {"encoding_format", "int8"}}), 400, "encoding_format");
+  expect_error(post("/v1/embeddings", {{"input", "x"}, {"dimensions", 8}}), 400, "dimensions");
+  expect_error(post("/v1/embeddings", {{"input", "x"}, {"model", "text-embedding-3-small"}}), 404, "model");
+  const json many = expect_error(post("/v1/embeddings", {{"input", std::vector<std::string>(1000, "x")}}), 400, "input");
+  EXPECT_EQ(many["error"]["code"], "too_many_choices");
+  const json long_text = expect_error(post("/v1/embeddings", {{"input", std::string(600000, 'a')}}), 400, "input");
+  EXPECT_EQ(long_text["error"]["code"], "context_length_exceeded");
 }
 
 // Choices are counted per request before anything is tokenized: prompts x n over

@@ -152,3 +152,44 @@ test('tokenize and detokenize round trip', async () => {
   const plain = await post('/tokenize', { model, prompt, add_special_tokens: false });
   assert.equal((await post('/detokenize', { model, tokens: plain.tokens })).prompt, prompt);
 });
+
+// Embeddings as an application asks for them: the client's default is base64 (decoded by
+// the client into floats), float on request; both equal node-llama-cpp's embedding context
+// on the same file, normalized. Both engines run their default f16 KV cache here, and
+// llama.cpp's CPU path also rounds each query to f16 against it, which Tessera does not:
+// components differ by up to ~4e-4 (the F32-KV comparison within 1e-4 is
+// tests/e2e/embedding_oracle_test), so this bounds the difference at 1e-3.
+test('embeddings equal node-llama-cpp\'s, as base64 and float', async () => {
+  const input = ['Once upon a time', 'The little dog ran to the park.'];
+  const encoded = await client.embeddings.create({ model, input });
+  const floats = await client.embeddings.create({ model, input, encoding_format: 'float' });
+  assert.equal(encoded.object, 'list');
+  assert.deepEqual(encoded.data.map((d) => d.index), [0, 1]);
+  // Two requests may be batched differently, which moves values by float rounding only.
+  for (const [i, d] of encoded.data.entries()) {
+    const worst = Math.max(...Array.from(d.embedding, (v, k) => Math.abs(v - floats.data[i].embedding[k])));
+    assert.ok(worst <= 1e-5, `input ${i}: base64 and float differ by ${worst}`);
+  }
+  assert.ok(floats.usage.prompt_tokens > 0);
+
+  const { getLlama } = await import(pathToFileURL(require.resolve('node-llama-cpp')).href);
+  const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error' });
+  const llamaModel = await llama.loadModel({ modelPath: process.env.TESSERA_MODEL_PATH });
+  const context = await llamaModel.createEmbeddingContext({ threads: 1 });
+  for (const [i, text] of input.entries()) {
+    const { vector } = await context.getEmbeddingFor(text);
+    const norm = Math.hypot(...vector);
+    const got = floats.data[i].embedding;
+    assert.equal(got.length, vector.length);
+    const worst = Math.max(...vector.map((v, k) => Math.abs(v / norm - got[k])));
+    assert.ok(worst <= 1e-3, `input ${i}: largest component difference ${worst}`);
+  }
+  await context.dispose();
+  await llamaModel.dispose();
+});
+
+test('embedding errors name their parameter', async () => {
+  await expectApiError(client.embeddings.create({ model, input: 'x', dimensions: 3 }), 400, 'dimensions');
+  await expectApiError(client.embeddings.create({ model, input: '' }), 400, 'input');
+  await expectApiError(client.embeddings.create({ model: 'text-embedding-3-small', input: 'x' }), 404, 'model');
+});

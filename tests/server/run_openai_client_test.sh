@@ -27,5 +27,5 @@ for _ in $(seq 300); do
 done
 [ -n "$port" ] || { echo "tessera serve did not start:"; cat "$err"; exit 1; }
 
-TESSERA_URL="http://127.0.0.1:$port" TESSERA_API_KEY=test-key TESSERA_NPM_DIR="$npm_dir" \
+TESSERA_URL="http://127.0.0.1:$port" TESSERA_API_KEY=test-key TESSERA_NPM_DIR="$npm_dir" TESSERA_MODEL_PATH="$model" \
   node --test "$here/openai_client.test.mjs" || { echo "server log:"; tail -50 "$err"; exit 1; }
