@@ -5,6 +5,7 @@
 #include "constraints/errors.h"
 #include "constraints/internal/gbnf.h"
 #include "constraints/internal/json_schema.h"
+#include "constraints/internal/tool_call.h"
 #include "constraints/internal/regex.h"
 
 namespace tsr::constraints {
@@ -47,6 +48,7 @@ std::shared_ptr<CompiledGrammar> compile(ConstraintKind kind, std::string_view t
     case ConstraintKind::regex: gbnf = "root ::= " + regex_to_gbnf(text, RegexMode::full_match); break;
     case ConstraintKind::json_schema: gbnf = json_schema_to_gbnf(text); break;
     case ConstraintKind::json_object: gbnf = json_schema_to_gbnf(R"({"type": "object"})"); break;
+    case ConstraintKind::tool_call: gbnf = tool_call_to_gbnf(text); break;
   }
   return std::make_shared<CompiledGrammar>(parse_gbnf(gbnf), std::move(vocab), std::move(trie));
 }

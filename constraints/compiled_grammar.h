@@ -14,7 +14,7 @@
 
 namespace tsr::constraints {
 
-enum class ConstraintKind { gbnf, regex, json_schema, json_object };
+enum class ConstraintKind { gbnf, regex, json_schema, json_object, tool_call };
 
 class CompiledGrammar {
  public:
@@ -37,8 +37,9 @@ class CompiledGrammar {
   Recognizer recognizer_;
 };
 
-// Compiles a GBNF grammar, a regex (whole-output match), a JSON Schema (JSON text) or,
-// for json_object, any JSON object (`text` ignored). Throws CompileError naming the
+// Compiles a GBNF grammar, a regex (whole-output match), a JSON Schema (JSON text),
+// for json_object any JSON object (`text` ignored), or function calls (tool_call: a spec
+// as internal/tool_call.h describes). Throws CompileError naming the
 // unsupported feature, or for a grammar whose language is empty.
 std::shared_ptr<CompiledGrammar> compile(ConstraintKind kind, std::string_view text,
                                          std::shared_ptr<const Vocabulary> vocab,

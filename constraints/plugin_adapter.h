@@ -42,6 +42,7 @@ inline ConstraintKind constraint_kind(std::string_view kind) {
   if (kind == "json_schema") return ConstraintKind::json_schema;
   if (kind == "json_object") return ConstraintKind::json_object;
   if (kind == "regex") return ConstraintKind::regex;
+  if (kind == "tool_call") return ConstraintKind::tool_call;
   return ConstraintKind::gbnf;
 }
 

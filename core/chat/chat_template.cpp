@@ -5,6 +5,7 @@
 #include <iterator>
 #include <string_view>
 
+#include "core/chat/jinja_json.h"
 #include "core/chat/jinja_template.h"
 #include "base/error.h"
 #include "core/tokenizer/vocab.h"
@@ -23,6 +24,9 @@ std::string apply_chat_template(const std::string& template_text, const ChatTemp
     jinja::Dict message;
     message.set("role", m.role);
     message.set("content", m.content);
+    if (!m.tool_calls.is_null()) message.set("tool_calls", jinja::from_json(m.tool_calls));
+    if (!m.tool_call_id.empty()) message.set("tool_call_id", m.tool_call_id);
+    if (!m.name.empty()) message.set("name", m.name);
     messages.emplace_back(std::move(message));
   }
   jinja::Dict variables;
@@ -30,7 +34,7 @@ std::string apply_chat_template(const std::string& template_text, const ChatTemp
   variables.set("add_generation_prompt", inputs.add_generation_prompt);
   variables.set("bos_token", inputs.bos_token);
   variables.set("eos_token", inputs.eos_token);
-  variables.set("tools", jinja::Value::none());
+  variables.set("tools", inputs.tools.is_null() ? jinja::Value::none() : jinja::from_json(inputs.tools));
   if (inputs.date_string) variables.set("date_string", *inputs.date_string);
   return jinja::Template(template_text).render(variables);
 }

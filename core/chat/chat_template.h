@@ -1,8 +1,10 @@
 // Turns OpenAI-style chat messages into a prompt with a model's chat template
 // (GGUF tokenizer.chat_template, a Jinja template), rendered the way Hugging Face's
 // tokenizer.apply_chat_template renders it: trim_blocks and lstrip_blocks on, and the
-// variables messages, add_generation_prompt, bos_token, eos_token and tools (none).
+// variables messages, add_generation_prompt, bos_token, eos_token and tools.
 #pragma once
+
+#include <nlohmann/json.hpp>
 
 #include <optional>
 #include <string>
@@ -13,14 +15,23 @@ namespace tsr {
 struct Vocab;
 
 struct ChatMessage {
-  std::string role;  // "system", "user", "assistant", ...
+  std::string role;  // "system", "user", "assistant", "tool", ...
   std::string content;
+  // An assistant turn's tool calls as OpenAI sends them ([{id, type, function: {name,
+  // arguments}}]) with each arguments string parsed into its object, as Hugging Face's
+  // templates expect them; null: none.
+  nlohmann::ordered_json tool_calls = nullptr;
+  std::string tool_call_id = {};  // a tool result: the call it answers ("" when not given)
+  std::string name = {};          // a tool result: the function's name ("" when not given)
 };
 
 struct ChatTemplateInputs {
   std::vector<ChatMessage> messages;
   bool add_generation_prompt = true;
   std::string bos_token, eos_token;
+  // OpenAI's tools ([{type: "function", function: {name, description, parameters}}]);
+  // null: none (the template sees tools = None).
+  nlohmann::ordered_json tools;
   // Passed as date_string only when set: templates such as Llama 3.1's choose their
   // own default date when it is undefined, exactly as with Hugging Face.
   std::optional<std::string> date_string;

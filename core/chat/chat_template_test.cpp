@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/chat/jinja_json.h"
 #include "core/chat/jinja_template.h"
 #include "base/error.h"
 #include "core/tokenizer/vocab.h"
@@ -87,21 +88,6 @@ TEST(ChatTemplate, Llama31InstructUsesGivenDateAndNoGenerationPrompt) {
 // tool list as tojson(indent=4); an assistant tool call prints its arguments as JSON.
 TEST(ChatTemplate, Llama31InstructWithToolsAndToolCalls) {
   using nlohmann::ordered_json;
-  auto to_value = [](const ordered_json& j, auto& self) -> jinja::Value {
-    if (j.is_object()) {
-      jinja::Dict d;
-      for (const auto& [k, v] : j.items()) d.set(k, self(v, self));
-      return d;
-    }
-    if (j.is_array()) {
-      jinja::List l;
-      for (const auto& v : j) l.push_back(self(v, self));
-      return l;
-    }
-    if (j.is_string()) return j.get<std::string>();
-    if (j.is_number_integer()) return j.get<int64_t>();
-    return j.is_null() ? jinja::Value::none() : jinja::Value(j.get<bool>());
-  };
   ordered_json vars = {
       {"bos_token", "<|begin_of_text|>"},
       {"add_generation_prompt", true},
@@ -113,7 +99,7 @@ TEST(ChatTemplate, Llama31InstructWithToolsAndToolCalls) {
         {{"role", "tool"}, {"content", "-3C"}}}},
   };
   jinja::Template tmpl(read_template("llama3_1_instruct.jinja"));
-  EXPECT_EQ(tmpl.render(to_value(vars, to_value).as_dict()),
+  EXPECT_EQ(tmpl.render(jinja::from_json(vars).as_dict()),
             "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
             "Environment: ipython\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>"
             "<|start_header_id|>user<|end_header_id|>\n\n"

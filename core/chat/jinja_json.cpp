@@ -118,4 +118,26 @@ std::string to_json(const Value& value, std::optional<int> indent, bool sort_key
   return std::move(writer.out);
 }
 
+Value from_json(const nlohmann::ordered_json& j) {
+  using T = nlohmann::ordered_json::value_t;
+  switch (j.type()) {
+    case T::boolean: return j.get<bool>();
+    case T::number_integer:
+    case T::number_unsigned: return j.get<int64_t>();
+    case T::number_float: return j.get<double>();
+    case T::string: return j.get<std::string>();
+    case T::array: {
+      List l;
+      for (const auto& item : j) l.push_back(from_json(item));
+      return l;
+    }
+    case T::object: {
+      Dict d;
+      for (const auto& [k, v] : j.items()) d.set(k, from_json(v));
+      return d;
+    }
+    default: return Value::none();
+  }
+}
+
 }  // namespace tsr::jinja

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/chat/jinja_json.h"
 #include "core/chat/jinja_template.h"
 #include "base/error.h"
 
@@ -11,28 +12,6 @@ namespace tsr::jinja {
 namespace {
 
 using nlohmann::ordered_json;
-
-Value from_json(const ordered_json& j) {
-  switch (j.type()) {
-    case ordered_json::value_t::null: return Value::none();
-    case ordered_json::value_t::boolean: return j.get<bool>();
-    case ordered_json::value_t::number_integer:
-    case ordered_json::value_t::number_unsigned: return j.get<int64_t>();
-    case ordered_json::value_t::number_float: return j.get<double>();
-    case ordered_json::value_t::string: return j.get<std::string>();
-    case ordered_json::value_t::array: {
-      List l;
-      for (const auto& item : j) l.push_back(from_json(item));
-      return l;
-    }
-    case ordered_json::value_t::object: {
-      Dict d;
-      for (const auto& [k, v] : j.items()) d.set(k, from_json(v));
-      return d;
-    }
-    default: return Value();
-  }
-}
 
 std::string render(std::string_view source, const ordered_json& vars = ordered_json::object(),
                    const LexOptions& options = {}) {

@@ -75,7 +75,8 @@ typedef struct tsr_constraint_iface {
   /* The constraint kinds this plugin compiles, comma-separated (e.g.
    * "json_schema,json_object"). Kinds Tessera's API uses: json_schema (text: a JSON
    * Schema), json_object (any JSON object; text ignored), regex (the whole output matches),
-   * gbnf (llama.cpp's grammar format, root rule "root"). */
+   * gbnf (llama.cpp's grammar format, root rule "root"), tool_call (function calls: a JSON
+   * spec of one call's schema and the chat format's text around calls; see the SDK README). */
   const char* kinds;
 
   tsr_status (*vocab_create)(const tsr_vocab_desc* desc, tsr_constraint_vocab** out,
