@@ -29,7 +29,9 @@ EventStream::EventStream(std::shared_ptr<GenerationJob> job, ResponseMeta meta, 
       stopping_(stopping),
       started_(size_t(job_->num_choices())),
       text_offsets_(size_t(job_->num_choices())),
-      finals_(size_t(job_->num_choices())) {}
+      finals_(size_t(job_->num_choices())) {
+  if (meta_.tool_format) tool_replies_.assign(size_t(job_->num_choices()), ToolReplyStream(*meta_.tool_format));
+}
 
 bool EventStream::write_event(httplib::DataSink& sink, const std::string& data) {
   const std::string event = "data: " + data + "\n\n";
@@ -43,6 +45,14 @@ bool EventStream::write_delta(httplib::DataSink& sink, ChoiceDelta& d) {
     return write_event(sink, dump(ApiError(500, "generation failed: " + d.error, "server_error").to_json()));
   }
   if (!started_[i] && !echo_.empty()) d.text = echo_[i / size_t(n_)] + d.text;
+  if (!tool_replies_.empty()) {  // text that may be a call waits for the end of the reply
+    d.text = tool_replies_[i].push(d.text);
+    if (d.finished) {
+      ParsedReply reply = tool_replies_[i].finish();
+      d.text += reply.content;
+      d.tool_calls = std::move(reply.calls);
+    }
+  }
   // An increment with nothing in it (e.g. tokens held back for a stop string) is not sent,
   // unless it finishes the choice.
   if (started_[i] && d.text.empty() && d.tokens.empty() && !d.finished) return true;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/chat/tool_calls.h"
 #include "core/engine/engine.h"
 #include "server/logprobs.h"
 
@@ -29,6 +30,9 @@ struct ChoiceDelta {
   std::string error;
   std::vector<float> embedding;  // an embedding request's, with its final increment
   RequestStats stats;
+  // Chat with tools, with the final increment: the calls parsed from the reply (its
+  // content is then `text`, the rest).
+  std::vector<ToolCall> tool_calls;
 };
 
 // Called on the step thread with each choice's final output (metrics, admission).

@@ -14,14 +14,18 @@ using nlohmann::json;
 constexpr int32_t kMaxN = 128;
 constexpr int32_t kMaxTopLogprobs = 20;
 
-// Tool calling and the rest arrive later; a request relying on them must not silently get
-// plain text.
+// A request relying on what is not served must not silently get plain text: tools on
+// completions (they are chat's), the deprecated functions, a completion's suffix.
 void refuse_unsupported(const json& body, Endpoint endpoint) {
-  for (const char* key : {"tools", "functions"}) {
-    const json* v = field(body, key);
-    if (v && !(v->is_array() && v->empty())) throw unsupported_param(key, "tool calling");
+  const json* functions = field(body, "functions");
+  if (functions && !(functions->is_array() && functions->empty())) {
+    throw unsupported_param("functions", "the deprecated functions (use tools)");
   }
-  if (endpoint == Endpoint::COMPLETIONS && field(body, "suffix")) throw unsupported_param("suffix", "a suffix");
+  if (endpoint == Endpoint::COMPLETIONS) {
+    const json* tools = field(body, "tools");
+    if (tools && !(tools->is_array() && tools->empty())) throw unsupported_param("tools", "tools on completions (use chat)");
+    if (field(body, "suffix")) throw unsupported_param("suffix", "a suffix");
+  }
 }
 
 // The request fields of the engine beyond OpenAI's, as vLLM names them: priority (lower
@@ -216,7 +220,22 @@ GenerationSpec parse_generation(const json& body, Endpoint endpoint, RequestPara
   parse_stream(body, spec);
   spec.constraint = parse_constraint(body);
   if (spec.constraint) p.constraint = spec.constraint->spec;
+  if (endpoint == Endpoint::CHAT) spec.tools = parse_tools(body);
   return spec;
+}
+
+std::optional<ToolCallFormat> apply_tool_choice(GenerationSpec& spec, const std::string& chat_template) {
+  if (!spec.tools || spec.tools->choice == ToolChoice::NONE) return std::nullopt;
+  // Templates that print no tools get them as text in the hermes format.
+  const ToolCallFormat format = template_renders_tools(chat_template) ? tool_call_format(chat_template) : ToolCallFormat::HERMES;
+  if (std::optional<ConstraintSpec> c = tool_constraint(*spec.tools, format)) {
+    if (spec.constraint) {
+      throw bad_param("tool_choice", "a required or named 'tool_choice' cannot be combined with '" + spec.constraint->param + "'");
+    }
+    spec.constraint = Constraint{"tool_choice", *c};
+    spec.params.constraint = std::move(*c);
+  }
+  return format;
 }
 
 std::vector<RequestParams> expand_choices(const GenerationSpec& spec, const std::vector<std::vector<int32_t>>& prompts) {

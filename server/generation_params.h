@@ -3,8 +3,8 @@
 // plus llama.cpp/vLLM extensions (top_k, min_p, typical_p, repetition_penalty, ignore_eos),
 // and constrained output: response_format (json_object, json_schema), Tessera's `grammar`
 // (GBNF), `regex` and `constraint` ({kind, text}: any kind a loaded plugin serves), and vLLM's guided_json / guided_regex / guided_grammar /
-// guided_choice. Parameters naming features the engine lacks (tools, ...) are refused
-// with a 400 that names them, never ignored.
+// guided_choice; chat's tools (server/tool_choice.h). Parameters naming features the
+// engine lacks are refused with a 400 that names them, never ignored.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/request/request.h"
+#include "server/tool_choice.h"
 
 namespace tsr::server {
 
@@ -31,11 +32,17 @@ struct GenerationSpec {
   std::optional<int32_t> logprobs;  // alternatives per token; absent: no logprobs
   bool echo = false;              // completions: the prompt precedes the text
   std::optional<Constraint> constraint;  // also in params.constraint
+  std::optional<ToolRequest> tools;       // chat: tools, tool_choice, parallel_tool_calls
 };
 
 // `defaults` are the engine's request defaults ([sampling] in the config).
 GenerationSpec parse_generation(const nlohmann::json& body, Endpoint endpoint, RequestParams defaults,
                                 int32_t n_vocab);
+
+// Required and named tool choices become the request's constraint, in the chat
+// template's call format (a 400 when another constraint is asked for too). Returns the
+// format replies are parsed in, or nullopt without tools or with tool_choice "none".
+std::optional<ToolCallFormat> apply_tool_choice(GenerationSpec& spec, const std::string& chat_template);
 
 // One engine request per prompt and choice, in choice order (prompt-major). With n > 1
 // and a seed, choice i of a prompt gets seed + i so that the choices differ but the

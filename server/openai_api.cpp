@@ -112,9 +112,9 @@ void handle_generation(const ApiContext& ctx, Endpoint endpoint, const httplib::
   if (ctx.stopping) throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
   const json body = parse_body(req);
   check_model(ctx, body);
-  const GenerationSpec spec =
-      parse_generation(body, endpoint, ctx.engine.request_defaults(), ctx.engine.tokenizer().n_tokens());
+  GenerationSpec spec = parse_generation(body, endpoint, ctx.engine.request_defaults(), ctx.engine.tokenizer().n_tokens());
   check_generation_choices(ctx, endpoint, body, spec.n);
+  const std::optional<ToolCallFormat> tool_format = apply_tool_choice(spec, ctx.engine.chat_template());
   if (spec.constraint) {
     try {
       ctx.engine.compile_constraint(spec.constraint->spec);  // a bad one is a 400, not a failed stream
@@ -127,7 +127,8 @@ void handle_generation(const ApiContext& ctx, Endpoint endpoint, const httplib::
                                  : completion_prompts(body, ctx.engine);
   const std::vector<std::string> echo = spec.echo ? echo_texts(ctx.engine, prompts) : std::vector<std::string>{};
   auto job = start_job(ctx, expand_choices(spec, prompts), spec.logprobs);
-  const ResponseMeta meta{endpoint, new_response_id(endpoint), unix_now(), ctx.model_id, spec.logprobs.has_value()};
+  const ResponseMeta meta{endpoint, new_response_id(endpoint), unix_now(), ctx.model_id, spec.logprobs.has_value(),
+                          tool_format};
   auto in_flight = in_flight_token(ctx);
   if (!spec.stream) {
     return respond_whole(res, job, meta, spec.n, echo, ctx.engine.tokenizer(), ctx.stopping, std::move(in_flight));

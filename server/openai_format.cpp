@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/tokenizer/tokenizer.h"
+#include "server/tool_choice.h"
 
 namespace tsr::server {
 
@@ -14,7 +15,18 @@ namespace {
 using nlohmann::json;
 
 json finish_reason_json(const ChoiceDelta& d) {
-  return d.finished ? json(finish_reason_name(d.finish_reason)) : json();
+  if (!d.finished) return nullptr;
+  return d.tool_calls.empty() ? json(finish_reason_name(d.finish_reason)) : json("tool_calls");
+}
+
+// A chat reply: content (null when the reply is calls alone) and its tool_calls.
+json chat_message(const ChoiceDelta& c) {
+  json message{{"role", "assistant"}, {"content", c.text}};
+  if (!c.tool_calls.empty()) {
+    if (c.text.empty()) message["content"] = nullptr;
+    message["tool_calls"] = tool_calls_json(c.tool_calls, false);
+  }
+  return message;
 }
 
 const char* object_name(const ResponseMeta& m, bool chunk) {
@@ -115,7 +127,7 @@ json response_json(const ResponseMeta& m, const std::vector<ChoiceDelta>& choice
   for (const ChoiceDelta& c : choices) {
     size_t offset = 0;
     json choice{{"index", c.index}, {"logprobs", logprobs_json(m, c, offset, tok)}, {"finish_reason", finish_reason_json(c)}};
-    if (m.endpoint == Endpoint::CHAT) choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    if (m.endpoint == Endpoint::CHAT) choice["message"] = chat_message(c);
     else choice["text"] = c.text;
     list.push_back(std::move(choice));
     finals.push_back(c.stats);
@@ -133,6 +145,7 @@ json chunk_json(const ResponseMeta& m, const ChoiceDelta& d, bool first, size_t&
     json delta = json::object();
     if (first) delta["role"] = "assistant";
     if (first || !d.text.empty()) delta["content"] = d.text;
+    if (!d.tool_calls.empty()) delta["tool_calls"] = tool_calls_json(d.tool_calls, true);
     choice["delta"] = std::move(delta);
   } else {
     choice["text"] = d.text;

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,9 @@ struct ResponseMeta {
   int64_t created = 0;  // Unix seconds
   std::string model;
   bool logprobs = false;
+  // Chat with tools: the format replies are split into content and tool calls in (the
+  // handler fills ChoiceDelta::tool_calls).
+  std::optional<ToolCallFormat> tool_format;
 };
 
 // A fresh response id with the endpoint's prefix.

@@ -4,6 +4,7 @@
 #include "base/error.h"
 #include "server/api_error.h"
 #include "server/json_fields.h"
+#include "server/tool_choice.h"
 
 namespace tsr::server {
 
@@ -56,17 +57,43 @@ std::string message_content(const json& m) {
   return text;
 }
 
-// The roles a chat template renders. OpenAI's "developer" is its newer name for "system".
-// Tool results cannot be rendered faithfully before tool calling exists, so they are refused
-// rather than dropped or passed on as text the model was never trained to read.
+// The roles a chat template renders. OpenAI's "developer" is its newer name for "system";
+// its deprecated "function" role (results of function_call) is refused by name.
 std::string checked_role(const std::string& role, const std::string& at) {
-  if (role == "system" || role == "user" || role == "assistant") return role;
+  if (role == "system" || role == "user" || role == "assistant" || role == "tool") return role;
   if (role == "developer") return "system";
-  if (role == "tool" || role == "function") {
-    throw bad_param("messages", at + " has role '" + role + "'; tool calling is not supported yet");
-  }
   throw bad_param("messages", at + " has unknown role '" + role.substr(0, 64) +
-                                  "' (expected system, developer, user or assistant)");
+                                  "' (expected system, developer, user, assistant or tool)");
+}
+
+// An assistant turn's calls as OpenAI sends them, each arguments string parsed into its
+// object (what templates print with tojson); arguments that are not a JSON object stay text.
+nlohmann::ordered_json tool_calls_of(const json& calls, const std::string& at) {
+  if (!calls.is_array()) throw bad_param("messages", at + ".tool_calls must be an array");
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const json& c : calls) {
+    const json* f = c.is_object() ? field(c, "function") : nullptr;
+    const json* name = f && f->is_object() ? field(*f, "name") : nullptr;
+    if (!name || !name->is_string()) throw bad_param("messages", at + ".tool_calls entries need function.name");
+    const json* args = field(*f, "arguments");
+    nlohmann::ordered_json arguments = nlohmann::ordered_json::object();
+    if (args && args->is_string()) {
+      arguments = nlohmann::ordered_json::parse(args->get<std::string>(), nullptr, false);
+      if (!arguments.is_object()) arguments = args->get<std::string>();
+    } else if (args) {
+      arguments = nlohmann::ordered_json::parse(args->dump());
+    }
+    out.push_back({{"id", c.value("id", "")},
+                   {"type", "function"},
+                   {"function", {{"name", *name}, {"arguments", std::move(arguments)}}}});
+  }
+  return out;
+}
+
+std::string optional_string(const json& m, const char* key, const std::string& at) {
+  const json* v = field(m, key);
+  if (v && !v->is_string()) throw bad_param("messages", at + "." + key + " must be a string");
+  return v ? v->get<std::string>() : "";
 }
 
 std::vector<ChatMessage> parse_messages(const json& body) {
@@ -80,12 +107,26 @@ std::vector<ChatMessage> parse_messages(const json& body) {
     if (!m.is_object()) throw bad_param("messages", at + " must be an object");
     const json* role = field(m, "role");
     if (!role || !role->is_string()) throw bad_param("messages", at + " needs a string 'role'");
-    out.push_back({checked_role(role->get<std::string>(), at), message_content(m)});
-    if (field(m, "tool_calls") || field(m, "function_call")) {
-      throw bad_param("messages", at + " has tool calls; tool calling is not supported yet");
+    ChatMessage message{checked_role(role->get<std::string>(), at), message_content(m)};
+    if (field(m, "function_call")) throw unsupported_param("messages", at + " uses the deprecated function_call (use tool_calls)");
+    if (const json* calls = field(m, "tool_calls")) {
+      if (message.role != "assistant") throw bad_param("messages", at + ": only assistant messages carry tool_calls");
+      message.tool_calls = tool_calls_of(*calls, at);
     }
+    if (message.role == "tool") {
+      message.tool_call_id = optional_string(m, "tool_call_id", at);
+      message.name = optional_string(m, "name", at);
+    }
+    out.push_back(std::move(message));
   }
   return out;
+}
+
+// The tools the template is to see: none without tools or with tool_choice "none" (as
+// vLLM leaves them out of the prompt then).
+nlohmann::ordered_json prompt_tools(const json& body) {
+  const std::optional<ToolRequest> tools = parse_tools(body);
+  return tools && tools->choice != ToolChoice::NONE ? tools->tools : nlohmann::ordered_json();
 }
 
 }  // namespace
@@ -135,12 +176,17 @@ std::vector<std::vector<int32_t>> completion_prompts(const json& body, const Eng
 
 std::vector<int32_t> chat_prompt(const json& body, const Engine& engine, bool add_generation_prompt) {
   std::vector<int32_t> ids;
-  const std::vector<ChatMessage> messages = parse_messages(body);
-  size_t bytes = 0;
-  for (const ChatMessage& m : messages) bytes += m.content.size();
+  std::vector<ChatMessage> messages = parse_messages(body);
+  nlohmann::ordered_json tools = prompt_tools(body);
+  size_t bytes = tools.is_null() ? 0 : tools.dump().size();
+  for (const ChatMessage& m : messages) bytes += m.content.size() + (m.tool_calls.is_null() ? 0 : m.tool_calls.dump().size());
   check_text_fits(bytes, engine, "messages");
+  if (!template_renders_tools(engine.chat_template())) {  // tools, calls and results become text
+    messages = with_tools_in_prompt(std::move(messages), tools);
+    tools = nullptr;
+  }
   try {
-    ids = engine.chat_prompt(messages, add_generation_prompt);
+    ids = engine.chat_prompt(messages, add_generation_prompt, tools);
   } catch (const Error& e) {
     // raise_exception() in a template is how it rejects a conversation (roles, order).
     throw bad_param("messages", std::string("the chat template rejected the messages: ") + e.what());

@@ -36,6 +36,7 @@ class WholeResponse {
     for (ChoiceDelta& c : totals_) {
       if (c.finish_reason == TSR_FINISH_ERROR) throw ApiError(500, "generation failed: " + c.error, "server_error");
       if (!echo_.empty()) c.text = echo_[size_t(c.index / n_)] + c.text;
+      if (meta_.tool_format) split_tool_calls(c);
     }
     return response_json(meta_, totals_, n_, tokenizer_).dump(-1, ' ', false, json::error_handler_t::replace);
   }
@@ -61,6 +62,13 @@ class WholeResponse {
   void cancel() { job_->cancel(); }
 
  private:
+  void split_tool_calls(ChoiceDelta& c) const {
+    ParsedReply reply = parse_tool_calls(*meta_.tool_format, c.text);
+    if (reply.calls.empty()) return;
+    c.text = std::move(reply.content);
+    c.tool_calls = std::move(reply.calls);
+  }
+
   std::shared_ptr<GenerationJob> job_;
   ResponseMeta meta_;
   int32_t n_;
