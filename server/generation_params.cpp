@@ -228,13 +228,16 @@ std::optional<ToolCallFormat> apply_tool_choice(GenerationSpec& spec, const std:
   if (!spec.tools || spec.tools->choice == ToolChoice::NONE) return std::nullopt;
   // Templates that print no tools get them as text in the hermes format.
   const ToolCallFormat format = template_renders_tools(chat_template) ? tool_call_format(chat_template) : ToolCallFormat::HERMES;
-  if (std::optional<ConstraintSpec> c = tool_constraint(*spec.tools, format)) {
-    if (spec.constraint) {
-      throw bad_param("tool_choice", "a required or named 'tool_choice' cannot be combined with '" + spec.constraint->param + "'");
-    }
-    spec.constraint = Constraint{"tool_choice", *c};
-    spec.params.constraint = std::move(*c);
+  std::optional<ToolConstraint> c = tool_constraint(*spec.tools, format);
+  if (!c) return format;
+  if (spec.constraint) {
+    // auto's lazy constraint gives way to the caller's own; a forced call cannot.
+    if (!c->trigger.empty()) return format;
+    throw bad_param("tool_choice", "a required or named 'tool_choice' cannot be combined with '" + spec.constraint->param + "'");
   }
+  spec.constraint = Constraint{"tool_choice", c->spec};
+  spec.params.constraint = std::move(c->spec);
+  spec.params.constraint_trigger = std::move(c->trigger);
   return format;
 }
 

@@ -96,10 +96,20 @@ std::optional<ToolRequest> parse_tools(const json& body) {
   return out;
 }
 
-std::optional<ConstraintSpec> tool_constraint(const ToolRequest& tools, ToolCallFormat format) {
-  if (tools.choice != ToolChoice::REQUIRED && tools.choice != ToolChoice::NAMED) return std::nullopt;
-  const int32_t max_calls = tools.choice == ToolChoice::REQUIRED && tools.parallel ? kMaxParallelToolCalls : 1;
-  return ConstraintSpec{"tool_call", tool_call_constraint(format, tools.tools, tools.name, max_calls)};
+std::optional<ToolConstraint> tool_constraint(const ToolRequest& tools, ToolCallFormat format) {
+  const int32_t max_calls = tools.choice != ToolChoice::NAMED && tools.parallel ? kMaxParallelToolCalls : 1;
+  switch (tools.choice) {
+    case ToolChoice::NONE: return std::nullopt;
+    case ToolChoice::REQUIRED:
+    case ToolChoice::NAMED:
+      return ToolConstraint{{"tool_call", tool_call_constraint(format, tools.tools, tools.name, max_calls)}, ""};
+    case ToolChoice::AUTO: {
+      std::string trigger = tool_call_trigger(format);
+      if (trigger.empty()) return std::nullopt;
+      return ToolConstraint{{"tool_call", tool_call_constraint(format, tools.tools, "", max_calls, true)}, std::move(trigger)};
+    }
+  }
+  return std::nullopt;
 }
 
 std::string ToolReplyStream::push(std::string_view text) {

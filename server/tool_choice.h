@@ -34,9 +34,15 @@ constexpr int32_t kMaxParallelToolCalls = 8;
 // a function that is not among the tools.
 std::optional<ToolRequest> parse_tools(const nlohmann::json& body);
 
-// The constraint that makes required and named choices calls in `format` (nullopt for
-// auto and none, which the model decides).
-std::optional<ConstraintSpec> tool_constraint(const ToolRequest& tools, ToolCallFormat format);
+// What the request's constraint becomes: required and named choices are calls in
+// `format` from the first token; auto lets the model choose and, once it starts a call
+// (the format's trigger), constrains the call (a lazy constraint; none for llama3, which
+// has no trigger); none constrains nothing.
+struct ToolConstraint {
+  ConstraintSpec spec;
+  std::string trigger;  // "" unless lazy
+};
+std::optional<ToolConstraint> tool_constraint(const ToolRequest& tools, ToolCallFormat format);
 
 // One streamed choice: content is passed on until a call may begin, then held until the
 // reply is whole. The JSON formats (llama3, mistral) only begin a call at the start of a

@@ -231,8 +231,17 @@ size_t tool_call_start(ToolCallFormat format, std::string_view text) {
   return text.size();
 }
 
+std::string tool_call_trigger(ToolCallFormat format) {
+  switch (format) {
+    case ToolCallFormat::HERMES: return std::string(kHermesBegin);
+    case ToolCallFormat::MISTRAL: return std::string(kMistralMarker);
+    case ToolCallFormat::LLAMA3: return "";
+  }
+  return "";
+}
+
 std::string tool_call_constraint(ToolCallFormat format, const ordered_json& tools, const std::string& only,
-                                 int32_t max_calls) {
+                                 int32_t max_calls, bool after_trigger) {
   const char* args_key = format == ToolCallFormat::LLAMA3 ? "parameters" : "arguments";
   ordered_json alternatives = ordered_json::array();
   for (const ordered_json& t : tools) {
@@ -248,9 +257,11 @@ std::string tool_call_constraint(ToolCallFormat format, const ordered_json& tool
   ordered_json spec{{"schema", alternatives.size() == 1 ? alternatives[0] : ordered_json{{"anyOf", alternatives}}}};
   switch (format) {
     case ToolCallFormat::HERMES:
-      spec["begin"] = fmt::format("{}\n", kHermesBegin);
+      // After the trigger, the first call's <tool_call> is out already; the call object's
+      // grammar opens with optional white space, which takes the newline after it.
+      spec["begin"] = after_trigger ? "" : fmt::format("{}\n", kHermesBegin);
       spec["end"] = fmt::format("\n{}", kHermesEnd);
-      spec["separator"] = "\n";
+      spec["separator"] = after_trigger ? fmt::format("\n{}\n", kHermesBegin) : "\n";
       spec["max_calls"] = max_calls;
       break;
     case ToolCallFormat::LLAMA3: spec["max_calls"] = 1; break;

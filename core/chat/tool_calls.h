@@ -57,8 +57,14 @@ ParsedReply parse_tool_calls(ToolCallFormat format, std::string_view text);
 size_t tool_call_start(ToolCallFormat format, std::string_view text);
 
 // The `tool_call` constraint text forcing calls of `tools` in `format`: any of them or,
-// with `only`, that function; at most max_calls calls (llama3 takes one).
+// with `only`, that function; at most max_calls calls (llama3 takes one). `after_trigger`:
+// the grammar of what follows tool_call_trigger(format) (a lazy constraint's).
 std::string tool_call_constraint(ToolCallFormat format, const nlohmann::ordered_json& tools, const std::string& only,
-                                 int32_t max_calls);
+                                 int32_t max_calls, bool after_trigger = false);
+
+// The text with which a model starts calls mid-reply (hermes "<tool_call>", mistral
+// "[TOOL_CALLS]"), for a lazy constraint under tool_choice "auto"; "" for llama3, whose
+// calls are the whole reply with no marker to switch on.
+std::string tool_call_trigger(ToolCallFormat format);
 
 }  // namespace tsr

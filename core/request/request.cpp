@@ -167,11 +167,34 @@ void Request::trim_drafts_to_constraint() {
   drafts_.resize(n);
 }
 
+void Request::set_matcher(std::unique_ptr<ConstraintMatcher> matcher) {
+  (params_.constraint_trigger.empty() ? matcher_ : lazy_matcher_) = std::move(matcher);
+}
+
+// Keeps the output's last bytes (as many as the trigger has, less one, between tokens) and
+// starts the lazy constraint once they spell the trigger. What the triggering token holds
+// after the trigger must be white space, which the tool-call grammars begin with; anything
+// else cannot be replayed into the matcher (it takes whole tokens), so the output stays free.
+void Request::watch_trigger(int32_t token) {
+  const std::string& trigger = params_.constraint_trigger;
+  trigger_window_ += tokenizer_.token_to_piece(token, true);
+  const size_t at = trigger_window_.find(trigger);
+  if (at == std::string::npos) {
+    if (trigger_window_.size() >= trigger.size()) trigger_window_.erase(0, trigger_window_.size() - trigger.size() + 1);
+    return;
+  }
+  if (trigger_window_.find_first_not_of(" \t\r\n", at + trigger.size()) == std::string::npos) matcher_ = std::move(lazy_matcher_);
+  lazy_matcher_.reset();
+  trigger_window_.clear();
+}
+
 void Request::append_token(int32_t token, int32_t n_ctx, Clock::time_point now) {
   if (num_output_tokens() == 0) first_token_ = now;
   tokens_.push_back(token);
   out_tokens_.push_back(token);
-  if (matcher_ && !matcher_->accept(token)) {
+  if (lazy_matcher_) {
+    watch_trigger(token);
+  } else if (matcher_ && !matcher_->accept(token)) {
     // Only a faulty plugin gets here (the token came from its own mask); never fail open.
     finish(TSR_FINISH_ERROR, now, "the constraint refused token " + std::to_string(token) +
                                       " that its mask allowed");

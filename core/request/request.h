@@ -41,6 +41,10 @@ struct RequestParams {
   // Structured output: every token is allowed by the constraint, EOS only where it can
   // end. A constraint that does not compile fails the request.
   std::optional<ConstraintSpec> constraint;
+  // A lazy constraint (tool calls under tool_choice "auto"): with this text non-empty, the
+  // constraint starts from the token after the output first spells it (special tokens
+  // rendered), if nothing but white space follows it in that token; before, the output is free.
+  std::string constraint_trigger;
   // An embedding request: the prompt's output-norm states pooled so (LAST, MEAN or CLS;
   // Engine::pooling() is the model's), normalized, and nothing generated.
   std::optional<Pooling> embed;
@@ -118,7 +122,8 @@ class Request {
   void pool_states(std::span<const float> states, int32_t count, Clock::time_point now);
 
   // The constraint's matcher, at the start of its grammar; set before the first schedule.
-  void set_matcher(std::unique_ptr<ConstraintMatcher> matcher) { matcher_ = std::move(matcher); }
+  // A lazy constraint's (params().constraint_trigger) waits for its trigger.
+  void set_matcher(std::unique_ptr<ConstraintMatcher> matcher);
   bool constrained() const { return matcher_ != nullptr; }
   // Drops the drafts from the first one the constraint forbids on; the matcher is left
   // where it was (each draft is accepted, then all are rolled back).
@@ -143,6 +148,7 @@ class Request {
  private:
   void release_text(std::string_view piece);
   void append_token(int32_t token, int32_t n_ctx, Clock::time_point now);
+  void watch_trigger(int32_t token);
   // `row` with the tokens the constraint forbids set to -infinity (in masked_); empty when
   // it forbids every token.
   std::span<const float> constrain(std::span<const float> row);
@@ -176,6 +182,8 @@ class Request {
   std::optional<EmbeddingPool> pool_;
   std::vector<float> embedding_;  // the pooled result, with the final output
   std::unique_ptr<ConstraintMatcher> matcher_;
+  std::unique_ptr<ConstraintMatcher> lazy_matcher_;  // until the trigger is generated
+  std::string trigger_window_;  // the output's last bytes, special tokens rendered
   std::vector<uint32_t> mask_;
   std::vector<float> masked_;
 };

@@ -239,6 +239,36 @@ TEST(Constrained, SpeculationKeepsGreedyOutput) {
   }
 }
 
+// A lazy constraint (tool_choice "auto"'s) leaves the output free until the output spells
+// its trigger, then constrains what follows: greedy text up to the trigger, the regex's
+// language after it. Without the trigger in the output, nothing changes; speculation
+// changes neither.
+TEST(Constrained, LazyConstraintStartsAtItsTrigger) {
+  TSR_REQUIRE_SHARED(kStories);
+  const auto request = [](Engine& e, const std::string& trigger) {
+    RequestParams p = constrained(e, "Once upon a time", "regex", "( [0-9]){3}", 40, 0.0f, 0);
+    p.constraint_trigger = trigger;
+    return p;
+  };
+  auto plain = Engine::create(config(kStories));
+  RequestParams free = request(*plain, "");
+  free.constraint.reset();
+  const GenerateResult unconstrained = plain->generate(free);
+  const std::string trigger = " girl";
+  const size_t at = unconstrained.text.find(trigger);
+  ASSERT_NE(at, std::string::npos) << unconstrained.text;
+  for (const char* method : {"none", "ngram"}) {
+    auto engine = Engine::create(config(kStories, method));
+    const GenerateResult lazy = engine->generate(request(*engine, trigger));
+    ASSERT_EQ(lazy.finish_reason, TSR_FINISH_STOP) << method << ": " << lazy.error << " " << lazy.text;
+    const std::string prefix = unconstrained.text.substr(0, at + trigger.size());
+    EXPECT_EQ(lazy.text.substr(0, prefix.size()), prefix) << method;
+    EXPECT_TRUE(std::regex_match(lazy.text.substr(prefix.size()), std::regex("( [0-9]){3}"))) << method << ": " << lazy.text;
+    const GenerateResult never = engine->generate(request(*engine, "zebra"));
+    EXPECT_EQ(never.tokens, unconstrained.tokens) << method;
+  }
+}
+
 TEST(Constrained, CompileFailureFailsTheRequestNamingTheFeature) {
   TSR_REQUIRE_SHARED(kStories);
   auto engine = Engine::create(config(kStories));

@@ -131,6 +131,20 @@ test('round trip: the call and its result reach the prompt, and auto answers', a
   assert.ok(prompt.includes('"name": "get_time"'), 'the tools are listed in the system turn');
 });
 
+// auto: the model chooses; once it starts a call (Qwen's <tool_call> token, pushed here by
+// logit_bias since the weights are random) the call grammar takes over, so the call parses.
+test('auto: a call the model starts follows the schema', async () => {
+  const { tokens } = await post('/tokenize', { model, prompt: '<tool_call>', add_special_tokens: false });
+  assert.equal(tokens.length, 1, 'Qwen3 spells <tool_call> as one token');
+  const r = await client.chat.completions.create({
+    ...greedy, messages: question, tools, tool_choice: 'auto', logit_bias: { [tokens[0]]: 100 },
+  });
+  assert.equal(r.choices[0].finish_reason, 'tool_calls');
+  checkCalls(r.choices[0].message.tool_calls, ['get_weather', 'get_time']);
+  const free = await client.chat.completions.create({ ...greedy, max_tokens: 16, messages: question, tools });
+  assert.equal(free.choices[0].message.tool_calls, undefined, 'without a call the reply is content');
+});
+
 test('tool_choice none keeps the tools out of the prompt', async () => {
   assert.ok(!(await renderedPrompt({ messages: question, tools, tool_choice: 'none' })).includes('get_weather'));
   const r = await client.chat.completions.create({ ...greedy, max_tokens: 8, messages: question, tools, tool_choice: 'none' });
