@@ -114,6 +114,7 @@ json response_json(const ApiContext& ctx, const std::vector<ChoiceDelta>& result
 void handle_embeddings(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res) {
   if (ctx.stopping) throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
   const json body = parse_body(req);
+  log_unknown_fields(body, {"model", "input", "encoding_format", "dimensions", "user"}, "/v1/embeddings");
   check_model(ctx, body);
   const bool base64_format = base64_wanted(body);
   check_dimensions(body, ctx.engine.embedding_width());

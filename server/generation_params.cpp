@@ -1,5 +1,6 @@
 #include "server/generation_params.h"
 
+#include <algorithm>
 #include <climits>
 
 #include "server/api_error.h"
@@ -21,6 +22,14 @@ void refuse_unsupported(const json& body, Endpoint endpoint) {
   if (functions && !(functions->is_array() && functions->empty())) {
     throw unsupported_param("functions", "the deprecated functions (use tools)");
   }
+  // Audio output and web search would silently be plain text.
+  if (field(body, "audio")) throw unsupported_param("audio", "audio output");
+  if (const json* m = field(body, "modalities"); m && !(m->is_array() && std::all_of(m->begin(), m->end(), [](const json& v) {
+                                                     return v == "text";
+                                                   }))) {
+    throw unsupported_param("modalities", "output modalities other than text");
+  }
+  if (field(body, "web_search_options")) throw unsupported_param("web_search_options", "web search");
   if (endpoint == Endpoint::COMPLETIONS) {
     const json* tools = field(body, "tools");
     if (tools && !(tools->is_array() && tools->empty())) throw unsupported_param("tools", "tools on completions (use chat)");
@@ -196,9 +205,24 @@ void parse_stream(const json& body, GenerationSpec& spec) {
   spec.include_usage = usage && usage->get<bool>();
 }
 
+// What completions and chat read, and OpenAI's fields they accept and ignore (user, store,
+// metadata, service_tier): the rest is logged once as unknown.
+void log_unknown_generation_fields(const json& body, Endpoint endpoint) {
+  log_unknown_fields(body,
+                     {"model", "prompt", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p",
+                      "top_k", "min_p", "typical_p", "repetition_penalty", "presence_penalty", "frequency_penalty",
+                      "seed", "stop", "n", "best_of", "logprobs", "top_logprobs", "logit_bias", "echo", "suffix",
+                      "stream", "stream_options", "ignore_eos", "min_tokens", "priority", "cache_salt",
+                      "response_format", "grammar", "regex", "constraint", "guided_json", "guided_regex",
+                      "guided_grammar", "guided_choice", "tools", "tool_choice", "parallel_tool_calls", "functions",
+                      "user", "store", "metadata", "service_tier", "audio", "modalities", "web_search_options"},
+                     endpoint == Endpoint::CHAT ? "/v1/chat/completions" : "/v1/completions");
+}
+
 }  // namespace
 
 GenerationSpec parse_generation(const json& body, Endpoint endpoint, RequestParams defaults, int32_t n_vocab) {
+  log_unknown_generation_fields(body, endpoint);
   refuse_unsupported(body, endpoint);
   GenerationSpec spec;
   spec.params = std::move(defaults);

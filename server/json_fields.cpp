@@ -1,6 +1,11 @@
 #include "server/json_fields.h"
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <cmath>
+#include <mutex>
+#include <set>
 
 #include "server/api_error.h"
 
@@ -60,6 +65,20 @@ std::optional<int64_t> get_int(const nlohmann::json& object, const std::string& 
 std::optional<double> get_number(const nlohmann::json& object, const std::string& key, double lo, double hi) {
   const nlohmann::json* v = field(object, key);
   return v ? std::optional(as_number(*v, key, lo, hi)) : std::nullopt;
+}
+
+void log_unknown_fields(const nlohmann::json& body, std::initializer_list<std::string_view> known,
+                        std::string_view endpoint) {
+  constexpr size_t kMaxLogged = 1024;
+  static std::mutex mutex;
+  static std::set<std::string, std::less<>> logged;
+  for (const auto& [key, value] : body.items()) {
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    std::lock_guard lock(mutex);
+    if (logged.size() >= kMaxLogged || !logged.insert(key.substr(0, 64)).second) continue;
+    // dump() escapes control characters, so a field name cannot forge log lines.
+    spdlog::debug("{}: ignoring the unknown field {} (logged once)", endpoint, nlohmann::json(key.substr(0, 64)).dump());
+  }
 }
 
 }  // namespace tsr::server

@@ -6,8 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace tsr::server {
 
@@ -23,5 +25,11 @@ std::optional<double> get_number(const nlohmann::json& object, const std::string
 // The same checks for a value already at hand; `param` names it in errors.
 int64_t as_int(const nlohmann::json& value, const std::string& param, int64_t lo, int64_t hi);
 double as_number(const nlohmann::json& value, const std::string& param, double lo, double hi);
+
+// Fields outside `known` are accepted, as OpenAI's servers accept them, and each name is
+// logged once per process at debug level (the first 1,024 names: a client sending endless
+// new ones grows nothing).
+void log_unknown_fields(const nlohmann::json& body, std::initializer_list<std::string_view> known,
+                        std::string_view endpoint);
 
 }  // namespace tsr::server

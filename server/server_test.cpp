@@ -418,6 +418,8 @@ TEST_F(ServerTest, BadToolsAndToolChoicesAreRefused) {
   expect_error(chat({{"tools", {tool}}, {"tool_choice", "required"}, {"regex", "a+"}}), 400, "tool_choice");
   expect_error(chat({{"tools", {tool}}, {"parallel_tool_calls", "yes"}}), 400, "parallel_tool_calls");
   expect_error(chat({{"functions", {{{"name", "f"}}}}}), 400, "functions");
+  expect_error(chat({{"modalities", {"text", "audio"}}}), 400, "modalities");
+  expect_error(chat({{"audio", {{"voice", "alloy"}}}}), 400, "audio");
   expect_error(post("/v1/completions", {{"prompt", "x"}, {"tools", {tool}}}), 400, "tools");
 }
 
@@ -857,6 +859,33 @@ TEST_F(ServerTest, CorsForAllowedOriginsOnly) {
 }
 
 // One info line per request: method, path, status, prompt/cached/generated tokens, ms.
+// Unknown fields are accepted, as OpenAI's servers accept them, and logged once at debug
+// level, their names escaped.
+TEST_F(ServerTest, UnknownFieldsAreAcceptedAndLoggedOnce) {
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
+  sink->set_pattern("%l %v");
+  auto logger = spdlog::default_logger();
+  const auto level = logger->level();
+  logger->set_level(spdlog::level::debug);
+  logger->sinks().push_back(sink);
+  const json body{{"prompt", "Once"}, {"max_tokens", 2}, {"user", "u1"}, {"frobnicate\nnow", true}};
+  const httplib::Result first = post("/v1/completions", body);
+  const httplib::Result second = post("/v1/completions", body);
+  const httplib::Result embedded = post("/v1/embeddings", {{"input", "Once"}, {"frobnicate\nnow", 1}});
+  logger->sinks().pop_back();
+  logger->set_level(level);
+  ASSERT_TRUE(first && second && embedded);
+  EXPECT_EQ(first->status, 200) << first->body;
+  EXPECT_EQ(second->status, 200) << second->body;
+  EXPECT_EQ(embedded->status, 200) << embedded->body;
+  std::string log;
+  for (const std::string& line : sink->last_formatted()) log += line;
+  const std::string line = "/v1/completions: ignoring the unknown field \"frobnicate\\nnow\" (logged once)";
+  ASSERT_NE(log.find(line), std::string::npos) << log;
+  EXPECT_EQ(log.find(line, log.find(line) + 1), std::string::npos) << "logged twice: " << log;
+  EXPECT_EQ(log.find("field \"user\""), std::string::npos) << "a known OpenAI field: " << log;
+}
+
 TEST_F(ServerTest, AccessLogLinePerRequest) {
   auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
   sink->set_pattern("%l %v");
