@@ -1,6 +1,7 @@
 #include "server/generation_params.h"
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 
 #include "server/api_error.h"
@@ -266,11 +267,14 @@ std::optional<ToolCallFormat> apply_tool_choice(GenerationSpec& spec, const std:
 }
 
 std::vector<RequestParams> expand_choices(const GenerationSpec& spec, const std::vector<std::vector<int32_t>>& prompts) {
+  static std::atomic<uint64_t> groups{0};
   std::vector<RequestParams> out;
   for (const std::vector<int32_t>& prompt : prompts) {
+    const uint64_t group = spec.n > 1 ? ++groups : 0;  // the n choices compute the prompt once
     for (int32_t i = 0; i < spec.n; ++i) {
       RequestParams p = spec.params;
       p.prompt = prompt;
+      p.prompt_group = group;
       if (p.seed) *p.seed += uint64_t(i);
       out.push_back(std::move(p));
     }

@@ -45,8 +45,9 @@ GenerationSpec parse_generation(const nlohmann::json& body, Endpoint endpoint, R
 std::optional<ToolCallFormat> apply_tool_choice(GenerationSpec& spec, const std::string& chat_template);
 
 // One engine request per prompt and choice, in choice order (prompt-major). With n > 1
-// and a seed, choice i of a prompt gets seed + i so that the choices differ but the
-// response stays reproducible.
+// the choices of a prompt share a prompt group (its KV computed once, then forked), and
+// with a seed, choice i gets seed + i so that the choices differ but the response stays
+// reproducible.
 std::vector<RequestParams> expand_choices(const GenerationSpec& spec, const std::vector<std::vector<int32_t>>& prompts);
 
 }  // namespace tsr::server

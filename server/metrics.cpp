@@ -112,8 +112,11 @@ std::string Metrics::render(const EngineStats& stats) const {
   header(out, "tessera_http_responses_total", "HTTP responses by status code.", "counter");
   for (const auto& [status, n] : by_status_) out += fmt::format("tessera_http_responses_total{{code=\"{}\"}} {}\n", status, n);
   single(out, "tessera_prompt_tokens_total", "Prompt tokens of finished requests.", "counter", prompt_tokens_);
-  single(out, "tessera_prompt_tokens_cached_total", "Prompt tokens of finished requests served from the prefix cache.",
+  single(out, "tessera_prompt_tokens_cached_total",
+         "Prompt tokens of finished requests served from the prefix cache or forked from another choice's prompt.",
          "counter", cached_prompt_tokens_);
+  single(out, "tessera_prompt_tokens_computed_total", "Prompt tokens of finished requests the engine computed.",
+         "counter", prompt_tokens_ - cached_prompt_tokens_);
   single(out, "tessera_generation_tokens_total", "Generated tokens of finished requests.", "counter", generated_tokens_);
   ttft_.render(out, "tessera_time_to_first_token_seconds", "Arrival to first generated token.");
   tpot_.render(out, "tessera_time_per_output_token_seconds", "Mean time per output token after the first, per request.");

@@ -445,6 +445,25 @@ TEST_F(ServerTest, Metrics) {
   }
 }
 
+// n choices compute their prompt once: the followers fork the first one's KV.
+TEST_F(ServerTest, NChoicesComputeThePromptOnce) {
+  std::string text;
+  for (int i = 0; engine_->tokenize(text).size() < 400; ++i) text += "The dog number " + std::to_string(i) + " ran to the park. ";
+  const auto prompt_tokens = int64_t(engine_->tokenize(text).size());
+  const auto computed = [] {
+    const auto r = client().Get("/metrics");
+    std::smatch m;
+    const std::string body = r ? r->body : "";
+    return std::regex_search(body, m, std::regex("tessera_prompt_tokens_computed_total (\\d+)")) ? std::stoll(m[1]) : -1;
+  };
+  const int64_t before = computed();
+  const json r = completion({{"prompt", text}, {"max_tokens", 4}, {"n", 8}, {"temperature", 1}, {"seed", 5},
+                             {"cache_salt", "n-choices-test"}});
+  ASSERT_EQ(r["choices"].size(), 8u);
+  EXPECT_EQ(r["usage"]["prompt_tokens"], prompt_tokens);
+  EXPECT_EQ(computed() - before, prompt_tokens) << "the prompt computed once, not 8 times";
+}
+
 TEST_F(ServerTest, ApiKey) {
   ServerOptions o = test_options();
   o.api_key = "secret";

@@ -25,6 +25,7 @@
 #include "core/runner/model_runner.h"
 #include "core/plugin_host/backend.h"
 #include "core/plugin_host/plugin_loader.h"
+#include "core/sched/prompt_groups.h"
 #include "core/sched/scheduler.h"
 #include "core/spec/draft_client.h"
 #include "core/spec/model_host.h"
@@ -133,6 +134,7 @@ struct Engine::Impl {
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<ModelRunner> runner;
   std::unique_ptr<Scheduler> scheduler;
+  PromptGroups groups;  // choices sharing a prompt: computed once, then forked
   std::unique_ptr<ModelHost> model_host;  // runs draft models
   std::unique_ptr<DraftClient> draft;     // NULL without speculative decoding
   std::unique_ptr<SpeculationPolicy> spec_policy;
@@ -174,7 +176,11 @@ struct Engine::Impl {
   void finish(Live& l, tsr_finish_reason reason, Clock::time_point now, std::string error = {});
   void check_device(const std::exception& step_error, std::vector<Request*>& touched);
   void drop_draft(Live& l, const std::exception& e);
-  void execute(const SchedulerOutput& out);
+  void execute(const SchedulerOutput& out, std::vector<Request*>& touched);
+  bool follows_group(Live& l);
+  void fork_followers(Request& leader, std::span<const float> row, Clock::time_point now,
+                      std::vector<Request*>& touched);
+  void release_orphans();
   void propose_drafts();
   void deliver(std::vector<Request*>& touched);
   void publish_stats();
@@ -281,7 +287,7 @@ void Engine::Impl::admit(std::vector<Submission>& subs, std::vector<RequestId>& 
       placed.request->finish(TSR_FINISH_ERROR, now, failed);
     } else if (placed.request->params().constraint) {
       start_compile(placed);
-    } else {
+    } else if (!follows_group(placed)) {
       scheduler->add(placed.request.get());
     }
   }
@@ -372,7 +378,58 @@ void Engine::Impl::drop_draft(Live& l, const std::exception& e) {
   l.request->truncate_drafts(0);
 }
 
-void Engine::Impl::execute(const SchedulerOutput& out) {
+// A request of a prompt group (unconstrained: a constrained one waits for its compile
+// instead) either leads it or waits for its leader's prompt. A streaming window's ring
+// blocks hold other positions than a fork would assume, so it runs alone there.
+bool Engine::Impl::follows_group(Live& l) {
+  const Request& r = *l.request;
+  if (r.params().prompt_group == 0 || r.embeds() || config.cache.eviction != "none") return false;
+  return groups.join(r.params().prompt_group, r.id());
+}
+
+// The leader's prompt is computed: each follower shares its blocks and draws its first
+// token from the leader's last logits row, with its own seed and sampling, as if it had
+// computed the prompt itself. One that cannot run now (max_seqs) or whose prompt differs
+// waits in the queue like any request (and finds the prompt in the prefix cache).
+void Engine::Impl::fork_followers(Request& leader, std::span<const float> row, Clock::time_point now,
+                                  std::vector<Request*>& touched) {
+  const std::span<const int32_t> prompt = leader.tokens().first(size_t(leader.num_prompt_tokens()));
+  const int32_t n_vocab = model->hparams().n_vocab;
+  for (const RequestId id : groups.take_followers(leader.id())) {
+    auto it = live.find(id);
+    if (it == live.end() || it->second.request->finished()) continue;  // cancelled meanwhile
+    Request& f = *it->second.request;
+    f.set_num_computed(f.num_prompt_tokens());
+    if (!std::ranges::equal(f.tokens(), prompt) || !scheduler->add_running(&f, now)) {
+      f.set_num_computed(0);
+      scheduler->add(&f);
+      continue;
+    }
+    runner->kv().fork(leader.id(), f.id());
+    try {
+      f.append_verified(row, n_vocab, max_positions, now);
+      generated += 1;
+    } catch (const std::exception& e) {  // its own sampling or constraint: it alone fails
+      f.finish(TSR_FINISH_ERROR, now, e.what());
+    }
+    if (f.finished()) scheduler->remove(&f);
+    touched.push_back(&f);
+  }
+}
+
+// Followers whose leader finished (or left) before its prompt was computed run alone.
+void Engine::Impl::release_orphans() {
+  const auto gone = [this](RequestId leader) {
+    auto it = live.find(leader);
+    return it == live.end() || it->second.request->finished();
+  };
+  for (const RequestId id : groups.take_orphans(gone)) {
+    auto it = live.find(id);
+    if (it != live.end() && !it->second.request->finished()) scheduler->add(it->second.request.get());
+  }
+}
+
+void Engine::Impl::execute(const SchedulerOutput& out, std::vector<Request*>& touched) {
   runner->execute(out, logits, hidden);
   KvCacheManager& kv = runner->kv();
   const Clock::time_point now = Clock::now();  // tokens exist from here on
@@ -409,6 +466,7 @@ void Engine::Impl::execute(const SchedulerOutput& out) {
     // KV of rejected drafts never reaches the prefix cache: append_verified counts only the
     // accepted positions as computed.
     kv.commit(r.id(), r.tokens(), r.num_computed(), r.cache_key());
+    if (before == r.num_prompt_tokens()) fork_followers(r, rows.first(size_t(n_vocab)), now, touched);
     generated += r.num_tokens() - before;
     drafted += k;
     accepted += n_accepted;
@@ -492,7 +550,7 @@ bool Engine::Impl::step() {
   const SchedulerOutput out = scheduler->schedule(now);
   if (!out.chunks.empty()) {
     try {
-      execute(out);
+      execute(out, touched);
       if (draft) propose_drafts();
     } catch (const std::exception& e) {
       // A failed step fails the requests in it; the engine itself stays usable.
@@ -510,6 +568,7 @@ bool Engine::Impl::step() {
     runner->kv().wait_for_loads(std::chrono::milliseconds(5));
   }
   for (const ScheduledChunk& c : out.chunks) touched.push_back(c.request);
+  if (!groups.empty()) release_orphans();  // before deliver() lets finished leaders go
   deliver(touched);
   publish_stats();
   return !live.empty();

@@ -38,6 +38,9 @@ struct RequestParams {
   int32_t priority = 0;              // policy "priority": lower runs first
   std::optional<double> timeout_ms;  // deadline from arrival; finishes as "length"
   std::string cache_salt;            // requests share cached prefixes only with equal salts
+  // Choices of one prompt (OpenAI's n): equal non-zero groups with equal prompts compute
+  // the prompt once and fork its KV (core/sched/prompt_groups.h); 0: none.
+  uint64_t prompt_group = 0;
   // Structured output: every token is allowed by the constraint, EOS only where it can
   // end. A constraint that does not compile fails the request.
   std::optional<ConstraintSpec> constraint;

@@ -26,6 +26,15 @@ void Scheduler::add(Request* r) {
   waiting_.insert(pos, r);
 }
 
+bool Scheduler::add_running(Request* r, Clock::time_point now) {
+  if (running_.size() >= static_cast<size_t>(config_.max_seqs)) return false;
+  running_.push_back(r);
+  prefix_queries_ += r->num_prompt_tokens();
+  prefix_hits_ += r->num_computed();
+  r->on_scheduled(now, r->num_computed());
+  return true;
+}
+
 void Scheduler::remove(Request* r) {
   std::erase(running_, r);
   std::erase(waiting_, r);

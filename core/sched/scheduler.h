@@ -33,6 +33,9 @@ class Scheduler {
   Scheduler(const SchedulerConfig& config, KvCacheManager& kv);
 
   void add(Request* r);  // joins the waiting queue as the policy orders it
+  // A request whose prompt's KV is in place (a fork of its group leader's) joins the
+  // running requests, counted as a prefix hit; false (nothing changes) when max_seqs run.
+  bool add_running(Request* r, Clock::time_point now);
   SchedulerOutput schedule(Clock::time_point now);
   // Removes a request from the queues and frees its blocks (finished or aborted).
   void remove(Request* r);
