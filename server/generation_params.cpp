@@ -206,6 +206,17 @@ void parse_stream(const json& body, GenerationSpec& spec) {
   spec.include_usage = usage && usage->get<bool>();
 }
 
+// best_of (completions): n of best_of samples, chosen once all are done, so never streamed
+// (as OpenAI); chat takes none but n.
+void parse_best_of(const json& body, Endpoint endpoint, GenerationSpec& spec) {
+  const std::optional<int64_t> best_of = get_int(body, "best_of", 1, kMaxN);
+  if (!best_of || *best_of == spec.n) return;
+  if (endpoint == Endpoint::CHAT) throw unsupported_param("best_of", "best_of on chat (completions take it)");
+  if (*best_of < spec.n) throw bad_param("best_of", "'best_of' must be at least 'n'");
+  if (spec.stream) throw bad_param("best_of", "'best_of' cannot be streamed: the best are known only at the end");
+  spec.best_of = int32_t(*best_of);
+}
+
 // What completions and chat read, and OpenAI's fields they accept and ignore (user, store,
 // metadata, service_tier): the rest is logged once as unknown.
 void log_unknown_generation_fields(const json& body, Endpoint endpoint) {
@@ -236,13 +247,11 @@ GenerationSpec parse_generation(const json& body, Endpoint endpoint, RequestPara
   p.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
   parse_engine_fields(body, p);
   spec.n = int32_t(get_int(body, "n", 1, kMaxN).value_or(1));
-  if (auto best_of = get_int(body, "best_of", 1, kMaxN); best_of && *best_of != spec.n) {
-    throw unsupported_param("best_of", "best_of other than n");
-  }
   spec.logprobs = parse_logprobs(body, endpoint);
+  parse_stream(body, spec);
+  parse_best_of(body, endpoint, spec);
   if (endpoint == Endpoint::COMPLETIONS) spec.echo = get_bool(body, "echo").value_or(false);
   if (spec.echo && spec.logprobs) throw unsupported_param("echo", "echo with logprobs (prompt logprobs)");
-  parse_stream(body, spec);
   spec.constraint = parse_constraint(body);
   if (spec.constraint) p.constraint = spec.constraint->spec;
   if (endpoint == Endpoint::CHAT) spec.tools = parse_tools(body);
@@ -270,8 +279,8 @@ std::vector<RequestParams> expand_choices(const GenerationSpec& spec, const std:
   static std::atomic<uint64_t> groups{0};
   std::vector<RequestParams> out;
   for (const std::vector<int32_t>& prompt : prompts) {
-    const uint64_t group = spec.n > 1 ? ++groups : 0;  // the n choices compute the prompt once
-    for (int32_t i = 0; i < spec.n; ++i) {
+    const uint64_t group = spec.samples() > 1 ? ++groups : 0;  // they compute the prompt once
+    for (int32_t i = 0; i < spec.samples(); ++i) {
       RequestParams p = spec.params;
       p.prompt = prompt;
       p.prompt_group = group;

@@ -27,12 +27,19 @@ struct Constraint {
 struct GenerationSpec {
   RequestParams params;           // everything but the prompt
   int32_t n = 1;                  // choices per prompt
+  int32_t best_of = 0;            // completions: samples per prompt the n of highest
+                                  // cumulative logprob are chosen from (0: n, no choice)
   bool stream = false;
   bool include_usage = false;     // stream_options.include_usage
   std::optional<int32_t> logprobs;  // alternatives per token; absent: no logprobs
   bool echo = false;              // completions: the prompt precedes the text
   std::optional<Constraint> constraint;  // also in params.constraint
   std::optional<ToolRequest> tools;       // chat: tools, tool_choice, parallel_tool_calls
+
+  int32_t samples() const { return best_of > 0 ? best_of : n; }  // engine requests per prompt
+  // Per-token logprobs the job collects: those asked for, or (best_of) the sampled token's
+  // alone, to rank the samples by.
+  std::optional<int32_t> collected_logprobs() const { return logprobs ? logprobs : best_of > 0 ? std::optional(0) : std::nullopt; }
 };
 
 // `defaults` are the engine's request defaults ([sampling] in the config).
@@ -44,8 +51,8 @@ GenerationSpec parse_generation(const nlohmann::json& body, Endpoint endpoint, R
 // format replies are parsed in, or nullopt without tools or with tool_choice "none".
 std::optional<ToolCallFormat> apply_tool_choice(GenerationSpec& spec, const std::string& chat_template);
 
-// One engine request per prompt and choice, in choice order (prompt-major). With n > 1
-// the choices of a prompt share a prompt group (its KV computed once, then forked), and
+// One engine request per prompt and sample (samples(): n, or best_of), in order
+// (prompt-major). With several per prompt they share a prompt group (its KV computed once, then forked), and
 // with a seed, choice i gets seed + i so that the choices differ but the response stays
 // reproducible.
 std::vector<RequestParams> expand_choices(const GenerationSpec& spec, const std::vector<std::vector<int32_t>>& prompts);

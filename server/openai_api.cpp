@@ -113,7 +113,7 @@ void handle_generation(const ApiContext& ctx, Endpoint endpoint, const httplib::
   const json body = parse_body(req);
   check_model(ctx, body);
   GenerationSpec spec = parse_generation(body, endpoint, ctx.engine.request_defaults(), ctx.engine.tokenizer().n_tokens());
-  check_generation_choices(ctx, endpoint, body, spec.n);
+  check_generation_choices(ctx, endpoint, body, spec.samples());
   const std::optional<ToolCallFormat> tool_format = apply_tool_choice(spec, ctx.engine.chat_template());
   if (spec.constraint) {
     try {
@@ -126,9 +126,9 @@ void handle_generation(const ApiContext& ctx, Endpoint endpoint, const httplib::
       endpoint == Endpoint::CHAT ? std::vector<std::vector<int32_t>>{chat_prompt(body, ctx.engine)}
                                  : completion_prompts(body, ctx.engine);
   const std::vector<std::string> echo = spec.echo ? echo_texts(ctx.engine, prompts) : std::vector<std::string>{};
-  auto job = start_job(ctx, expand_choices(spec, prompts), spec.logprobs);
+  auto job = start_job(ctx, expand_choices(spec, prompts), spec.collected_logprobs());
   const ResponseMeta meta{endpoint, new_response_id(endpoint), unix_now(), ctx.model_id, spec.logprobs.has_value(),
-                          tool_format};
+                          tool_format, spec.best_of};
   auto in_flight = in_flight_token(ctx);
   if (!spec.stream) {
     return respond_whole(res, job, meta, spec.n, echo, ctx.engine.tokenizer(), ctx.stopping, std::move(in_flight));

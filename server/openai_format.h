@@ -27,6 +27,8 @@ struct ResponseMeta {
   // Chat with tools: the format replies are split into content and tool calls in (the
   // handler fills ChoiceDelta::tool_calls).
   std::optional<ToolCallFormat> tool_format;
+  // Completions with best_of: the samples per prompt the n best are chosen from (0: none).
+  int32_t best_of = 0;
 };
 
 // A fresh response id with the endpoint's prefix.

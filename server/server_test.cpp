@@ -464,6 +464,41 @@ TEST_F(ServerTest, NChoicesComputeThePromptOnce) {
   EXPECT_EQ(computed() - before, prompt_tokens) << "the prompt computed once, not 8 times";
 }
 
+// best_of = 4, n = 1: the one of the four samples with the highest cumulative logprob (the
+// samples are those of n = 4 with the same seed: seed + i each). Usage counts every sample.
+TEST_F(ServerTest, BestOfReturnsTheHighestLogprobSample) {
+  const json base{{"prompt", "Once upon a time"}, {"max_tokens", 12}, {"temperature", 1.0}, {"seed", 11}};
+  json all = base;
+  all["n"] = 4;
+  all["logprobs"] = 0;
+  const json samples = completion(all);
+  ASSERT_EQ(samples["choices"].size(), 4u);
+  std::string best_text;
+  double best = -1e30;
+  int64_t completion_tokens = 0;
+  for (const json& c : samples["choices"]) {
+    double sum = 0;
+    for (const json& lp : c["logprobs"]["token_logprobs"]) sum += lp.get<double>();
+    if (sum > best) best = sum, best_text = c["text"];
+  }
+  completion_tokens = samples["usage"]["completion_tokens"];
+  json one = base;
+  one["best_of"] = 4;
+  const json chosen = completion(one);
+  ASSERT_EQ(chosen["choices"].size(), 1u);
+  EXPECT_EQ(chosen["choices"][0]["text"], best_text);
+  EXPECT_EQ(chosen["choices"][0]["index"], 0);
+  EXPECT_TRUE(chosen["choices"][0]["logprobs"].is_null()) << "not asked for";
+  EXPECT_EQ(chosen["usage"]["completion_tokens"], completion_tokens);
+  json streamed = one;
+  streamed["stream"] = true;
+  expect_error(post("/v1/completions", streamed), 400, "best_of");
+  json fewer = base;
+  fewer["best_of"] = 1;
+  fewer["n"] = 2;
+  expect_error(post("/v1/completions", fewer), 400, "best_of");
+}
+
 TEST_F(ServerTest, ApiKey) {
   ServerOptions o = test_options();
   o.api_key = "secret";

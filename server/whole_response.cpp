@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "server/api_error.h"
@@ -33,12 +34,19 @@ class WholeResponse {
 
   // The final body; throws ApiError(500) when a choice failed.
   std::string body() {
-    for (ChoiceDelta& c : totals_) {
+    std::vector<RequestStats> all;
+    for (const ChoiceDelta& c : totals_) {
       if (c.finish_reason == TSR_FINISH_ERROR) throw ApiError(500, "generation failed: " + c.error, "server_error");
+      all.push_back(c.stats);
+    }
+    std::vector<ChoiceDelta> choices = meta_.best_of > 0 ? best_choices() : std::move(totals_);
+    for (ChoiceDelta& c : choices) {
       if (!echo_.empty()) c.text = echo_[size_t(c.index / n_)] + c.text;
       if (meta_.tool_format) split_tool_calls(c);
     }
-    return response_json(meta_, totals_, n_, tokenizer_).dump(-1, ' ', false, json::error_handler_t::replace);
+    json out = response_json(meta_, choices, n_, tokenizer_);
+    if (meta_.best_of > 0) out["usage"] = usage_json(all, meta_.best_of);  // every sample's tokens, as OpenAI bills
+    return out.dump(-1, ' ', false, json::error_handler_t::replace);
   }
 
   // One round of the chunked body: waits, then writes the answer or a space.
@@ -62,6 +70,29 @@ class WholeResponse {
   void cancel() { job_->cancel(); }
 
  private:
+  // Of each prompt's best_of samples, the n of highest cumulative logprob (ties: the
+  // earlier sample), renumbered as that prompt's choices.
+  std::vector<ChoiceDelta> best_choices() {
+    const auto samples = size_t(meta_.best_of);
+    const auto cumulative = [](const ChoiceDelta& c) {
+      double sum = 0;
+      for (const TokenLogprob& t : c.logprobs) sum += t.logprob;
+      return sum;
+    };
+    std::vector<ChoiceDelta> out;
+    for (size_t first = 0; first < totals_.size(); first += samples) {
+      auto begin = totals_.begin() + std::ptrdiff_t(first);
+      std::stable_sort(begin, begin + std::ptrdiff_t(samples),
+                       [&](const ChoiceDelta& a, const ChoiceDelta& b) { return cumulative(a) > cumulative(b); });
+      for (int32_t j = 0; j < n_; ++j) {
+        ChoiceDelta c = std::move(*(begin + j));
+        c.index = int32_t(first / samples) * n_ + j;
+        out.push_back(std::move(c));
+      }
+    }
+    return out;
+  }
+
   void split_tool_calls(ChoiceDelta& c) const {
     ParsedReply reply = parse_tool_calls(*meta_.tool_format, c.text);
     if (reply.calls.empty()) return;
