@@ -217,6 +217,23 @@ void parse_best_of(const json& body, Endpoint endpoint, GenerationSpec& spec) {
   spec.best_of = int32_t(*best_of);
 }
 
+// use_beam_search (completions): width from beam_width, best_of or n. What the beams do not
+// carry (a stream, logprobs, stop strings, echo, constraints) is refused rather than ignored.
+bool parse_beam_search(const json& body, Endpoint endpoint, GenerationSpec& spec) {
+  if (!get_bool(body, "use_beam_search").value_or(false)) return false;
+  if (endpoint == Endpoint::CHAT) throw unsupported_param("use_beam_search", "beam search on chat (completions take it)");
+  for (const char* key : {"stream", "logprobs", "stop", "echo", "response_format", "grammar", "regex", "constraint",
+                          "guided_json", "guided_regex", "guided_grammar", "guided_choice", "min_tokens"}) {
+    const json* v = field(body, key);
+    if (v && *v != json(false)) throw unsupported_param(key, std::string("'") + key + "' with beam search");
+  }
+  const auto best_of = get_int(body, "best_of", 1, kMaxN);
+  const int64_t width = get_int(body, "beam_width", 1, kMaxN).value_or(best_of.value_or(spec.n));
+  if (width < spec.n) throw bad_param("beam_width", "the beam width must be at least 'n'");
+  spec.beam = BeamSpec{int32_t(width), get_number(body, "length_penalty", -10, 10).value_or(1.0)};
+  return true;
+}
+
 // What completions and chat read, and OpenAI's fields they accept and ignore (user, store,
 // metadata, service_tier): the rest is logged once as unknown.
 void log_unknown_generation_fields(const json& body, Endpoint endpoint) {
@@ -227,7 +244,8 @@ void log_unknown_generation_fields(const json& body, Endpoint endpoint) {
                       "stream", "stream_options", "ignore_eos", "min_tokens", "priority", "cache_salt",
                       "response_format", "grammar", "regex", "constraint", "guided_json", "guided_regex",
                       "guided_grammar", "guided_choice", "tools", "tool_choice", "parallel_tool_calls", "functions",
-                      "user", "store", "metadata", "service_tier", "audio", "modalities", "web_search_options"},
+                      "user", "store", "metadata", "service_tier", "audio", "modalities", "web_search_options",
+                      "use_beam_search", "beam_width", "length_penalty"},
                      endpoint == Endpoint::CHAT ? "/v1/chat/completions" : "/v1/completions");
 }
 
@@ -249,7 +267,7 @@ GenerationSpec parse_generation(const json& body, Endpoint endpoint, RequestPara
   spec.n = int32_t(get_int(body, "n", 1, kMaxN).value_or(1));
   spec.logprobs = parse_logprobs(body, endpoint);
   parse_stream(body, spec);
-  parse_best_of(body, endpoint, spec);
+  if (!parse_beam_search(body, endpoint, spec)) parse_best_of(body, endpoint, spec);
   if (endpoint == Endpoint::COMPLETIONS) spec.echo = get_bool(body, "echo").value_or(false);
   if (spec.echo && spec.logprobs) throw unsupported_param("echo", "echo with logprobs (prompt logprobs)");
   spec.constraint = parse_constraint(body);

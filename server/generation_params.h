@@ -24,6 +24,12 @@ struct Constraint {
   ConstraintSpec spec;
 };
 
+// vLLM's beam search extension on completions (server/beam_search.h).
+struct BeamSpec {
+  int32_t width = 1;            // beam_width, else best_of, else n
+  double length_penalty = 1.0;  // a hypothesis scores logprob / tokens^length_penalty
+};
+
 struct GenerationSpec {
   RequestParams params;           // everything but the prompt
   int32_t n = 1;                  // choices per prompt
@@ -35,6 +41,7 @@ struct GenerationSpec {
   bool echo = false;              // completions: the prompt precedes the text
   std::optional<Constraint> constraint;  // also in params.constraint
   std::optional<ToolRequest> tools;       // chat: tools, tool_choice, parallel_tool_calls
+  std::optional<BeamSpec> beam;           // completions with use_beam_search
 
   int32_t samples() const { return best_of > 0 ? best_of : n; }  // engine requests per prompt
   // Per-token logprobs the job collects: those asked for, or (best_of) the sampled token's

@@ -6,10 +6,12 @@
 #include <chrono>
 
 #include "core/engine/engine.h"
+#include "core/request/detokenizer.h"
 #include "base/error.h"
 #include "server/access_log.h"
 #include "server/admission.h"
 #include "server/api_error.h"
+#include "server/beam_search.h"
 #include "server/event_stream.h"
 #include "server/json_fields.h"
 #include "server/metrics.h"
@@ -108,6 +110,38 @@ void check_generation_choices(const ApiContext& ctx, Endpoint endpoint, const js
   check_choices(ctx, prompts * n, prompts > 1 ? "prompt" : "n");
 }
 
+// Beam search answers whole, after every prompt's search: `n` best hypotheses each, the
+// beams admitted as `width` choices per prompt.
+void respond_beam_search(const ApiContext& ctx, const GenerationSpec& spec,
+                         const std::vector<std::vector<int32_t>>& prompts, httplib::Response& res) {
+  const int32_t width = spec.beam->width;
+  if (!ctx.admission->try_admit(width, ctx.engine.stats().num_running)) {
+    throw ApiError(503, "the request queue is full; retry later", "server_error", "", "queue_full");
+  }
+  const std::shared_ptr<void> admitted(nullptr, [a = ctx.admission, width](void*) { a->release(width); });
+  const ResponseMeta meta{Endpoint::COMPLETIONS, new_response_id(Endpoint::COMPLETIONS), unix_now(), ctx.model_id, false};
+  std::vector<ChoiceDelta> choices;
+  for (const std::vector<int32_t>& prompt : prompts) {
+    for (Hypothesis& h : run_beam_search(ctx.engine, prompt, spec.params, width, spec.beam->length_penalty, spec.n,
+                                         ctx.stopping)) {
+      ChoiceDelta c;
+      c.index = int32_t(choices.size());
+      c.finished = true;
+      c.finish_reason = h.ended ? TSR_FINISH_STOP : TSR_FINISH_LENGTH;
+      if (h.ended) h.tokens.pop_back();  // the end-of-generation token is not text
+      IncrementalDetokenizer detok(ctx.engine.tokenizer());  // as a request's text: pieces in whole characters
+      for (const int32_t t : h.tokens) c.text += detok.push(t);
+      c.text += detok.flush();
+      c.stats.prompt_tokens = int32_t(prompt.size());
+      c.stats.completion_tokens = int32_t(h.tokens.size()) + (h.ended ? 1 : 0);
+      c.tokens = std::move(h.tokens);
+      choices.push_back(std::move(c));
+    }
+  }
+  res.set_content(response_json(meta, choices, spec.n, ctx.engine.tokenizer()).dump(-1, ' ', false, json::error_handler_t::replace),
+                  "application/json");
+}
+
 void handle_generation(const ApiContext& ctx, Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
   if (ctx.stopping) throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
   const json body = parse_body(req);
@@ -125,6 +159,7 @@ void handle_generation(const ApiContext& ctx, Endpoint endpoint, const httplib::
   const std::vector<std::vector<int32_t>> prompts =
       endpoint == Endpoint::CHAT ? std::vector<std::vector<int32_t>>{chat_prompt(body, ctx.engine)}
                                  : completion_prompts(body, ctx.engine);
+  if (spec.beam) return respond_beam_search(ctx, spec, prompts, res);
   const std::vector<std::string> echo = spec.echo ? echo_texts(ctx.engine, prompts) : std::vector<std::string>{};
   auto job = start_job(ctx, expand_choices(spec, prompts), spec.collected_logprobs());
   const ResponseMeta meta{endpoint, new_response_id(endpoint), unix_now(), ctx.model_id, spec.logprobs.has_value(),

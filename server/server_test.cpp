@@ -499,6 +499,26 @@ TEST_F(ServerTest, BestOfReturnsTheHighestLogprobSample) {
   expect_error(post("/v1/completions", fewer), 400, "best_of");
 }
 
+// Beam search at width 1 is greedy decoding; wider beams give n distinct hypotheses.
+TEST_F(ServerTest, BeamSearch) {
+  const json greedy = completion({{"prompt", "Once upon a time"}, {"max_tokens", 16}, {"temperature", 0}});
+  const json width1 = completion({{"prompt", "Once upon a time"}, {"max_tokens", 16}, {"use_beam_search", true}});
+  EXPECT_EQ(width1["choices"][0]["text"], greedy["choices"][0]["text"]);
+  EXPECT_EQ(width1["choices"][0]["finish_reason"], greedy["choices"][0]["finish_reason"]);
+  EXPECT_EQ(width1["usage"], greedy["usage"]);
+  const json wide = completion({{"prompt", "Once upon a time"}, {"max_tokens", 16}, {"use_beam_search", true},
+                                {"beam_width", 4}, {"n", 3}, {"length_penalty", 0.5}});
+  ASSERT_EQ(wide["choices"].size(), 3u);
+  EXPECT_NE(wide["choices"][0]["text"], wide["choices"][1]["text"]);
+  EXPECT_NE(wide["choices"][1]["text"], wide["choices"][2]["text"]);
+  expect_error(post("/v1/completions", {{"prompt", "x"}, {"use_beam_search", true}, {"stream", true}}), 400, "stream");
+  expect_error(post("/v1/completions", {{"prompt", "x"}, {"use_beam_search", true}, {"logprobs", 2}}), 400, "logprobs");
+  expect_error(post("/v1/completions", {{"prompt", "x"}, {"use_beam_search", true}, {"n", 3}, {"beam_width", 2}}), 400,
+               "beam_width");
+  expect_error(post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"use_beam_search", true}}),
+               400, "use_beam_search");
+}
+
 TEST_F(ServerTest, ApiKey) {
   ServerOptions o = test_options();
   o.api_key = "secret";
