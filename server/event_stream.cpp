@@ -31,6 +31,7 @@ EventStream::EventStream(std::shared_ptr<GenerationJob> job, ResponseMeta meta, 
       text_offsets_(size_t(job_->num_choices())),
       finals_(size_t(job_->num_choices())) {
   if (meta_.tool_format) tool_replies_.assign(size_t(job_->num_choices()), ToolReplyStream(*meta_.tool_format));
+  if (meta_.reasoning) reasonings_.assign(size_t(job_->num_choices()), ReasoningStream(*meta_.reasoning));
 }
 
 bool EventStream::write_event(httplib::DataSink& sink, const std::string& data) {
@@ -45,6 +46,16 @@ bool EventStream::write_delta(httplib::DataSink& sink, ChoiceDelta& d) {
     return write_event(sink, dump(ApiError(500, "generation failed: " + d.error, "server_error").to_json()));
   }
   if (!started_[i] && !echo_.empty()) d.text = echo_[i / size_t(n_)] + d.text;
+  if (!reasonings_.empty()) {  // the reasoning block's text goes out as reasoning_content
+    ReasoningSplit split = reasonings_[i].push(d.text);
+    if (d.finished) {
+      ReasoningSplit rest = reasonings_[i].finish();
+      split.reasoning += rest.reasoning;
+      split.content += rest.content;
+    }
+    d.reasoning = std::move(split.reasoning);
+    d.text = std::move(split.content);
+  }
   if (!tool_replies_.empty()) {  // text that may be a call waits for the end of the reply
     d.text = tool_replies_[i].push(d.text);
     if (d.finished) {

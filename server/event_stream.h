@@ -14,6 +14,7 @@
 
 #include "server/generation_job.h"
 #include "server/openai_format.h"
+#include "core/chat/reasoning.h"
 #include "server/tool_choice.h"
 
 namespace httplib {
@@ -49,6 +50,7 @@ class EventStream {
   std::vector<size_t> text_offsets_;
   std::vector<RequestStats> finals_;
   std::vector<ToolReplyStream> tool_replies_;  // per choice, chat with tools only
+  std::vector<ReasoningStream> reasonings_;    // per choice, chat with a reasoning template only
 };
 
 // Makes `res` a chunked text/event-stream fed by `stream`; `in_flight` is held until the

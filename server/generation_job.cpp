@@ -70,7 +70,7 @@ std::vector<ChoiceDelta> GenerationJob::next(std::chrono::milliseconds timeout) 
 OutputCallback GenerationJob::choice_callback(std::shared_ptr<Shared> shared, int32_t index,
                                              std::shared_ptr<LogprobCollector> collector, FinishHook on_finished) {
   return [shared, index, collector, on_finished](const RequestOutput& out) {
-    ChoiceDelta d{index, out.text, out.tokens, {}, out.finished, out.finish_reason, out.error, out.embedding, out.stats, {}};
+    ChoiceDelta d{index, out.text, out.tokens, {}, out.finished, out.finish_reason, out.error, out.embedding, out.stats, {}, {}};
     if (collector) d.logprobs = collector->take(out.tokens);
     if (out.finished && on_finished) on_finished(out);
     {

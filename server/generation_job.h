@@ -33,6 +33,7 @@ struct ChoiceDelta {
   // Chat with tools, with the final increment: the calls parsed from the reply (its
   // content is then `text`, the rest).
   std::vector<ToolCall> tool_calls;
+  std::string reasoning;  // chat with a reasoning template: the reply's reasoning_content
 };
 
 // Called on the step thread with each choice's final output (metrics, admission).

@@ -1,9 +1,12 @@
 #include "server/generation_params.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <climits>
 
+#include "core/chat/reasoning.h"
+#include "core/engine/engine.h"
 #include "server/api_error.h"
 #include "server/json_fields.h"
 
@@ -234,6 +237,20 @@ bool parse_beam_search(const json& body, Endpoint endpoint, GenerationSpec& spec
   return true;
 }
 
+// reasoning_effort (low, medium, high) or, exact, max_reasoning_tokens: a thinking budget.
+void parse_reasoning(const json& body, GenerationSpec& spec) {
+  if (auto effort = get_string(body, "reasoning_effort")) {
+    const std::array<const char*, 3> names{"low", "medium", "high"};
+    const auto it = std::find(names.begin(), names.end(), *effort);
+    if (it == names.end()) throw bad_param("reasoning_effort", "'reasoning_effort' must be 'low', 'medium' or 'high'");
+    spec.reasoning_budget = kReasoningEffortBudgets[it - names.begin()];
+  }
+  if (auto max = get_int(body, "max_reasoning_tokens", 1, INT32_MAX)) {
+    spec.reasoning_budget = int32_t(*max);
+    spec.reasoning_budget_asked = true;
+  }
+}
+
 // What completions and chat read, and OpenAI's fields they accept and ignore (user, store,
 // metadata, service_tier): the rest is logged once as unknown.
 void log_unknown_generation_fields(const json& body, Endpoint endpoint) {
@@ -245,7 +262,7 @@ void log_unknown_generation_fields(const json& body, Endpoint endpoint) {
                       "response_format", "grammar", "regex", "constraint", "guided_json", "guided_regex",
                       "guided_grammar", "guided_choice", "tools", "tool_choice", "parallel_tool_calls", "functions",
                       "user", "store", "metadata", "service_tier", "audio", "modalities", "web_search_options",
-                      "use_beam_search", "beam_width", "length_penalty"},
+                      "use_beam_search", "beam_width", "length_penalty", "reasoning_effort", "max_reasoning_tokens"},
                      endpoint == Endpoint::CHAT ? "/v1/chat/completions" : "/v1/completions");
 }
 
@@ -272,8 +289,29 @@ GenerationSpec parse_generation(const json& body, Endpoint endpoint, RequestPara
   if (spec.echo && spec.logprobs) throw unsupported_param("echo", "echo with logprobs (prompt logprobs)");
   spec.constraint = parse_constraint(body);
   if (spec.constraint) p.constraint = spec.constraint->spec;
-  if (endpoint == Endpoint::CHAT) spec.tools = parse_tools(body);
+  if (endpoint == Endpoint::CHAT) {
+    spec.tools = parse_tools(body);
+    parse_reasoning(body, spec);
+  }
   return spec;
+}
+
+std::optional<bool> apply_reasoning(GenerationSpec& spec, const Engine& engine, const std::vector<int32_t>& prompt) {
+  if (!template_has_reasoning(engine.chat_template())) {
+    if (spec.reasoning_budget_asked) {
+      throw bad_param("max_reasoning_tokens", "this model's chat template has no reasoning block (<think> ... </think>)");
+    }
+    return std::nullopt;
+  }
+  const Tokenizer& tok = engine.tokenizer();
+  const size_t tail = std::min<size_t>(prompt.size(), 8);
+  const bool opened = prompt_opens_reasoning(tok.decode(std::span(prompt).last(tail), false, true));
+  if (spec.reasoning_budget) {
+    spec.params.reasoning_budget = ReasoningBudgetParams{*spec.reasoning_budget, std::string(kThinkOpen),
+                                                         std::string(kThinkClose), tok.encode("\n</think>\n\n", false, true),
+                                                         opened};
+  }
+  return opened;
 }
 
 std::optional<ToolCallFormat> apply_tool_choice(GenerationSpec& spec, const std::string& chat_template) {

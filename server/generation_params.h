@@ -15,6 +15,10 @@
 #include "core/request/request.h"
 #include "server/tool_choice.h"
 
+namespace tsr {
+class Engine;
+}
+
 namespace tsr::server {
 
 enum class Endpoint { COMPLETIONS, CHAT };
@@ -42,12 +46,18 @@ struct GenerationSpec {
   std::optional<Constraint> constraint;  // also in params.constraint
   std::optional<ToolRequest> tools;       // chat: tools, tool_choice, parallel_tool_calls
   std::optional<BeamSpec> beam;           // completions with use_beam_search
+  // Chat: max_reasoning_tokens, or reasoning_effort's budget (kReasoningEffortBudgets).
+  std::optional<int32_t> reasoning_budget;
+  bool reasoning_budget_asked = false;    // by max_reasoning_tokens (a model without a block refuses it)
 
   int32_t samples() const { return best_of > 0 ? best_of : n; }  // engine requests per prompt
   // Per-token logprobs the job collects: those asked for, or (best_of) the sampled token's
   // alone, to rank the samples by.
   std::optional<int32_t> collected_logprobs() const { return logprobs ? logprobs : best_of > 0 ? std::optional(0) : std::nullopt; }
 };
+
+// reasoning_effort's thinking budgets in tokens: low, medium, high.
+constexpr int32_t kReasoningEffortBudgets[] = {256, 1024, 4096};
 
 // `defaults` are the engine's request defaults ([sampling] in the config).
 GenerationSpec parse_generation(const nlohmann::json& body, Endpoint endpoint, RequestParams defaults,
@@ -57,6 +67,12 @@ GenerationSpec parse_generation(const nlohmann::json& body, Endpoint endpoint, R
 // template's call format (a 400 when another constraint is asked for too). Returns the
 // format replies are parsed in, or nullopt without tools or with tool_choice "none".
 std::optional<ToolCallFormat> apply_tool_choice(GenerationSpec& spec, const std::string& chat_template);
+
+// A chat template with a reasoning block: the thinking budget (if any) becomes the request's,
+// forcing "\n</think>\n\n" at it; returns whether the prompt opened the block, or nullopt
+// for a template without one (then max_reasoning_tokens is a 400; reasoning_effort does
+// nothing, as for any model that does not reason).
+std::optional<bool> apply_reasoning(GenerationSpec& spec, const Engine& engine, const std::vector<int32_t>& prompt);
 
 // One engine request per prompt and sample (samples(): n, or best_of), in order
 // (prompt-major). With several per prompt they share a prompt group (its KV computed once, then forked), and

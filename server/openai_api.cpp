@@ -160,10 +160,12 @@ void handle_generation(const ApiContext& ctx, Endpoint endpoint, const httplib::
       endpoint == Endpoint::CHAT ? std::vector<std::vector<int32_t>>{chat_prompt(body, ctx.engine)}
                                  : completion_prompts(body, ctx.engine);
   if (spec.beam) return respond_beam_search(ctx, spec, prompts, res);
+  const std::optional<bool> reasoning =
+      endpoint == Endpoint::CHAT ? apply_reasoning(spec, ctx.engine, prompts.front()) : std::nullopt;
   const std::vector<std::string> echo = spec.echo ? echo_texts(ctx.engine, prompts) : std::vector<std::string>{};
   auto job = start_job(ctx, expand_choices(spec, prompts), spec.collected_logprobs());
   const ResponseMeta meta{endpoint, new_response_id(endpoint), unix_now(), ctx.model_id, spec.logprobs.has_value(),
-                          tool_format, spec.best_of};
+                          tool_format, spec.best_of, reasoning};
   auto in_flight = in_flight_token(ctx);
   if (!spec.stream) {
     return respond_whole(res, job, meta, spec.n, echo, ctx.engine.tokenizer(), ctx.stopping, std::move(in_flight));

@@ -22,6 +22,7 @@ json finish_reason_json(const ChoiceDelta& d) {
 // A chat reply: content (null when the reply is calls alone) and its tool_calls.
 json chat_message(const ChoiceDelta& c) {
   json message{{"role", "assistant"}, {"content", c.text}};
+  if (!c.reasoning.empty()) message["reasoning_content"] = c.reasoning;
   if (!c.tool_calls.empty()) {
     if (c.text.empty()) message["content"] = nullptr;
     message["tool_calls"] = tool_calls_json(c.tool_calls, false);
@@ -144,6 +145,7 @@ json chunk_json(const ResponseMeta& m, const ChoiceDelta& d, bool first, size_t&
   if (m.endpoint == Endpoint::CHAT) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";
+    if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
     if (first || !d.text.empty()) delta["content"] = d.text;
     if (!d.tool_calls.empty()) delta["tool_calls"] = tool_calls_json(d.tool_calls, true);
     choice["delta"] = std::move(delta);

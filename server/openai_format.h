@@ -29,6 +29,9 @@ struct ResponseMeta {
   std::optional<ToolCallFormat> tool_format;
   // Completions with best_of: the samples per prompt the n best are chosen from (0: none).
   int32_t best_of = 0;
+  // Chat with a reasoning template: replies split into reasoning_content and content (the
+  // value: whether the prompt opened the block).
+  std::optional<bool> reasoning;
 };
 
 // A fresh response id with the endpoint's prefix.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/chat/reasoning.h"
 #include "server/api_error.h"
 
 namespace tsr::server {
@@ -42,6 +43,11 @@ class WholeResponse {
     std::vector<ChoiceDelta> choices = meta_.best_of > 0 ? best_choices() : std::move(totals_);
     for (ChoiceDelta& c : choices) {
       if (!echo_.empty()) c.text = echo_[size_t(c.index / n_)] + c.text;
+      if (meta_.reasoning) {
+        ReasoningSplit split = split_reasoning(c.text, *meta_.reasoning);
+        c.reasoning = std::move(split.reasoning);
+        c.text = std::move(split.content);
+      }
       if (meta_.tool_format) split_tool_calls(c);
     }
     json out = response_json(meta_, choices, n_, tokenizer_);

@@ -59,6 +59,7 @@ Request::Request(RequestId id, RequestParams params, const Tokenizer& tokenizer,
       stop_(params_.stop),
       arrival_(now) {
   if (params_.embed) pool_.emplace(*params_.embed, num_prompt_);
+  if (params_.reasoning_budget) budget_.emplace(*params_.reasoning_budget);
 }
 
 void Request::on_scheduled(Clock::time_point now, int32_t cached_tokens) {
@@ -126,7 +127,13 @@ int32_t Request::append_verified(std::span<const float> logits, int32_t n_vocab,
     const Distribution p = distribution(row);
     const double u = position_uniform(seed_, uint64_t(num_output_tokens()));
     int32_t token = 0;
-    const bool ok = i < k ? verify_draft_token(p, drafts_[i], u, &token) : (token = sample_from(p, u), false);
+    bool ok = false;  // a forced token takes the draw's place and rejects the drafts
+    if (!forced_.empty()) {
+      token = forced_.front();
+      forced_.pop_front();
+    } else {
+      ok = i < k ? verify_draft_token(p, drafts_[i], u, &token) : (token = sample_from(p, u), false);
+    }
     append_token(token, n_ctx, now);
     if (!ok) break;
     ++accepted;
@@ -192,6 +199,9 @@ void Request::append_token(int32_t token, int32_t n_ctx, Clock::time_point now) 
   if (num_output_tokens() == 0) first_token_ = now;
   tokens_.push_back(token);
   out_tokens_.push_back(token);
+  if (budget_) {
+    for (const int32_t t : budget_->on_token(tokenizer_.token_to_piece(token, true))) forced_.push_back(t);
+  }
   if (lazy_matcher_) {
     watch_trigger(token);
   } else if (matcher_ && !matcher_->accept(token)) {

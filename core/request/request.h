@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <span>
@@ -16,6 +17,7 @@
 #include "core/constraint/constraint_plugin.h"
 #include "core/request/detokenizer.h"
 #include "core/request/embedding_pool.h"
+#include "core/request/reasoning_budget.h"
 #include "core/request/stop_matcher.h"
 #include "samplers/token_draw.h"
 #include "tessera/engine.h"
@@ -51,6 +53,9 @@ struct RequestParams {
   // An embedding request: the prompt's output-norm states pooled so (LAST, MEAN or CLS;
   // Engine::pooling() is the model's), normalized, and nothing generated.
   std::optional<Pooling> embed;
+  // A thinking budget (core/request/reasoning_budget.h): the reasoning block is closed by
+  // force once it holds that many tokens.
+  std::optional<ReasoningBudgetParams> reasoning_budget;
   // C++ callers only: the logits row each generated token is sampled from.
   std::function<void(std::span<const float>)> on_logits;
 };
@@ -186,6 +191,8 @@ class Request {
   std::vector<float> embedding_;  // the pooled result, with the final output
   std::unique_ptr<ConstraintMatcher> matcher_;
   std::unique_ptr<ConstraintMatcher> lazy_matcher_;  // until the trigger is generated
+  std::optional<ReasoningBudget> budget_;
+  std::deque<int32_t> forced_;  // appended in place of the next draws (the budget's close)
   std::string trigger_window_;  // the output's last bytes, special tokens rendered
   std::vector<uint32_t> mask_;
   std::vector<float> masked_;

@@ -1,6 +1,6 @@
-// Tool calling through the official OpenAI client, as an agent framework uses it, against
-// `tessera serve` on a synth Qwen3 (its real chat template and vocabulary, random weights;
-// started by run_openai_client_test.sh). Calls forced by tool_choice "required" or a named
+// Tool calling and thinking budgets through the official OpenAI client, as an agent
+// framework uses them, against `tessera serve` on a synth Qwen3 (its real chat template and
+// vocabulary, random weights; started by run_openai_client_test.sh). Calls forced by tool_choice "required" or a named
 // function must parse and their arguments validate against the function's schema (ajv);
 // a whole round trip (call, tool result, answer) renders the history into the prompt.
 import { test } from 'node:test';
@@ -166,4 +166,31 @@ test('bad tools and choices are 400s naming the parameter', async () => {
   await expect400({
     tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', not: {} } } }], tool_choice: 'required',
   }, 'tool_choice');
+});
+
+// A thinking budget of 32 tokens: the <think> block (opened here by logit_bias on Qwen3's
+// <think> token, which also fills it, the weights being random) is closed within 32 tokens
+// and the reply goes on after it; reasoning_content and content come apart, whole and
+// streamed. Without the budget the block never closes.
+test('max_reasoning_tokens closes the block and the answer follows', async () => {
+  const { tokens } = await post('/tokenize', { model, prompt: '<think>', add_special_tokens: false });
+  assert.equal(tokens.length, 1);
+  const request = { ...greedy, max_tokens: 64, messages: question, logit_bias: { [tokens[0]]: 100 } };
+  const free = await client.chat.completions.create(request);
+  assert.equal(free.choices[0].message.content, '');
+  assert.ok(free.choices[0].message.reasoning_content.length > 0);
+  const budgeted = await client.chat.completions.create({ ...request, max_reasoning_tokens: 32 });
+  const message = budgeted.choices[0].message;
+  const inside = await post('/tokenize', { model, prompt: message.reasoning_content, add_special_tokens: false });
+  assert.ok(inside.count <= 32, `${inside.count} tokens of reasoning`);
+  assert.ok(message.content.length > 0, 'the answer follows the block');
+  let reasoning = '';
+  let content = '';
+  for await (const chunk of await client.chat.completions.create({ ...request, max_reasoning_tokens: 32, stream: true })) {
+    reasoning += chunk.choices[0]?.delta?.reasoning_content ?? '';
+    content += chunk.choices[0]?.delta?.content ?? '';
+  }
+  assert.equal(reasoning.trim(), message.reasoning_content);
+  assert.equal(content, message.content);
+  await assert.rejects(client.chat.completions.create({ ...request, reasoning_effort: 'extreme' }), (e) => e.status === 400);
 });
