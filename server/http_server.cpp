@@ -22,6 +22,7 @@
 #include "server/metrics.h"
 #include "server/embeddings_api.h"
 #include "server/openai_api.h"
+#include "server/responses_api.h"
 #include "server/tokenize_api.h"
 
 namespace tsr::server {
@@ -94,6 +95,7 @@ struct HttpServer::Impl {
   std::shared_ptr<Metrics> metrics = std::make_shared<Metrics>();
   std::shared_ptr<Admission> admission;
   ApiContext ctx;
+  ResponseStore responses{kResponseStoreEntries, kResponseStoreBytes, kResponseStoreTtl};  // /v1/responses
   Cors cors;
   httplib::Server http;
   std::thread thread;
@@ -173,6 +175,7 @@ void HttpServer::Impl::routes() {
   http.Get(R"(/v1/models/(.+))", [this](const Request& q, Response& r) { handle_model(ctx, q, r); });
   http.Post("/v1/completions", [this](const Request& q, Response& r) { handle_completions(ctx, q, r); });
   http.Post("/v1/chat/completions", [this](const Request& q, Response& r) { handle_chat_completions(ctx, q, r); });
+  http.Post("/v1/responses", [this](const Request& q, Response& r) { handle_responses(ctx, responses, q, r); });
   http.Post("/v1/embeddings", [this](const Request& q, Response& r) { handle_embeddings(ctx, q, r); });
   http.Post("/tokenize", [this](const Request& q, Response& r) { handle_tokenize(ctx, q, r); });
   http.Post("/detokenize", [this](const Request& q, Response& r) { handle_detokenize(ctx, q, r); });

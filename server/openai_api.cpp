@@ -142,30 +142,42 @@ void respond_beam_search(const ApiContext& ctx, const GenerationSpec& spec,
                   "application/json");
 }
 
-void handle_generation(const ApiContext& ctx, Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+// A generation request checked and tokenized: its spec (tool choice and constraint applied,
+// the constraint compiled so that a bad one is a 400, not a failed stream) and prompts.
+struct Prepared {
+  GenerationSpec spec;
+  std::vector<std::vector<int32_t>> prompts;
+  std::optional<ToolCallFormat> tool_format;
+};
+
+Prepared prepare_generation(const ApiContext& ctx, Endpoint endpoint, const json& body) {
   if (ctx.stopping) throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
-  const json body = parse_body(req);
   check_model(ctx, body);
-  GenerationSpec spec = parse_generation(body, endpoint, ctx.engine.request_defaults(), ctx.engine.tokenizer().n_tokens());
-  check_generation_choices(ctx, endpoint, body, spec.samples());
-  const std::optional<ToolCallFormat> tool_format = apply_tool_choice(spec, ctx.engine.chat_template());
-  if (spec.constraint) {
+  Prepared p{parse_generation(body, endpoint, ctx.engine.request_defaults(), ctx.engine.tokenizer().n_tokens()), {}, {}};
+  check_generation_choices(ctx, endpoint, body, p.spec.samples());
+  p.tool_format = apply_tool_choice(p.spec, ctx.engine.chat_template());
+  if (p.spec.constraint) {
     try {
-      ctx.engine.compile_constraint(spec.constraint->spec);  // a bad one is a 400, not a failed stream
+      ctx.engine.compile_constraint(p.spec.constraint->spec);
     } catch (const Error& e) {
-      throw bad_param(spec.constraint->param, e.what());
+      throw bad_param(p.spec.constraint->param, e.what());
     }
   }
-  const std::vector<std::vector<int32_t>> prompts =
-      endpoint == Endpoint::CHAT ? std::vector<std::vector<int32_t>>{chat_prompt(body, ctx.engine)}
-                                 : completion_prompts(body, ctx.engine);
-  if (spec.beam) return respond_beam_search(ctx, spec, prompts, res);
+  p.prompts = endpoint == Endpoint::CHAT ? std::vector<std::vector<int32_t>>{chat_prompt(body, ctx.engine)}
+                                         : completion_prompts(body, ctx.engine);
+  return p;
+}
+
+void handle_generation(const ApiContext& ctx, Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+  Prepared p = prepare_generation(ctx, endpoint, parse_body(req));
+  GenerationSpec& spec = p.spec;
+  if (spec.beam) return respond_beam_search(ctx, spec, p.prompts, res);
   const std::optional<bool> reasoning =
-      endpoint == Endpoint::CHAT ? apply_reasoning(spec, ctx.engine, prompts.front()) : std::nullopt;
-  const std::vector<std::string> echo = spec.echo ? echo_texts(ctx.engine, prompts) : std::vector<std::string>{};
-  auto job = start_job(ctx, expand_choices(spec, prompts), spec.collected_logprobs());
+      endpoint == Endpoint::CHAT ? apply_reasoning(spec, ctx.engine, p.prompts.front()) : std::nullopt;
+  const std::vector<std::string> echo = spec.echo ? echo_texts(ctx.engine, p.prompts) : std::vector<std::string>{};
+  auto job = start_job(ctx, expand_choices(spec, p.prompts), spec.collected_logprobs());
   const ResponseMeta meta{endpoint, new_response_id(endpoint), unix_now(), ctx.model_id, spec.logprobs.has_value(),
-                          tool_format, spec.best_of, reasoning};
+                          p.tool_format, spec.best_of, reasoning};
   auto in_flight = in_flight_token(ctx);
   if (!spec.stream) {
     return respond_whole(res, job, meta, spec.n, echo, ctx.engine.tokenizer(), ctx.stopping, std::move(in_flight));
@@ -181,6 +193,16 @@ json model_json(const ApiContext& ctx) {
 }
 
 }  // namespace
+
+StartedChat start_chat(const ApiContext& ctx, const json& chat_body) {
+  Prepared p = prepare_generation(ctx, Endpoint::CHAT, chat_body);
+  const std::optional<bool> reasoning = apply_reasoning(p.spec, ctx.engine, p.prompts.front());
+  auto job = start_job(ctx, expand_choices(p.spec, p.prompts), p.spec.collected_logprobs());
+  return {std::move(job),
+          ResponseMeta{Endpoint::CHAT, new_response_id(Endpoint::CHAT), unix_now(), ctx.model_id, false, p.tool_format, 0,
+                       reasoning},
+          p.spec.stream};
+}
 
 void handle_completions(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res) {
   handle_generation(ctx, Endpoint::COMPLETIONS, req, res);

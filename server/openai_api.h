@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "server/generation_job.h"
+#include "server/openai_format.h"
 
 namespace httplib {
 struct Request;
@@ -50,6 +51,15 @@ void check_choices(const ApiContext& ctx, int64_t choices, const std::string& pa
 // submits them; metrics, the access log and admission see each one finish.
 std::shared_ptr<GenerationJob> start_job(const ApiContext& ctx, std::vector<RequestParams> choices,
                                          std::optional<int32_t> logprobs);
+
+// A chat generation from a chat-completions body, checked and started (the queue's 503,
+// a bad parameter's 400 as for /v1/chat/completions): what /v1/responses runs.
+struct StartedChat {
+  std::shared_ptr<GenerationJob> job;
+  ResponseMeta meta;
+  bool stream = false;
+};
+StartedChat start_chat(const ApiContext& ctx, const nlohmann::json& chat_body);
 
 void handle_completions(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_chat_completions(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res);

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/chat/reasoning.h"
 #include "core/tokenizer/tokenizer.h"
 #include "server/tool_choice.h"
 
@@ -92,6 +93,19 @@ std::string new_response_id(Endpoint endpoint) {
   static const uint64_t salt = std::random_device{}();
   return fmt::format("{}-{:08x}{:08x}", endpoint == Endpoint::CHAT ? "chatcmpl" : "cmpl", uint32_t(salt),
                      uint32_t(++counter));
+}
+
+void split_reply(ChoiceDelta& c, const ResponseMeta& meta) {
+  if (meta.reasoning) {
+    ReasoningSplit split = split_reasoning(c.text, *meta.reasoning);
+    c.reasoning = std::move(split.reasoning);
+    c.text = std::move(split.content);
+  }
+  if (!meta.tool_format) return;
+  ParsedReply reply = parse_tool_calls(*meta.tool_format, c.text);
+  if (reply.calls.empty()) return;
+  c.text = std::move(reply.content);
+  c.tool_calls = std::move(reply.calls);
 }
 
 void accumulate(ChoiceDelta& total, ChoiceDelta&& d) {

@@ -37,6 +37,9 @@ struct ResponseMeta {
 // A fresh response id with the endpoint's prefix.
 std::string new_response_id(Endpoint endpoint);
 
+// A whole chat reply split as `meta` says: reasoning_content off the front, then tool calls.
+void split_reply(ChoiceDelta& c, const ResponseMeta& meta);
+
 // Appends an increment to a choice's running total (non-streaming responses).
 void accumulate(ChoiceDelta& total, ChoiceDelta&& delta);
 

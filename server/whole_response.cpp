@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 
-#include "core/chat/reasoning.h"
 #include "server/api_error.h"
 
 namespace tsr::server {
@@ -43,12 +42,7 @@ class WholeResponse {
     std::vector<ChoiceDelta> choices = meta_.best_of > 0 ? best_choices() : std::move(totals_);
     for (ChoiceDelta& c : choices) {
       if (!echo_.empty()) c.text = echo_[size_t(c.index / n_)] + c.text;
-      if (meta_.reasoning) {
-        ReasoningSplit split = split_reasoning(c.text, *meta_.reasoning);
-        c.reasoning = std::move(split.reasoning);
-        c.text = std::move(split.content);
-      }
-      if (meta_.tool_format) split_tool_calls(c);
+      split_reply(c, meta_);
     }
     json out = response_json(meta_, choices, n_, tokenizer_);
     if (meta_.best_of > 0) out["usage"] = usage_json(all, meta_.best_of);  // every sample's tokens, as OpenAI bills
@@ -99,12 +93,6 @@ class WholeResponse {
     return out;
   }
 
-  void split_tool_calls(ChoiceDelta& c) const {
-    ParsedReply reply = parse_tool_calls(*meta_.tool_format, c.text);
-    if (reply.calls.empty()) return;
-    c.text = std::move(reply.content);
-    c.tool_calls = std::move(reply.calls);
-  }
 
   std::shared_ptr<GenerationJob> job_;
   ResponseMeta meta_;

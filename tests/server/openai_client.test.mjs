@@ -193,3 +193,47 @@ test('embedding errors name their parameter', async () => {
   await expectApiError(client.embeddings.create({ model, input: '' }), 400, 'input');
   await expectApiError(client.embeddings.create({ model: 'text-embedding-3-small', input: 'x' }), 404, 'model');
 });
+
+// The Responses API as the client uses it: whole and streamed (the same greedy text), the
+// conversation continued with previous_response_id, store: false keeping nothing, and
+// text.format's JSON Schema.
+test('responses: whole, streamed, previous_response_id', async () => {
+  const request = { model, input: 'Once upon a time', max_output_tokens: 16, temperature: 0 };
+  const whole = await client.responses.create(request);
+  assert.equal(whole.object, 'response');
+  assert.ok(['completed', 'incomplete'].includes(whole.status));
+  assert.ok(whole.output_text.length > 0);
+  assert.equal(whole.usage.total_tokens, whole.usage.input_tokens + whole.usage.output_tokens);
+  let text = '';
+  let last = null;
+  for await (const event of await client.responses.create({ ...request, stream: true })) {
+    if (event.type === 'response.output_text.delta') text += event.delta;
+    last = event;
+  }
+  assert.equal(text, whole.output_text);
+  assert.ok(['response.completed', 'response.incomplete'].includes(last.type), last.type);
+  assert.equal(last.response.output[0].content[0].text, whole.output_text);
+
+  const next = await client.responses.create({
+    model, previous_response_id: whole.id, input: 'And then?', max_output_tokens: 8, temperature: 0,
+  });
+  assert.ok(next.usage.input_tokens >= whole.usage.input_tokens + whole.usage.output_tokens,
+    'the earlier turn is in the prompt');
+  const unstored = await client.responses.create({ ...request, store: false });
+  await expectApiError(client.responses.create({ model, previous_response_id: unstored.id, input: 'x' }), 404,
+    'previous_response_id');
+});
+
+test('responses: text.format json_schema', async () => {
+  const schema = {
+    type: 'object', properties: { name: { type: 'string', maxLength: 8 }, age: { type: 'integer' } },
+    required: ['name', 'age'], additionalProperties: false,
+  };
+  const r = await client.responses.create({
+    model, input: 'Tell me about Lily.', max_output_tokens: 60, temperature: 0,
+    text: { format: { type: 'json_schema', name: 'person', schema, strict: true } },
+  });
+  const value = JSON.parse(r.output_text);
+  assert.equal(typeof value.name, 'string');
+  assert.ok(Number.isInteger(value.age));
+});

@@ -194,3 +194,28 @@ test('max_reasoning_tokens closes the block and the answer follows', async () =>
   assert.equal(content, message.content);
   await assert.rejects(client.chat.completions.create({ ...request, reasoning_effort: 'extreme' }), (e) => e.status === 400);
 });
+
+// Responses with function tools: a required call comes back as a function_call item whose
+// arguments validate; its output goes back with previous_response_id, and the answer follows.
+test('responses: function calls and their outputs', async () => {
+  const flat = tools.map((t) => ({ type: 'function', ...t.function }));
+  const first = await client.responses.create({
+    model, input: 'What is the weather in Oslo?', tools: flat, tool_choice: 'required', temperature: 0, max_output_tokens: 400,
+  });
+  const calls = first.output.filter((item) => item.type === 'function_call');
+  assert.ok(calls.length > 0, JSON.stringify(first.output));
+  checkCalls(calls.map((c) => ({ id: c.call_id, type: 'function', function: { name: c.name, arguments: c.arguments } })),
+    ['get_weather', 'get_time']);
+  const answer = await client.responses.create({
+    model, previous_response_id: first.id, tools: flat, temperature: 0, max_output_tokens: 16,
+    input: calls.map((c) => ({ type: 'function_call_output', call_id: c.call_id, output: '{"temperature": -3}' })),
+  });
+  assert.ok(answer.usage.input_tokens > first.usage.input_tokens, 'the call and its output are in the prompt');
+  let streamedCalls = 0;
+  for await (const event of await client.responses.create({
+    model, input: 'Weather?', tools: flat, tool_choice: 'required', temperature: 0, max_output_tokens: 400, stream: true,
+  })) {
+    if (event.type === 'response.output_item.done' && event.item.type === 'function_call') ++streamedCalls;
+  }
+  assert.ok(streamedCalls > 0);
+});
