@@ -56,14 +56,7 @@ using testing::shell_quote;
 class LlamaCppOracle : public ::testing::TestWithParam<OracleCase> {
  protected:
   void SetUp() override {
-    if (std::system("node -e 'process.exit(Number(process.versions.node.split(\".\")[0]) >= 20 ? 0 : 1)' "
-                    ">/dev/null 2>&1") != 0) {
-      GTEST_SKIP() << "Node.js 20 or newer is absent (node-llama-cpp needs it)";
-    }
-    if (!fs::exists(fs::path(npm_dir()) / "node-llama-cpp/package.json")) {
-      GTEST_SKIP() << "node-llama-cpp is absent from " << npm_dir()
-                   << ": run `npm ci` in tests/npm (or set TESSERA_NPM_DIR)";
-    }
+    if (const std::string missing = testing::node_llama_cpp_missing(); !missing.empty()) GTEST_SKIP() << missing;
     dir_ = fs::path(::testing::TempDir()) / ("oracle-" + std::to_string(getpid()) + "-" + GetParam().name);
     fs::create_directories(dir_);
   }

@@ -2,13 +2,8 @@
 // completions, chat, streaming, and the error cases with their statuses and params.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
-
-// The openai package lives in tests/npm, not beside this file.
-const require = createRequire(`${process.env.TESSERA_NPM_DIR}/package.json`);
-const mod = await import(pathToFileURL(require.resolve('openai')).href);
-const OpenAI = mod.OpenAI ?? mod.default?.OpenAI ?? mod.default;
+import { OpenAI, post, require } from './client_helpers.mjs';
 
 const baseURL = `${process.env.TESSERA_URL}/v1`;
 const client = new OpenAI({ baseURL, apiKey: process.env.TESSERA_API_KEY, maxRetries: 0 });
@@ -136,15 +131,6 @@ test('unknown model is 404, long prompt 400, bad key 401', async () => {
 // vLLM's token endpoints sit beside /v1 (the client has no method for them): a prompt's
 // ids, as many as the completion reports as prompt_tokens, and its text back.
 test('tokenize and detokenize round trip', async () => {
-  const post = async (path, body) => {
-    const r = await fetch(`${process.env.TESSERA_URL}${path}`, {
-      method: 'POST',
-      headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${process.env.TESSERA_API_KEY}` },
-      body: JSON.stringify(body),
-    });
-    assert.equal(r.status, 200);
-    return r.json();
-  };
   const prompt = 'Once upon a time';
   const t = await post('/tokenize', { model, prompt });
   const completion = await client.completions.create({ ...greedy, prompt, max_tokens: 1 });

@@ -5,12 +5,9 @@
 // a whole round trip (call, tool result, answer) renders the history into the prompt.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
+import { OpenAI, post, require } from './client_helpers.mjs';
 
-const require = createRequire(`${process.env.TESSERA_NPM_DIR}/package.json`);
-const openai = await import(pathToFileURL(require.resolve('openai')).href);
-const OpenAI = openai.OpenAI ?? openai.default?.OpenAI ?? openai.default;
 const ajvModule = await import(pathToFileURL(require.resolve('ajv')).href);
 const Ajv = ajvModule.default?.default ?? ajvModule.default;
 
@@ -60,15 +57,6 @@ function checkCalls(calls, names) {
   }
 }
 
-async function post(path, body) {
-  const r = await fetch(`${process.env.TESSERA_URL}${path}`, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${process.env.TESSERA_API_KEY}` },
-    body: JSON.stringify(body),
-  });
-  assert.equal(r.status, 200);
-  return r.json();
-}
 
 async function renderedPrompt(body) {
   const { tokens } = await post('/tokenize', { model, ...body });
