@@ -97,11 +97,6 @@ std::vector<std::string> echo_texts(const Engine& engine, const std::vector<std:
   return out;
 }
 
-// Counts a response as in flight for as long as the returned token lives.
-std::shared_ptr<void> in_flight_token(const ApiContext& ctx) {
-  ++*ctx.in_flight;
-  return std::shared_ptr<void>(nullptr, [n = ctx.in_flight](void*) { --*n; });
-}
 
 // The choices a completion asks for (prompts x n), counted before any prompt is tokenized.
 void check_generation_choices(const ApiContext& ctx, Endpoint endpoint, const json& body, int32_t n) {
@@ -193,6 +188,11 @@ json model_json(const ApiContext& ctx) {
 }
 
 }  // namespace
+
+std::shared_ptr<void> in_flight_token(const ApiContext& ctx) {
+  ++*ctx.in_flight;
+  return std::shared_ptr<void>(nullptr, [n = ctx.in_flight](void*) { --*n; });
+}
 
 StartedChat start_chat(const ApiContext& ctx, const json& chat_body) {
   Prepared p = prepare_generation(ctx, Endpoint::CHAT, chat_body);

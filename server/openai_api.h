@@ -52,6 +52,10 @@ void check_choices(const ApiContext& ctx, int64_t choices, const std::string& pa
 std::shared_ptr<GenerationJob> start_job(const ApiContext& ctx, std::vector<RequestParams> choices,
                                          std::optional<int32_t> logprobs);
 
+// Counts a response as in flight (HttpServer::stop() lets it end properly) for as long as
+// the returned token lives.
+std::shared_ptr<void> in_flight_token(const ApiContext& ctx);
+
 // A chat generation from a chat-completions body, checked and started (the queue's 503,
 // a bad parameter's 400 as for /v1/chat/completions): what /v1/responses runs.
 struct StartedChat {

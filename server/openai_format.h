@@ -26,12 +26,12 @@ struct ResponseMeta {
   bool logprobs = false;
   // Chat with tools: the format replies are split into content and tool calls in (the
   // handler fills ChoiceDelta::tool_calls).
-  std::optional<ToolCallFormat> tool_format;
+  std::optional<ToolCallFormat> tool_format = std::nullopt;
   // Completions with best_of: the samples per prompt the n best are chosen from (0: none).
   int32_t best_of = 0;
   // Chat with a reasoning template: replies split into reasoning_content and content (the
   // value: whether the prompt opened the block).
-  std::optional<bool> reasoning;
+  std::optional<bool> reasoning = std::nullopt;
 };
 
 // A fresh response id with the endpoint's prefix.

@@ -225,7 +225,10 @@ json usage_of(const RequestStats& s) {
           {"total_tokens", s.prompt_tokens + s.completion_tokens}};
 }
 
-std::string status_of(const ChoiceDelta& c) { return c.finish_reason == TSR_FINISH_LENGTH ? "incomplete" : "completed"; }
+// max_tokens: incomplete; a shutdown's cancel: cancelled.
+std::string status_of(tsr_finish_reason reason) {
+  return reason == TSR_FINISH_LENGTH ? "incomplete" : reason == TSR_FINISH_ABORT ? "cancelled" : "completed";
+}
 
 void check_finish(const ChoiceDelta& c) {
   if (c.finish_reason == TSR_FINISH_ERROR) throw ApiError(500, "generation failed: " + c.error, "server_error");
@@ -396,9 +399,9 @@ class ResponseEvents {
     }
     conversation_.push_back(out.message);
     if (head_.store) store_.put(head_.id, conversation_);
-    const std::string status = last.finish_reason == TSR_FINISH_LENGTH ? "incomplete" : "completed";
+    const std::string status = status_of(last.finish_reason);
     json r = response_object(head_, status, output_, usage_of(stats_), last.finish_reason);
-    if (!emit(sink, {{"type", status == "completed" ? "response.completed" : "response.incomplete"}, {"response", r}})) return false;
+    if (!emit(sink, {{"type", "response." + status}, {"response", r}})) return false;
     sink.done();
     return true;
   }
@@ -444,6 +447,7 @@ void handle_responses(const ApiContext& ctx, ResponseStore& store, const httplib
     conversation.erase(conversation.begin());  // instructions do not carry over to a next response
   }
   StartedChat started = start_chat(ctx, chat);
+  auto in_flight = in_flight_token(ctx);
   ResponseHead head{new_id("resp_"), unix_now(), ctx.model_id, body, get_bool(body, "store").value_or(true)};
   if (started.stream) {
     auto events = std::make_shared<ResponseEvents>(std::move(started), std::move(head), std::move(conversation), store,
@@ -452,7 +456,7 @@ void handle_responses(const ApiContext& ctx, ResponseStore& store, const httplib
     res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider(
         "text/event-stream", [events](size_t, httplib::DataSink& sink) { return events->pump(sink); },
-        [events](bool success) {
+        [events, in_flight](bool success) {
           if (!success) events->cancel();
         });
     return;
@@ -461,7 +465,7 @@ void handle_responses(const ApiContext& ctx, ResponseStore& store, const httplib
   Output out = output_of(reply);
   conversation.push_back(out.message);
   if (head.store) store.put(head.id, conversation);
-  res.set_content(dump(response_object(head, status_of(reply), std::move(out.items), usage_of(reply.stats), reply.finish_reason)),
+  res.set_content(dump(response_object(head, status_of(reply.finish_reason), std::move(out.items), usage_of(reply.stats), reply.finish_reason)),
                   "application/json");
 }
 
