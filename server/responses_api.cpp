@@ -443,9 +443,7 @@ void handle_responses(const ApiContext& ctx, ResponseStore& store, const httplib
   }
   json chat = chat_body(body, history);
   json conversation = chat["messages"];
-  if (!conversation.empty() && body.contains("instructions") && conversation.front()["role"] == "system") {
-    conversation.erase(conversation.begin());  // instructions do not carry over to a next response
-  }
+  if (get_string(body, "instructions")) conversation.erase(conversation.begin());  // they do not carry over
   StartedChat started = start_chat(ctx, chat);
   auto in_flight = in_flight_token(ctx);
   ResponseHead head{new_id("resp_"), unix_now(), ctx.model_id, body, get_bool(body, "store").value_or(true)};
