@@ -20,28 +20,24 @@ GenerationJob::GenerationJob(Engine& engine, std::vector<RequestParams> choices,
                              FinishHook on_finished, std::function<void(int32_t)> on_refused)
     : engine_(engine), shared_(std::make_shared<Shared>()) {
   const auto n = static_cast<int32_t>(choices.size());
+  std::vector<OutputCallback> callbacks;
   for (int32_t i = 0; i < n; ++i) {
     std::shared_ptr<LogprobCollector> collector;
     if (logprobs) {
       collector = std::make_shared<LogprobCollector>(*logprobs);
       choices[size_t(i)].on_logits = [collector](std::span<const float> row) { collector->on_logits(row); };
     }
-    {
-      std::lock_guard lock(shared_->mutex);
-      ++shared_->unfinished;
-    }
-    try {
-      ids_.push_back(engine.submit(std::move(choices[size_t(i)]), choice_callback(shared_, i, collector, on_finished)));
-    } catch (const Error& e) {
-      {
-        std::lock_guard lock(shared_->mutex);
-        --shared_->unfinished;
-      }
-      on_refused(n - i);
-      cancel();
-      if (e.status() == TSR_STATUS_DEVICE_ERROR) throw ApiError(500, e.what(), "server_error", "", "engine_failed");
-      throw ApiError(400, e.what(), "invalid_request_error");
-    }
+    callbacks.push_back(choice_callback(shared_, i, collector, on_finished));
+  }
+  shared_->unfinished = n;
+  try {
+    // All at once: one step admits them, so the choices of a prompt group fork its prompt.
+    ids_ = engine.submit_all(std::move(choices), std::move(callbacks));
+  } catch (const Error& e) {
+    shared_->unfinished = 0;
+    on_refused(n);
+    if (e.status() == TSR_STATUS_DEVICE_ERROR) throw ApiError(500, e.what(), "server_error", "", "engine_failed");
+    throw ApiError(400, e.what(), "invalid_request_error");
   }
 }
 

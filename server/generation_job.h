@@ -41,9 +41,9 @@ using FinishHook = std::function<void(const RequestOutput&)>;
 
 class GenerationJob {
  public:
-  // Submits every choice. When the engine refuses one, the submitted ones are cancelled
-  // and the engine's reason is thrown as a 400 ApiError; `on_finished` still runs for
-  // each submitted choice, and `on_refused(k)` for the k that were never submitted.
+  // Submits every choice at once (Engine::submit_all). When the engine refuses one, none
+  // is submitted, `on_refused(n)` runs, and the engine's reason is thrown as a 400 ApiError
+  // (500 once the engine has failed); else `on_finished` runs for each as it finishes.
   GenerationJob(Engine& engine, std::vector<RequestParams> choices, std::optional<int32_t> logprobs,
                 FinishHook on_finished, std::function<void(int32_t)> on_refused);
   ~GenerationJob();  // cancels unfinished choices: nobody waits for them any more

@@ -181,6 +181,7 @@ struct Engine::Impl {
   void fork_followers(Request& leader, std::span<const float> row, Clock::time_point now,
                       std::vector<Request*>& touched);
   void release_orphans();
+  void check(const RequestParams& params) const;
   void propose_drafts();
   void deliver(std::vector<Request*>& touched);
   void publish_stats();
@@ -707,34 +708,52 @@ Pooling Engine::pooling() const { return impl_->model->hparams().pooling; }
 
 int32_t Engine::embedding_width() const { return impl_->model->hparams().n_embd; }
 
+// Throws tsr::Error naming what the engine cannot take of `params`.
+void Engine::Impl::check(const RequestParams& params) const {
+  if (params.prompt.empty()) throw Error("the prompt is empty");
+  if (static_cast<int32_t>(params.prompt.size()) >= n_ctx) {
+    throw Error("the prompt has " + std::to_string(params.prompt.size()) +
+                " tokens; the context holds " + std::to_string(n_ctx) + " (prompt and output)");
+  }
+  for (int32_t t : params.prompt) {
+    if (t < 0 || t >= tokenizer->n_tokens()) throw Error("prompt token id " + std::to_string(t) + " is out of range");
+  }
+  if (params.max_tokens < 1) throw Error("max_tokens must be >= 1");
+  if (params.min_tokens < 0) throw Error("min_tokens must be >= 0");
+  if (params.constraint) grammars->check_kind(params.constraint->kind);
+  if (params.embed) check_embedding(params);
+  SamplerChain validate(params.sampling);  // throws naming a bad sampling parameter
+  for (const LogitBias& b : params.sampling.logit_bias) {
+    if (b.token >= tokenizer->n_tokens()) throw Error("logit_bias token id " + std::to_string(b.token) + " is out of range");
+  }
+}
+
 RequestId Engine::submit(RequestParams params, OutputCallback on_output) {
+  std::vector<RequestParams> one;
+  one.push_back(std::move(params));
+  std::vector<OutputCallback> callbacks;
+  callbacks.push_back(std::move(on_output));
+  return submit_all(std::move(one), std::move(callbacks)).front();
+}
+
+std::vector<RequestId> Engine::submit_all(std::vector<RequestParams> params, std::vector<OutputCallback> on_output) {
   Impl& m = *impl_;
   if (std::optional<std::string> why = failure()) {
     throw Error("the engine serves no more requests: " + *why, TSR_STATUS_DEVICE_ERROR);
   }
-  if (params.prompt.empty()) throw Error("the prompt is empty");
-  if (static_cast<int32_t>(params.prompt.size()) >= m.n_ctx) {
-    throw Error("the prompt has " + std::to_string(params.prompt.size()) +
-                " tokens; the context holds " + std::to_string(m.n_ctx) + " (prompt and output)");
-  }
-  for (int32_t t : params.prompt) {
-    if (t < 0 || t >= m.tokenizer->n_tokens()) throw Error("prompt token id " + std::to_string(t) + " is out of range");
-  }
-  if (params.max_tokens < 1) throw Error("max_tokens must be >= 1");
-  if (params.min_tokens < 0) throw Error("min_tokens must be >= 0");
-  if (params.constraint) m.grammars->check_kind(params.constraint->kind);
-  if (params.embed) check_embedding(params);
-  SamplerChain validate(params.sampling);  // throws naming a bad sampling parameter
-  for (const LogitBias& b : params.sampling.logit_bias) {
-    if (b.token >= m.tokenizer->n_tokens()) throw Error("logit_bias token id " + std::to_string(b.token) + " is out of range");
-  }
-  const RequestId id = m.next_id++;
+  if (on_output.size() != params.size()) throw Error("submit_all: one callback per request", TSR_STATUS_INVALID_ARGUMENT);
+  for (const RequestParams& p : params) m.check(p);
+  std::vector<RequestId> ids;
   {
-    std::lock_guard lock(m.inbox_mutex);
-    m.inbox.push_back({id, std::move(params), std::move(on_output), Clock::now()});
+    std::lock_guard lock(m.inbox_mutex);  // one step admits them all
+    const Clock::time_point now = Clock::now();
+    for (size_t i = 0; i < params.size(); ++i) {
+      ids.push_back(m.next_id++);
+      m.inbox.push_back({ids.back(), std::move(params[i]), std::move(on_output[i]), now});
+    }
   }
   m.inbox_cv.notify_one();
-  return id;
+  return ids;
 }
 
 void Engine::compile_constraint(const ConstraintSpec& spec) { impl_->grammars->get(spec); }

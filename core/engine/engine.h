@@ -88,6 +88,10 @@ class Engine {
   // tsr::Error for an empty prompt or one that leaves no room in the context, and (status
   // TSR_STATUS_DEVICE_ERROR) once the engine has failed.
   RequestId submit(RequestParams params, OutputCallback on_output);
+  // Queues every request or, when one is refused (thrown as submit() throws), none; one step
+  // admits them all, so that the choices of a prompt group meet before its prompt is
+  // computed. `on_output` holds one callback per request.
+  std::vector<RequestId> submit_all(std::vector<RequestParams> params, std::vector<OutputCallback> on_output);
   // Finishes the request as "abort" at the next step; unknown or finished ids are ignored.
   void cancel(RequestId id);
 
