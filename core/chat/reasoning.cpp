@@ -3,32 +3,12 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/chat/reply_text.h"
+
 namespace tsr {
 
-namespace {
-
-constexpr std::string_view kSpace = " \t\r\n";
-
-std::string_view trim_left(std::string_view s) {
-  const size_t i = s.find_first_not_of(kSpace);
-  return i == std::string_view::npos ? std::string_view() : s.substr(i);
-}
-
-std::string_view trim(std::string_view s) {
-  s = trim_left(s);
-  const size_t i = s.find_last_not_of(kSpace);
-  return i == std::string_view::npos ? std::string_view() : s.substr(0, i + 1);
-}
-
-// Where `text` ends with a proper prefix of `marker`: its offset; else text.size().
-size_t partial_at_end(std::string_view text, std::string_view marker) {
-  for (size_t k = std::min(marker.size() - 1, text.size()); k > 0; --k) {
-    if (text.ends_with(marker.substr(0, k))) return text.size() - k;
-  }
-  return text.size();
-}
-
-}  // namespace
+using reply_text::trim;
+using reply_text::trim_left;
 
 bool template_has_reasoning(std::string_view template_text) {
   return template_text.find(kThinkOpen) != std::string_view::npos &&
@@ -79,7 +59,7 @@ ReasoningSplit ReasoningStream::push(std::string_view text) {
     inside_ = false;
     return out;
   }
-  const size_t keep = partial_at_end(held_, kThinkClose);
+  const size_t keep = reply_text::partial_marker(held_, kThinkClose);
   out.reasoning = held_.substr(0, keep);
   held_.erase(0, keep);
   return out;

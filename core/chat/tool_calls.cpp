@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <optional>
 
+#include "core/chat/reply_text.h"
+
 namespace tsr {
 
 namespace {
@@ -13,13 +15,8 @@ using nlohmann::ordered_json;
 
 constexpr std::string_view kHermesBegin = "<tool_call>", kHermesEnd = "</tool_call>";
 constexpr std::string_view kPythonTag = "<|python_tag|>", kMistralMarker = "[TOOL_CALLS]";
-constexpr std::string_view kSpace = " \t\r\n";
-
-std::string_view trim(std::string_view s) {
-  const size_t first = s.find_first_not_of(kSpace);
-  if (first == std::string_view::npos) return {};
-  return s.substr(first, s.find_last_not_of(kSpace) - first + 1);
-}
+using reply_text::kSpace;
+using reply_text::trim;
 
 // The end of the JSON object or array that opens `s` at `pos` (one past its closing
 // bracket), or npos when it is not closed: brackets counted outside strings, so an
@@ -113,14 +110,6 @@ ParsedReply parse_mistral(std::string_view text) {
     out.calls.push_back(std::move(*call));
   }
   return out;
-}
-
-// Where `text` ends with a proper prefix of `marker`, the offset of that prefix; else npos.
-size_t partial_marker(std::string_view text, std::string_view marker) {
-  for (size_t k = std::min(marker.size() - 1, text.size()); k > 0; --k) {
-    if (text.ends_with(marker.substr(0, k))) return text.size() - k;
-  }
-  return std::string_view::npos;
 }
 
 // llama3 and mistral: a reply that opens with the call syntax (or is only white space so
@@ -222,8 +211,7 @@ size_t tool_call_start(ToolCallFormat format, std::string_view text) {
     case ToolCallFormat::HERMES: {
       const size_t begin = text.find(kHermesBegin);
       if (begin != std::string_view::npos) return begin;
-      const size_t partial = partial_marker(text, kHermesBegin);
-      return partial == std::string_view::npos ? text.size() : partial;
+      return reply_text::partial_marker(text, kHermesBegin);
     }
     case ToolCallFormat::LLAMA3: return leading_call_start(text, '{', kPythonTag);
     case ToolCallFormat::MISTRAL: return leading_call_start(text, '[', kMistralMarker);
