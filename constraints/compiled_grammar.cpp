@@ -1,6 +1,7 @@
 #include "constraints/compiled_grammar.h"
 
 #include <cstring>
+#include <vector>
 
 #include "constraints/errors.h"
 #include "constraints/internal/gbnf.h"
@@ -39,6 +40,11 @@ void CompiledGrammar::fill_mask(int32_t state, uint32_t* bitmask) {
   std::memcpy(bitmask, recognizer_.mask(state), vocab_->mask_words() * sizeof(uint32_t));
 }
 
+size_t CompiledGrammar::bytes() const {
+  std::lock_guard lock(mutex_);
+  return sizeof(*this) + grammar_.bytes() + recognizer_.bytes();
+}
+
 std::shared_ptr<CompiledGrammar> compile(ConstraintKind kind, std::string_view text,
                                          std::shared_ptr<const Vocabulary> vocab,
                                          std::shared_ptr<const TokenTrie> trie) {
@@ -50,7 +56,10 @@ std::shared_ptr<CompiledGrammar> compile(ConstraintKind kind, std::string_view t
     case ConstraintKind::json_object: gbnf = json_schema_to_gbnf(R"({"type": "object"})"); break;
     case ConstraintKind::tool_call: gbnf = tool_call_to_gbnf(text); break;
   }
-  return std::make_shared<CompiledGrammar>(parse_gbnf(gbnf), std::move(vocab), std::move(trie));
+  auto compiled = std::make_shared<CompiledGrammar>(parse_gbnf(gbnf), std::move(vocab), std::move(trie));
+  std::vector<uint32_t> mask(compiled->vocab().mask_words());
+  compiled->fill_mask(compiled->initial_state(), mask.data());
+  return compiled;
 }
 
 }  // namespace tsr::constraints

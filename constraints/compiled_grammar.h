@@ -28,19 +28,24 @@ class CompiledGrammar {
   int32_t step_bytes(int32_t state, std::string_view bytes);
   bool can_terminate(int32_t state);
   void fill_mask(int32_t state, uint32_t* bitmask);
+  // The heap memory this grammar holds now, its caches included but not the vocabulary
+  // and trie it shares.
+  size_t bytes() const;
 
  private:
   Grammar grammar_;
   std::shared_ptr<const Vocabulary> vocab_;
   std::shared_ptr<const TokenTrie> trie_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   Recognizer recognizer_;
 };
 
 // Compiles a GBNF grammar, a regex (whole-output match), a JSON Schema (JSON text),
 // for json_object any JSON object (`text` ignored), or function calls (tool_call: a spec
 // as internal/tool_call.h describes). Throws CompileError naming the
-// unsupported feature, or for a grammar whose language is empty.
+// unsupported feature, or for a grammar whose language is empty. The initial state's mask
+// is computed here, within the compile's budget (compile_budget.h), so that a grammar
+// whose masks cost too much fails to compile rather than stalling a request's first step.
 std::shared_ptr<CompiledGrammar> compile(ConstraintKind kind, std::string_view text,
                                          std::shared_ptr<const Vocabulary> vocab,
                                          std::shared_ptr<const TokenTrie> trie);

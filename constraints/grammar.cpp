@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "constraints/compile_budget.h"
 #include "constraints/errors.h"
+#include "constraints/footprint.h"
 
 namespace tsr::constraints {
 
@@ -11,8 +13,17 @@ uint32_t Grammar::add_state() {
     throw CompileError("grammar too large (over " + std::to_string(kMaxStates) +
                        " automaton states; reduce repetition bounds)");
   }
+  CompileBudget::charge(1);
   states_.emplace_back();
   return static_cast<uint32_t>(states_.size() - 1);
+}
+
+size_t Grammar::bytes() const {
+  size_t n = heap_bytes(states_) + heap_bytes(rules_) + heap_bytes(chains_) + heap_bytes(chain_of_) +
+             heap_bytes(rule_ids_);
+  for (const NfaState& q : states_) n += heap_bytes(q.edges);
+  for (const Rule& r : rules_) n += 2 * heap_bytes(r.name);  // and its copy in rule_ids_
+  return n;
 }
 
 void Grammar::add_byte_edge(uint32_t from, uint8_t lo, uint8_t hi, uint32_t to) {

@@ -45,7 +45,8 @@ struct Rule {
 
 class Grammar {
  public:
-  // Grammars larger than this are refused: they come from huge repetition counts.
+  // Grammars larger than this are refused, before the state past it is made: they come
+  // from huge repetition counts.
   static constexpr size_t kMaxStates = 4'000'000;
 
   uint32_t add_state();
@@ -83,6 +84,8 @@ class Grammar {
   uint32_t root() const { return root_; }
   size_t n_states() const { return states_.size(); }
   size_t n_rules() const { return rules_.size(); }
+  // The heap memory held (an estimate: footprint.h).
+  size_t bytes() const;
 
  private:
   void validate() const;

@@ -3,10 +3,12 @@
 // kinds it serves. Header-only, for plugin targets (which link tessera_sdk).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
 
+#include "constraints/compile_budget.h"
 #include "constraints/compiled_grammar.h"
 #include "constraints/errors.h"
 #include "constraints/matcher.h"
@@ -63,10 +65,21 @@ struct LibraryConstraint {
                                           std::string_view text) {
     try {
       return tsr::constraints::compile(constraint_kind(kind), text, v->vocab, v->trie);
+    } catch (const CompileStopped& e) {
+      throw sdk::Failure(TSR_STATUS_CANCELLED, e.what());
     } catch (const CompileError& e) {
       throw sdk::Failure(e.unsupported() ? TSR_STATUS_UNSUPPORTED : TSR_STATUS_INVALID_ARGUMENT,
                          e.what());
     }
+  }
+
+  // Under the host's limits: the compilers charge their work to a budget that asks
+  // should_stop (compile_budget.h).
+  static std::shared_ptr<Grammar> compile(const std::shared_ptr<Vocab>& v, std::string_view kind,
+                                          std::string_view text,
+                                          const std::function<bool()>& should_stop) {
+    const CompileBudget budget(should_stop);
+    return compile(v, kind, text);
   }
 
   static Matcher matcher_create(const std::shared_ptr<Grammar>& g) { return Matcher(g); }

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "constraints/compile_budget.h"
+#include "constraints/footprint.h"
+
 namespace tsr::constraints {
 
 Recognizer::Recognizer(const Grammar& grammar, const Vocabulary& vocab, const TokenTrie& trie)
@@ -34,7 +37,9 @@ int32_t Recognizer::close_and_intern(std::vector<uint32_t>& work) {
     epoch_ = 1;
   }
   State st;
+  size_t expanded = 0;
   while (!work.empty()) {
+    ++expanded;
     uint32_t n = work.back();
     work.pop_back();
     if (n >= visit_mark_.size()) visit_mark_.resize(nodes_.size() * 2 + 16, 0);
@@ -57,6 +62,7 @@ int32_t Recognizer::close_and_intern(std::vector<uint32_t>& work) {
       }
     }
   }
+  CompileBudget::charge(expanded);
   if (st.stacks.empty() && !st.can_terminate) return kDead;
   std::sort(st.stacks.begin(), st.stacks.end());
   std::string key(reinterpret_cast<const char*>(st.stacks.data()), st.stacks.size() * 4);
@@ -67,6 +73,7 @@ int32_t Recognizer::close_and_intern(std::vector<uint32_t>& work) {
 }
 
 int32_t Recognizer::compute_step(int32_t state, uint8_t byte) {
+  CompileBudget::charge(states_[state].stacks.size());
   std::vector<uint32_t> seeds;
   for (uint32_t n : states_[state].stacks) {
     StackNode sn = nodes_[n];
@@ -169,6 +176,7 @@ int32_t Recognizer::resume_state(uint32_t stack) {
 
 // The tokens below trie node `root` whose bytes after root's can follow state `from`.
 void Recognizer::walk_subtrie(int32_t from, uint32_t root, uint32_t* words) {
+  CompileBudget::charge(trie_.skip[root] - root);  // at most: dead bytes skip their subtrees
   walk_states_[trie_.depth[root]] = from;
   for (uint32_t i = root + 1; i < trie_.skip[root];) {
     int32_t next = step(walk_states_[trie_.depth[i] - 1], trie_.byte[i]);
@@ -311,6 +319,7 @@ const Portion& Recognizer::first_byte_walk(int32_t state, uint32_t root) {
 
 // Trie node `root` and its subtree, `state` being where root's bytes lead.
 void Recognizer::walk_below(int32_t state, uint32_t root, size_t longer_than, Portion& out) {
+  CompileBudget::charge(trie_.skip[root] - root);
   auto record = [&](uint32_t i, int32_t s) {
     if (trie_.depth[i] <= longer_than) return;
     if (!states_[s].stacks.empty()) {
@@ -334,6 +343,22 @@ void Recognizer::walk_below(int32_t state, uint32_t root, size_t longer_than, Po
     record(i, next);
     ++i;
   }
+}
+
+size_t Recognizer::bytes() const {
+  size_t n = heap_bytes(nodes_) + heap_bytes(node_ids_) + heap_bytes(visit_mark_) + heap_bytes(states_) +
+             heap_bytes(state_ids_) + heap_bytes(masks_) + heap_bytes(portions_) + heap_bytes(portion_frames_) +
+             heap_bytes(resume_) + heap_bytes(first_byte_walks_) + heap_bytes(walk_states_);
+  for (const State& st : states_) n += heap_bytes(st.stacks) + (st.next ? 256 * sizeof(int32_t) : 0);
+  for (const auto& [key, id] : state_ids_) n += heap_bytes(key);
+  for (const std::vector<uint32_t>& m : masks_) n += heap_bytes(m);
+  for (const auto& [top, p] : portions_) n += portion_bytes(p);
+  for (const auto& [key, p] : first_byte_walks_) n += portion_bytes(p);
+  return n;
+}
+
+size_t Recognizer::portion_bytes(const Portion& p) {
+  return heap_bytes(p.words) + heap_bytes(p.ids) + heap_bytes(p.exits);
 }
 
 }  // namespace tsr::constraints

@@ -46,6 +46,11 @@ class Recognizer {
   const uint32_t* mask(int32_t state);
 
   size_t n_states() const { return states_.size(); }
+  // The heap memory held: configurations, their step tables and the caches (an estimate:
+  // footprint.h). The mask and portion caches start over at their bounds below, about
+  // 3 x 4096 masks (192 MiB for a 128k vocabulary) at most; the configurations are not
+  // bounded: each new one is kept for the grammar's life.
+  size_t bytes() const;
 
  private:
   static constexpr int32_t kUnknown = -2;
@@ -74,6 +79,7 @@ class Recognizer {
   static constexpr size_t kMaxSharedStates = 1024;  // larger portions are grammar-specific
 
   bool too_small(const Portion& p) const;
+  static size_t portion_bytes(const Portion& p);
 
   uint32_t node(uint32_t nfa_state, uint32_t parent);
   bool is_tail(uint32_t nfa_state) const;

@@ -1,0 +1,25 @@
+#include "constraints/compile_budget.h"
+
+namespace tsr::constraints {
+
+namespace {
+thread_local CompileBudget* t_budget = nullptr;
+}  // namespace
+
+CompileBudget::CompileBudget(std::function<bool()> should_stop)
+    : should_stop_(std::move(should_stop)), outer_(t_budget) {
+  t_budget = this;
+}
+
+CompileBudget::~CompileBudget() { t_budget = outer_; }
+
+void CompileBudget::charge(size_t units) {
+  CompileBudget* b = t_budget;
+  if (b == nullptr) return;
+  b->units_ += units;
+  if (b->units_ < kPollUnits) return;
+  b->units_ = 0;
+  if (b->should_stop_()) throw CompileStopped();
+}
+
+}  // namespace tsr::constraints
