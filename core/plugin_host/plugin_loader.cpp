@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
 // Backend tables are checked by abi_host (backend_table.h, backend_1x.h).
 constexpr size_t kDescSizeV1_0 = sizeof(tsr_plugin_desc);
 constexpr size_t kDraftIfaceSizeV1_0 = sizeof(tsr_draft_iface);
-constexpr size_t kConstraintIfaceSizeV1_1 = sizeof(tsr_constraint_iface);  // new in 1.1
+constexpr size_t kConstraintIfaceSizeV1_1 = TSR_CONSTRAINT_IFACE_SIZE_V1_1;  // new in 1.1
 constexpr size_t kQuantIfaceSizeV1_1 = sizeof(tsr_quant_iface);            // new in 1.1
 
 struct Plugin::Library {

@@ -70,6 +70,17 @@ TSR_ABI_PIN_SIZE(tsr_vocab_desc, 48);
  * set iff token id may come next. */
 #define TSR_MASK_WORDS(n_tokens) (((size_t)(n_tokens) + 31u) / 32u)
 
+/* Added in 2.3: the limits of one grammar_compile_limited call. */
+typedef struct tsr_compile_limits {
+  size_t struct_size;
+  /* Nonzero once the compile must stop (its time budget ran out, the host shuts down).
+   * Cheap (a clock read); called from the compiling thread only. */
+  int32_t (*should_stop)(void* ctx);
+  void* ctx;
+  const tsr_ext_header* next; /* can be NULL */
+} tsr_compile_limits;
+TSR_ABI_PIN_SIZE(tsr_compile_limits, 32);
+
 typedef struct tsr_constraint_iface {
   size_t struct_size;
   /* The constraint kinds this plugin compiles, comma-separated (e.g.
@@ -117,8 +128,26 @@ typedef struct tsr_constraint_iface {
    * to `buf` and their count to *len (0: nothing forced). Does not advance the matcher. */
   tsr_status (*matcher_forced_bytes)(tsr_matcher* matcher, char* buf, size_t capacity,
                                      size_t* len, tsr_error** error);
+
+  /* Added in 2.3; both optional (NULL, or absent from a shorter table: the host then calls
+   * grammar_compile without limits and counts a grammar's bytes as unknown). */
+
+  /* grammar_compile under the host's limits: the plugin polls limits->should_stop from the
+   * compiling thread at least every few milliseconds of work, and once it returns nonzero
+   * fails the compile with TSR_STATUS_CANCELLED (the host says which limit ran out). */
+  tsr_status (*grammar_compile_limited)(tsr_constraint_vocab* vocab, const char* kind,
+                                        const char* text, size_t text_len,
+                                        const tsr_compile_limits* limits,
+                                        tsr_grammar** out, tsr_error** error);
+  /* The memory the grammar holds now, in bytes: its automaton and whatever caches it has
+   * filled since (they grow as matchers run, within bounds the plugin keeps), but not what
+   * it shares with other grammars (the vocab). The host bounds its cache of compiled
+   * grammars by these. Thread-safe, also while matchers of the grammar run. */
+  size_t (*grammar_bytes)(const tsr_grammar* grammar);
 } tsr_constraint_iface;
-TSR_ABI_PIN_SIZE(tsr_constraint_iface, 120);
+TSR_ABI_PIN_SIZE(tsr_constraint_iface, 136);
+/* The size of a 1.1 ... 2.2 table. */
+#define TSR_CONSTRAINT_IFACE_SIZE_V1_1 TSR_SIZE_THROUGH(tsr_constraint_iface, matcher_forced_bytes)
 
 #ifdef __cplusplus
 }

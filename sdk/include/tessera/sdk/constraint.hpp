@@ -19,6 +19,14 @@
 //   bool is_terminated() const;
 //   bool can_terminate() const;
 //   size_t forced_bytes(std::span<char> buf);    // optional: enables matcher_forced_bytes
+// Optional, ABI 2.3:
+//   // compile under the host's limits: poll should_stop() in long loops (every millisecond
+//   // or so) and throw sdk::Failure(TSR_STATUS_CANCELLED, ...) once it is true; enables
+//   // grammar_compile_limited
+//   static std::shared_ptr<Grammar> compile(const std::shared_ptr<Vocab>&, std::string_view kind,
+//                                           std::string_view text,
+//                                           const std::function<bool()>& should_stop);
+//   size_t Grammar::bytes() const;  // memory held now, caches included; enables grammar_bytes
 //
 // The generated entries keep objects alive in the order the ABI promises (a matcher keeps
 // its grammar, a grammar its vocab), check handles, sizes and kinds, and turn every
@@ -26,6 +34,7 @@
 #pragma once
 
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -79,6 +88,9 @@ class ConstraintPlugin {
         grammar_compile, grammar_destroy, matcher_create, matcher_destroy, matcher_fork,
         matcher_fill_mask, matcher_accept, matcher_rollback, matcher_is_terminated,
         matcher_can_terminate, forced_bytes_entry(),
+#if TSR_SDK_ABI_AT_LEAST(2, 3)
+        compile_limited_entry(), grammar_bytes_entry(),
+#endif
     };
     return t;
   }
@@ -109,21 +121,75 @@ class ConstraintPlugin {
   static tsr_status grammar_compile(tsr_constraint_vocab* v, const char* kind, const char* text,
                                     size_t text_len, tsr_grammar** out, tsr_error** error) {
     return boundary(error, [&] {
-      VocabBox& box = object<VocabBox>(v, "grammar_compile: vocab");
-      require(out != nullptr, "grammar_compile: out is NULL");
-      require(kind != nullptr, "grammar_compile: kind is NULL");
-      require(text != nullptr || text_len == 0, "grammar_compile: text is NULL");
-      if (!kind_listed(Impl::kKinds, kind)) {
-        throw Failure(TSR_STATUS_UNSUPPORTED, std::string("constraint kind '") + kind +
-                                                  "' is not one this plugin compiles (" +
-                                                  Impl::kKinds + ")");
-      }
-      auto grammar = Impl::compile(box.vocab, kind, std::string_view(text, text_len));
-      *out = to_handle<tsr_grammar>(new GrammarBox{std::move(grammar), box.mask_words});
+      compile_into(v, kind, text, text_len, out, [](auto& vocab, std::string_view k, std::string_view t) {
+        return Impl::compile(vocab, k, t);
+      });
     });
   }
 
+  // The checks and the boxing both compile entries share, around `compile`.
+  template <class Compile>
+  static void compile_into(tsr_constraint_vocab* v, const char* kind, const char* text,
+                           size_t text_len, tsr_grammar** out, Compile&& compile) {
+    VocabBox& box = object<VocabBox>(v, "grammar_compile: vocab");
+    require(out != nullptr, "grammar_compile: out is NULL");
+    require(kind != nullptr, "grammar_compile: kind is NULL");
+    require(text != nullptr || text_len == 0, "grammar_compile: text is NULL");
+    if (!kind_listed(Impl::kKinds, kind)) {
+      throw Failure(TSR_STATUS_UNSUPPORTED, std::string("constraint kind '") + kind +
+                                                "' is not one this plugin compiles (" +
+                                                Impl::kKinds + ")");
+    }
+    auto grammar = compile(box.vocab, kind, std::string_view(text, text_len));
+    *out = to_handle<tsr_grammar>(new GrammarBox{std::move(grammar), box.mask_words});
+  }
+
   static void grammar_destroy(tsr_grammar* g) { delete from_handle<GrammarBox>(g); }
+
+#if TSR_SDK_ABI_AT_LEAST(2, 3)
+  static constexpr auto compile_limited_entry() {
+    using Entry = decltype(tsr_constraint_iface::grammar_compile_limited);
+    if constexpr (requires(const std::shared_ptr<Vocab>& v, const std::function<bool()>& stop) {
+                    Impl::compile(v, std::string_view(), std::string_view(), stop);
+                  }) {
+      return Entry(grammar_compile_limited);
+    } else {
+      return Entry(nullptr);
+    }
+  }
+
+  static tsr_status grammar_compile_limited(tsr_constraint_vocab* v, const char* kind,
+                                            const char* text, size_t text_len,
+                                            const tsr_compile_limits* limits, tsr_grammar** out,
+                                            tsr_error** error) {
+    return boundary(error, [&] {
+      const tsr_compile_limits& l = checked(limits, "grammar_compile_limited");
+      require(l.should_stop != nullptr, "grammar_compile_limited: should_stop is NULL");
+      const std::function<bool()> stop = [&l] { return l.should_stop(l.ctx) != 0; };
+      compile_into(v, kind, text, text_len, out, [&](auto& vocab, std::string_view k, std::string_view t) {
+        return Impl::compile(vocab, k, t, stop);
+      });
+    });
+  }
+
+  static constexpr auto grammar_bytes_entry() {
+    using Entry = decltype(tsr_constraint_iface::grammar_bytes);
+    if constexpr (requires(const Grammar& g) { size_t{g.bytes()}; }) {
+      return Entry(grammar_bytes);
+    } else {
+      return Entry(nullptr);
+    }
+  }
+
+  static size_t grammar_bytes(const tsr_grammar* g) {
+    if (g == nullptr) return 0;
+    try {
+      return from_handle<const GrammarBox>(g)->grammar->bytes();
+    } catch (...) {
+      return 0;  // unknown, as for a plugin without the entry
+    }
+  }
+#endif
 
   static tsr_status matcher_create(tsr_grammar* g, tsr_matcher** out, tsr_error** error) {
     return boundary(error, [&] {
