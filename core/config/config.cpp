@@ -20,6 +20,7 @@
 #include <span>
 #include <sstream>
 #include <system_error>
+#include <thread>
 #include <toml++/toml.h>
 
 #include "core/config/did_you_mean.h"
@@ -327,6 +328,11 @@ constexpr KeySpec kKeys[] = {
 
     {"constraints", "plugins",
      [](const Field& f, Config& c) { c.constraints.plugins = f.distinct(&Field::plugin_name); }},
+    {"constraints", "compile_workers",
+     [](const Field& f, Config& c) { c.constraints.compile_workers = f.int_in<int32_t>(1, 64); }},
+    {"constraints", "cache_memory", [](const Field& f, Config& c) { c.constraints.cache_memory_bytes = f.size(); }},
+    {"constraints", "compile_timeout",
+     [](const Field& f, Config& c) { c.constraints.compile_timeout_s = f.real_in({0, 3600, true}); }},
 
     {"server", "host", [](const Field& f, Config& c) { c.server.host = f.nonempty_str(); }},
     {"server", "port",
@@ -497,6 +503,10 @@ uint64_t unit_bytes(std::string_view original, std::string_view unit) {
 }
 
 }  // namespace
+
+int32_t ConstraintsConfig::default_compile_workers() {
+  return static_cast<int32_t>(std::clamp(std::thread::hardware_concurrency(), 2u, 4u));
+}
 
 uint64_t config_parse_size(std::string_view text) {
   const std::string_view s = trim(text);

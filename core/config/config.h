@@ -84,6 +84,12 @@ struct SpeculativeConfig {
 struct ConstraintsConfig {
   // Constraint plugins to load, in order: the first that serves a kind compiles it.
   std::vector<std::string> plugins{"json_schema", "regex", "gbnf"};
+  int32_t compile_workers = default_compile_workers();  // compiles at once
+  uint64_t cache_memory_bytes = 256ull << 20;  // compiled constraints kept, by their bytes
+  double compile_timeout_s = 10;               // one compile's time budget
+
+  // min(4, hardware threads), at least 2: one costly schema never delays another.
+  static int32_t default_compile_workers();
 };
 
 struct ServerConfig {

@@ -77,6 +77,9 @@ ngram_max = 3
 draft_model = "/models/draft.gguf"
 [constraints]
 plugins = ["gbnf", "regex"]
+compile_workers = 3
+cache_memory = "64MiB"
+compile_timeout = 0.5
 [server]
 host = "::1"
 port = 65535
@@ -213,6 +216,10 @@ TEST(Config, Defaults) {
   EXPECT_EQ(c.speculative.ngram_max, 4);
   EXPECT_EQ(c.speculative.draft_model, "");
   EXPECT_EQ(c.constraints.plugins, (std::vector<std::string>{"json_schema", "regex", "gbnf"}));
+  EXPECT_GE(c.constraints.compile_workers, 2);
+  EXPECT_LE(c.constraints.compile_workers, 4);
+  EXPECT_EQ(c.constraints.cache_memory_bytes, 256ull << 20);
+  EXPECT_DOUBLE_EQ(c.constraints.compile_timeout_s, 10);
   EXPECT_EQ(c.server.host, "127.0.0.1");
   EXPECT_EQ(c.server.port, 8080);
   EXPECT_EQ(c.server.max_queue, 256);
@@ -265,6 +272,9 @@ TEST(Config, EveryKeyParsed) {
   EXPECT_EQ(c.speculative.ngram_max, 3);
   EXPECT_EQ(c.speculative.draft_model, "/models/draft.gguf");
   EXPECT_EQ(c.constraints.plugins, (std::vector<std::string>{"gbnf", "regex"}));
+  EXPECT_EQ(c.constraints.compile_workers, 3);
+  EXPECT_EQ(c.constraints.cache_memory_bytes, 64ull << 20);
+  EXPECT_DOUBLE_EQ(c.constraints.compile_timeout_s, 0.5);
   EXPECT_EQ(c.server.host, "::1");
   EXPECT_EQ(c.server.port, 65535);
   EXPECT_EQ(c.server.max_queue, 1);
@@ -404,6 +414,16 @@ TEST(Config, WrongType) {
       {"[constraints]\nplugins = \"regex\"\n",
        "constraints.plugins: expected array of strings, got string"},
       {"[constraints]\nplugins = [1]\n", "constraints.plugins[0]: expected string, got integer"},
+      {"[constraints]\ncompile_workers = 0\n",
+       "constraints.compile_workers: value 0 is out of range: must be in [1, 64]"},
+      {"[constraints]\ncompile_workers = 65\n",
+       "constraints.compile_workers: value 65 is out of range: must be in [1, 64]"},
+      {"[constraints]\ncache_memory = 0\n", "constraints.cache_memory: value 0 is out of range: must be >= 1"},
+      {"[constraints]\ncache_memory = \"lots\"\n", "constraints.cache_memory: invalid size 'lots'"},
+      {"[constraints]\ncompile_timeout = 0\n",
+       "constraints.compile_timeout: value 0 is out of range: must be in (0, 3600]"},
+      {"[constraints]\ncompile_timeout = 3601\n",
+       "constraints.compile_timeout: value 3601 is out of range: must be in (0, 3600]"},
       {"model = \"m.gguf\"\n", "model: expected table, got string"},
       {"[[backend]]\nthreads = 1\n", "backend: expected table, got array"},
       {"[log]\nlevel = 1979-05-27\n", "log.level: expected string, got date"},

@@ -17,6 +17,14 @@ std::vector<std::string> split_kinds(std::string_view list) {
   return out;
 }
 
+// The entries ABI 2.3 appended: inside the plugin's table (a 2.2 plugin's is shorter), and set.
+bool has_compile_limited(const tsr_constraint_iface& t) {
+  return TSR_STRUCT_HAS(&t, tsr_constraint_iface, grammar_compile_limited) && t.grammar_compile_limited != nullptr;
+}
+bool has_grammar_bytes(const tsr_constraint_iface& t) {
+  return TSR_STRUCT_HAS(&t, tsr_constraint_iface, grammar_bytes) && t.grammar_bytes != nullptr;
+}
+
 }  // namespace
 
 ConstraintPlugin::ConstraintPlugin(std::shared_ptr<Plugin> plugin, size_t mask_words)
@@ -47,9 +55,19 @@ bool ConstraintPlugin::serves(std::string_view kind) const {
   return false;
 }
 
-std::shared_ptr<CompiledConstraint> ConstraintPlugin::compile(const ConstraintSpec& spec) const {
+std::shared_ptr<CompiledConstraint> ConstraintPlugin::compile(const ConstraintSpec& spec,
+                                                             const std::function<bool()>& should_stop) const {
   tsr_grammar* grammar = nullptr;
+  const bool limited = should_stop && has_compile_limited(*iface_);
+  tsr_compile_limits limits{sizeof(limits), [](void* ctx) -> int32_t {
+                              return (*static_cast<const std::function<bool()>*>(ctx))() ? 1 : 0;
+                            },
+                            const_cast<std::function<bool()>*>(&should_stop), nullptr};
   call_plugin(spec.kind + " constraint", [&](tsr_error** e) {
+    if (limited) {
+      return iface_->grammar_compile_limited(vocab_, spec.kind.c_str(), spec.text.data(), spec.text.size(),
+                                             &limits, &grammar, e);
+    }
     return iface_->grammar_compile(vocab_, spec.kind.c_str(), spec.text.data(), spec.text.size(),
                                    &grammar, e);
   });
@@ -62,6 +80,11 @@ CompiledConstraint::CompiledConstraint(std::shared_ptr<const ConstraintPlugin> p
     : plugin_(std::move(plugin)), grammar_(grammar), mask_words_(mask_words) {}
 
 CompiledConstraint::~CompiledConstraint() { plugin_->iface_->grammar_destroy(grammar_); }
+
+size_t CompiledConstraint::bytes() const {
+  const tsr_constraint_iface& t = *plugin_->iface_;
+  return has_grammar_bytes(t) ? t.grammar_bytes(grammar_) : 0;
+}
 
 std::unique_ptr<ConstraintMatcher> CompiledConstraint::new_matcher() {
   tsr_matcher* m = nullptr;

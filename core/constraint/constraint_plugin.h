@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -36,6 +37,9 @@ class CompiledConstraint : public std::enable_shared_from_this<CompiledConstrain
 
   std::unique_ptr<ConstraintMatcher> new_matcher();
   size_t mask_words() const { return mask_words_; }
+  // The memory the grammar holds now (it grows as matchers fill its caches); 0 when the
+  // plugin does not say (a plugin built for ABI 2.2 or earlier).
+  size_t bytes() const;
 
  private:
   friend class ConstraintPlugin;
@@ -86,8 +90,11 @@ class ConstraintPlugin : public std::enable_shared_from_this<ConstraintPlugin> {
   bool serves(std::string_view kind) const;
 
   // Thread-safe. Throws tsr::Error with the plugin's message (naming the unsupported
-  // feature) when the constraint does not compile.
-  std::shared_ptr<CompiledConstraint> compile(const ConstraintSpec& spec) const;
+  // feature) when the constraint does not compile. A plugin with ABI 2.3's
+  // grammar_compile_limited polls `should_stop` while it works and gives up (throwing)
+  // once it is true; an older plugin compiles to the end.
+  std::shared_ptr<CompiledConstraint> compile(const ConstraintSpec& spec,
+                                              const std::function<bool()>& should_stop = {}) const;
 
  private:
   friend class CompiledConstraint;

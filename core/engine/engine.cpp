@@ -61,7 +61,11 @@ std::unique_ptr<GrammarCache> load_constraint_plugins(const Config& c, const Tok
   for (const std::string& name : c.constraints.plugins) {
     plugins.push_back(ConstraintPlugin::create(Plugin::find(TSR_PLUGIN_CONSTRAINT, name, dirs), vocab));
   }
-  return std::make_unique<GrammarCache>(std::move(plugins));
+  GrammarCache::Limits limits;
+  limits.workers = static_cast<size_t>(c.constraints.compile_workers);
+  limits.max_bytes = static_cast<size_t>(c.constraints.cache_memory_bytes);
+  limits.compile_timeout_s = c.constraints.compile_timeout_s;
+  return std::make_unique<GrammarCache>(std::move(plugins), limits);
 }
 
 // [speculative] method -> draft plugin name ("draft_model" loads the plugin "model").
@@ -299,7 +303,7 @@ void Engine::Impl::admit(std::vector<Submission>& subs, std::vector<RequestId>& 
   }
 }
 
-// Compiles on the cache's worker (or finds it cached); the result reaches the next step
+// Compiles on one of the cache's workers (or finds it cached); the result reaches the next step
 // through the inbox.
 void Engine::Impl::start_compile(Live& l) {
   l.compiling = true;
