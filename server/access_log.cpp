@@ -8,13 +8,15 @@ namespace {
 thread_local std::shared_ptr<AccessRecord> t_record;
 }  // namespace
 
-void access_record_begin() { t_record = std::make_shared<AccessRecord>(); }
+void access_record_begin(std::shared_ptr<AccessRecord> record) { t_record = std::move(record); }
 
 std::shared_ptr<AccessRecord> access_record_current() { return t_record; }
 
-void access_log_write(const std::string& remote, const std::string& method, const std::string& path, int status) {
-  const std::shared_ptr<AccessRecord> r = std::move(t_record);
-  if (!r) {  // refused before routing began (a malformed request line)
+void access_record_end() { t_record.reset(); }
+
+void access_log_write(const AccessRecord* r, const std::string& remote, const std::string& method,
+                      const std::string& path, int status) {
+  if (!r) {
     spdlog::info("{} \"{} {}\" {}", remote, method, path, status);
     return;
   }

@@ -1,6 +1,6 @@
 #include "server/cors.h"
 
-#include <httplib.h>
+#include "server/http_message.h"
 
 #include <algorithm>
 
@@ -17,7 +17,7 @@ bool Cors::allowed(const std::string& origin) const {
   return std::any_of(origins_.begin(), origins_.end(), [&](const std::string& o) { return o == "*" || o == origin; });
 }
 
-void Cors::decorate(const httplib::Request& req, httplib::Response& res) const {
+void Cors::decorate(const HttpRequest& req, HttpResponse& res) const {
   const std::string origin = req.get_header_value("Origin");
   if (!allowed(origin)) return;
   const bool any = std::find(origins_.begin(), origins_.end(), "*") != origins_.end();
@@ -25,7 +25,7 @@ void Cors::decorate(const httplib::Request& req, httplib::Response& res) const {
   if (!any) res.set_header("Vary", "Origin");  // caches must not serve one origin's answer to another
 }
 
-void Cors::preflight(const httplib::Request& req, httplib::Response& res) const {
+void Cors::preflight(const HttpRequest& req, HttpResponse& res) const {
   const std::string origin = req.get_header_value("Origin");
   if (req.has_header("Access-Control-Request-Method") && !allowed(origin)) {
     res.status = 403;

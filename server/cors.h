@@ -6,10 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace httplib {
-struct Request;
-struct Response;
-}  // namespace httplib
+#include "server/http_message.h"
 
 namespace tsr::server {
 
@@ -19,10 +16,10 @@ class Cors {
   explicit Cors(std::vector<std::string> origins) : origins_(std::move(origins)) {}
 
   // Adds the CORS headers to a response to an allowed origin.
-  void decorate(const httplib::Request& req, httplib::Response& res) const;
+  void decorate(const HttpRequest& req, HttpResponse& res) const;
   // Answers an OPTIONS request: 204 with the allowed methods (and, for an allowed origin,
   // the preflight headers), 403 for a preflight from an origin not allowed.
-  void preflight(const httplib::Request& req, httplib::Response& res) const;
+  void preflight(const HttpRequest& req, HttpResponse& res) const;
 
  private:
   bool allowed(const std::string& origin) const;

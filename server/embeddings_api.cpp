@@ -1,6 +1,6 @@
 #include "server/embeddings_api.h"
 
-#include <httplib.h>
+#include "server/http_message.h"
 
 #include <algorithm>
 #include <bit>
@@ -111,7 +111,7 @@ json response_json(const ApiContext& ctx, const std::vector<ChoiceDelta>& result
 
 }  // namespace
 
-void handle_embeddings(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_embeddings(const ApiContext& ctx, const HttpRequest& req, HttpResponse& res) {
   if (ctx.stopping) throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
   const json body = parse_body(req);
   log_unknown_fields(body, {"model", "input", "encoding_format", "dimensions", "user"}, "/v1/embeddings");

@@ -14,6 +14,6 @@ namespace tsr::server {
 //  "embedding"}], "model", "usage": {"prompt_tokens", "total_tokens"}}.
 // Strings get BOS and EOS as the vocabulary adds them; every input counts as one choice
 // against [server] max_choices.
-void handle_embeddings(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_embeddings(const ApiContext& ctx, const HttpRequest& req, HttpResponse& res);
 
 }  // namespace tsr::server

@@ -1,6 +1,6 @@
 #include "server/event_stream.h"
 
-#include <httplib.h>
+#include "server/http_message.h"
 
 #include <chrono>
 
@@ -34,12 +34,12 @@ EventStream::EventStream(std::shared_ptr<GenerationJob> job, ResponseMeta meta, 
   if (meta_.reasoning) reasonings_.assign(size_t(job_->num_choices()), ReasoningStream(*meta_.reasoning));
 }
 
-bool EventStream::write_event(httplib::DataSink& sink, const std::string& data) {
+bool EventStream::write_event(DataSink& sink, const std::string& data) {
   const std::string event = "data: " + data + "\n\n";
   return sink.write(event.data(), event.size());
 }
 
-bool EventStream::write_delta(httplib::DataSink& sink, ChoiceDelta& d) {
+bool EventStream::write_delta(DataSink& sink, ChoiceDelta& d) {
   const auto i = size_t(d.index);
   if (d.finished) finals_[i] = d.stats;
   if (d.finish_reason == TSR_FINISH_ERROR) {
@@ -73,14 +73,14 @@ bool EventStream::write_delta(httplib::DataSink& sink, ChoiceDelta& d) {
   return write_event(sink, dump(chunk));
 }
 
-bool EventStream::finish(httplib::DataSink& sink) {
+bool EventStream::finish(DataSink& sink) {
   if (include_usage_ && !write_event(sink, dump(usage_chunk_json(meta_, usage_json(finals_, n_))))) return false;
   if (!write_event(sink, "[DONE]")) return false;
   sink.done();
   return true;
 }
 
-bool EventStream::pump(httplib::DataSink& sink) {
+bool EventStream::pump(DataSink& sink) {
   if (stopping_) job_->cancel();
   std::vector<ChoiceDelta> deltas = job_->next(kKeepAlive);
   for (ChoiceDelta& d : deltas) {
@@ -97,11 +97,11 @@ bool EventStream::pump(httplib::DataSink& sink) {
   return true;
 }
 
-void start_event_stream(httplib::Response& res, std::shared_ptr<EventStream> stream, std::shared_ptr<void> in_flight) {
+void start_event_stream(HttpResponse& res, std::shared_ptr<EventStream> stream, std::shared_ptr<void> in_flight) {
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");  // proxies must not buffer the stream
   res.set_chunked_content_provider(
-      "text/event-stream", [stream](size_t, httplib::DataSink& sink) { return stream->pump(sink); },
+      "text/event-stream", [stream](DataSink& sink) { return stream->pump(sink); },
       [stream, in_flight](bool success) {
         if (!success) stream->cancel();
       });

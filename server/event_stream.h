@@ -1,8 +1,8 @@
 // A streamed response: server-sent events "data: {chunk}\n\n", one per choice increment,
 // then (with include_usage) a usage chunk and "data: [DONE]\n\n".
 //
-// cpp-httplib 0.11 cannot tell that a peer has gone while the connection is idle
-// (DataSink::is_writable only polls for writability), so a stream waiting for tokens
+// A peer that has gone shows only when a write fails (a half-closed client still reads
+// its answer, so the end of its input says nothing), so a stream waiting for tokens
 // writes an SSE comment every second: a write that fails means the client left, and
 // the job is cancelled so that its KV blocks go back to the pool.
 #pragma once
@@ -17,10 +17,7 @@
 #include "core/chat/reasoning.h"
 #include "server/tool_choice.h"
 
-namespace httplib {
-class DataSink;
-struct Response;
-}  // namespace httplib
+#include "server/http_message.h"
 
 namespace tsr::server {
 
@@ -31,13 +28,13 @@ class EventStream {
 
   // One round of the content provider: waits for increments and writes them. Returns
   // false when the client is gone (the job is cancelled).
-  bool pump(httplib::DataSink& sink);
+  bool pump(DataSink& sink);
   void cancel() { job_->cancel(); }
 
  private:
-  bool write_event(httplib::DataSink& sink, const std::string& data);
-  bool write_delta(httplib::DataSink& sink, ChoiceDelta& d);
-  bool finish(httplib::DataSink& sink);
+  bool write_event(DataSink& sink, const std::string& data);
+  bool write_delta(DataSink& sink, ChoiceDelta& d);
+  bool finish(DataSink& sink);
 
   std::shared_ptr<GenerationJob> job_;
   ResponseMeta meta_;
@@ -55,6 +52,6 @@ class EventStream {
 
 // Makes `res` a chunked text/event-stream fed by `stream`; `in_flight` is held until the
 // response is written.
-void start_event_stream(httplib::Response& res, std::shared_ptr<EventStream> stream, std::shared_ptr<void> in_flight);
+void start_event_stream(HttpResponse& res, std::shared_ptr<EventStream> stream, std::shared_ptr<void> in_flight);
 
 }  // namespace tsr::server

@@ -1,7 +1,9 @@
-// The HTTP front of `tessera serve` (cpp-httplib): OpenAI-compatible endpoints, /health,
-// /metrics, Bearer authentication, a request-body limit and the bounded queue.
+// The HTTP front of `tessera serve`: OpenAI-compatible endpoints, /health, /metrics,
+// Bearer authentication, request limits and the bounded queue, over the event-driven
+// transport of http_listener (slow clients hold a socket, never a thread).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -22,6 +24,10 @@ struct ServerOptions {
   bool metrics_auth = false;       // /metrics needs the key too
   int32_t max_choices = 256;       // prompts x n of one request, at most
   size_t max_body_bytes = 16u << 20;
+  int32_t max_connections = 4096;  // open at once; more are answered 503 and closed
+  std::chrono::milliseconds header_timeout{10'000};  // a request's header, or an idle connection
+  std::chrono::milliseconds body_timeout{60'000};    // a request's body, once its header is in
+  std::chrono::milliseconds write_timeout{60'000};   // a client that accepts none of its response
   std::string model_id;            // the name /v1/models lists and "model" must match
   std::string model_path;          // accepted as "model" too
   std::vector<std::string> cors_origins;  // browser origins allowed ("*": any); empty: none

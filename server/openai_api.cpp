@@ -1,6 +1,6 @@
 #include "server/openai_api.h"
 
-#include <httplib.h>
+#include "server/http_message.h"
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -27,7 +27,7 @@ using nlohmann::json;
 // a document recurses per level, and ~100k levels fit in a body of 200 KB.
 constexpr int kMaxJsonDepth = 512;
 
-json parse_body(const httplib::Request& req) {
+json parse_body(const HttpRequest& req) {
   bool too_deep = false;
   const json::parser_callback_t limit_depth = [&too_deep](int depth, json::parse_event_t, json&) {
     if (depth > kMaxJsonDepth) too_deep = true;
@@ -108,7 +108,7 @@ void check_generation_choices(const ApiContext& ctx, Endpoint endpoint, const js
 // Beam search answers whole, after every prompt's search: `n` best hypotheses each, the
 // beams admitted as `width` choices per prompt.
 void respond_beam_search(const ApiContext& ctx, const GenerationSpec& spec,
-                         const std::vector<std::vector<int32_t>>& prompts, httplib::Response& res) {
+                         const std::vector<std::vector<int32_t>>& prompts, HttpResponse& res) {
   const int32_t width = spec.beam->width;
   if (!ctx.admission->try_admit(width, ctx.engine.stats().num_running)) {
     throw ApiError(503, "the request queue is full; retry later", "server_error", "", "queue_full");
@@ -163,7 +163,7 @@ Prepared prepare_generation(const ApiContext& ctx, Endpoint endpoint, const json
   return p;
 }
 
-void handle_generation(const ApiContext& ctx, Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+void handle_generation(const ApiContext& ctx, Endpoint endpoint, const HttpRequest& req, HttpResponse& res) {
   Prepared p = prepare_generation(ctx, endpoint, parse_body(req));
   GenerationSpec& spec = p.spec;
   if (spec.beam) return respond_beam_search(ctx, spec, p.prompts, res);
@@ -204,20 +204,19 @@ StartedChat start_chat(const ApiContext& ctx, const json& chat_body) {
           p.spec.stream};
 }
 
-void handle_completions(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_completions(const ApiContext& ctx, const HttpRequest& req, HttpResponse& res) {
   handle_generation(ctx, Endpoint::COMPLETIONS, req, res);
 }
 
-void handle_chat_completions(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_chat_completions(const ApiContext& ctx, const HttpRequest& req, HttpResponse& res) {
   handle_generation(ctx, Endpoint::CHAT, req, res);
 }
 
-void handle_models(const ApiContext& ctx, const httplib::Request&, httplib::Response& res) {
+void handle_models(const ApiContext& ctx, const HttpRequest&, HttpResponse& res) {
   res.set_content(json{{"object", "list"}, {"data", json::array({model_json(ctx)})}}.dump(), "application/json");
 }
 
-void handle_model(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  const std::string id = req.matches[1];
+void handle_model(const ApiContext& ctx, const std::string& id, HttpResponse& res) {
   if (id != ctx.model_id) {
     throw ApiError(404, "the model '" + id + "' does not exist", "invalid_request_error", "model", "model_not_found");
   }

@@ -14,10 +14,7 @@
 #include "server/generation_job.h"
 #include "server/openai_format.h"
 
-namespace httplib {
-struct Request;
-struct Response;
-}  // namespace httplib
+#include "server/http_message.h"
 
 namespace tsr {
 class Engine;
@@ -41,7 +38,7 @@ struct ApiContext {
 };
 
 // The request body as a JSON object, at most 512 levels deep; throws ApiError 400.
-nlohmann::json parse_body(const httplib::Request& req);
+nlohmann::json parse_body(const HttpRequest& req);
 // A "model" field naming another model than the served one is a 404.
 void check_model(const ApiContext& ctx, const nlohmann::json& body);
 // More than [server] max_choices engine requests for one call (prompts x n, or inputs) is
@@ -65,9 +62,9 @@ struct StartedChat {
 };
 StartedChat start_chat(const ApiContext& ctx, const nlohmann::json& chat_body);
 
-void handle_completions(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_chat_completions(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_models(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_model(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res);  // /v1/models/{id}
+void handle_completions(const ApiContext& ctx, const HttpRequest& req, HttpResponse& res);
+void handle_chat_completions(const ApiContext& ctx, const HttpRequest& req, HttpResponse& res);
+void handle_models(const ApiContext& ctx, const HttpRequest& req, HttpResponse& res);
+void handle_model(const ApiContext& ctx, const std::string& id, HttpResponse& res);  // /v1/models/{id}
 
 }  // namespace tsr::server

@@ -1,6 +1,6 @@
 #include "server/responses_api.h"
 
-#include <httplib.h>
+#include "server/http_message.h"
 
 #include <atomic>
 #include <chrono>
@@ -261,7 +261,7 @@ class ResponseEvents {
     if (meta_.tool_format) tools_.emplace(*meta_.tool_format);
   }
 
-  bool pump(httplib::DataSink& sink) {
+  bool pump(DataSink& sink) {
     if (!started_) {
       started_ = true;
       json r = response_object(head_, "in_progress", json::array(), nullptr, TSR_FINISH_NONE);
@@ -285,13 +285,13 @@ class ResponseEvents {
     return false;
   }
 
-  bool emit(httplib::DataSink& sink, json event) {
+  bool emit(DataSink& sink, json event) {
     event["sequence_number"] = sequence_++;
     const std::string text = "event: " + event["type"].get<std::string>() + "\ndata: " + dump(event) + "\n\n";
     return sink.write(text.data(), text.size());
   }
 
-  bool on_delta(httplib::DataSink& sink, ChoiceDelta& d) {
+  bool on_delta(DataSink& sink, ChoiceDelta& d) {
     if (d.finish_reason == TSR_FINISH_ERROR) {
       return emit(sink, {{"type", "error"}, {"code", "server_error"}, {"message", "generation failed: " + d.error}}) &&
              (sink.done(), true);
@@ -316,7 +316,7 @@ class ResponseEvents {
     return finish(sink, d, std::move(tail.calls));
   }
 
-  bool reasoning_delta(httplib::DataSink& sink, const std::string& delta) {
+  bool reasoning_delta(DataSink& sink, const std::string& delta) {
     if (!reasoning_item_) {
       reasoning_item_ = reasoning_item("");
       reasoning_item_->erase("content");
@@ -330,7 +330,7 @@ class ResponseEvents {
                        {"output_index", reasoning_index_}, {"content_index", 0}, {"delta", delta}});
   }
 
-  bool text_delta(httplib::DataSink& sink, const std::string& delta) {
+  bool text_delta(DataSink& sink, const std::string& delta) {
     if (!close_reasoning(sink)) return false;
     if (!message_item_) {
       message_item_ = message_item("");
@@ -349,7 +349,7 @@ class ResponseEvents {
                        {"output_index", message_index_}, {"content_index", 0}, {"delta", delta}});
   }
 
-  bool close_reasoning(httplib::DataSink& sink) {
+  bool close_reasoning(DataSink& sink) {
     if (!reasoning_item_ || reasoning_closed_) return true;
     reasoning_closed_ = true;
     json item = *reasoning_item_;
@@ -360,7 +360,7 @@ class ResponseEvents {
            emit(sink, {{"type", "response.output_item.done"}, {"output_index", reasoning_index_}, {"item", item}});
   }
 
-  bool close_message(httplib::DataSink& sink) {
+  bool close_message(DataSink& sink) {
     if (!message_item_) return true;
     json item = *message_item_;
     const json part{{"type", "output_text"}, {"text", text_}, {"annotations", json::array()}};
@@ -374,7 +374,7 @@ class ResponseEvents {
            emit(sink, {{"type", "response.output_item.done"}, {"output_index", message_index_}, {"item", item}});
   }
 
-  bool finish(httplib::DataSink& sink, const ChoiceDelta& last, std::vector<ToolCall> calls) {
+  bool finish(DataSink& sink, const ChoiceDelta& last, std::vector<ToolCall> calls) {
     if (calls.empty() && !message_item_ && !text_delta(sink, "")) return false;  // an empty answer is a message too
     if (!close_reasoning(sink) || !close_message(sink)) return false;
     ChoiceDelta whole;
@@ -425,7 +425,7 @@ class ResponseEvents {
 
 }  // namespace
 
-void handle_responses(const ApiContext& ctx, ResponseStore& store, const httplib::Request& req, httplib::Response& res) {
+void handle_responses(const ApiContext& ctx, ResponseStore& store, const HttpRequest& req, HttpResponse& res) {
   const json body = parse_body(req);
   log_unknown_fields(body,
                      {"model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "tools",
@@ -453,7 +453,7 @@ void handle_responses(const ApiContext& ctx, ResponseStore& store, const httplib
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider(
-        "text/event-stream", [events](size_t, httplib::DataSink& sink) { return events->pump(sink); },
+        "text/event-stream", [events](DataSink& sink) { return events->pump(sink); },
         [events, in_flight](bool success) {
           if (!success) events->cancel();
         });

@@ -18,7 +18,7 @@ constexpr size_t kResponseStoreEntries = 4096;
 constexpr size_t kResponseStoreBytes = size_t{256} << 20;
 constexpr std::chrono::seconds kResponseStoreTtl{3600};
 
-void handle_responses(const ApiContext& ctx, ResponseStore& store, const httplib::Request& req,
-                      httplib::Response& res);
+void handle_responses(const ApiContext& ctx, ResponseStore& store, const HttpRequest& req,
+                      HttpResponse& res);
 
 }  // namespace tsr::server

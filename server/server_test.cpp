@@ -986,9 +986,13 @@ TEST_F(ServerTest, AccessLogLinePerRequest) {
   const httplib::Result streamed = post("/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 3},
                                                             {"temperature", 0}, {"ignore_eos", true}, {"stream", true}});
   client().Get("/v1/nothing");
-  // A line is written once its response is; the client may have read the whole of the last
-  // response a moment before that.
-  for (int i = 0; i < 200 && logged().find("/v1/nothing") == std::string::npos; ++i) std::this_thread::sleep_for(10ms);
+  // A line is written once its response is; the client may have read the whole of a
+  // response a moment before that (a stream's line can follow the next request's).
+  const auto all_logged = [&] {
+    const std::string log = logged();
+    return log.find("/v1/nothing") != std::string::npos && log.find("generated=3 ") != std::string::npos;
+  };
+  for (int i = 0; i < 200 && !all_logged(); ++i) std::this_thread::sleep_for(10ms);
   logger->sinks().pop_back();
   logger->set_level(level);
   ASSERT_TRUE(r && streamed);

@@ -1,6 +1,6 @@
 #include "server/tokenize_api.h"
 
-#include <httplib.h>
+#include "server/http_message.h"
 
 #include "core/engine/engine.h"
 #include "server/api_error.h"
@@ -38,7 +38,7 @@ json token_strings(const ApiContext& ctx, const std::vector<int32_t>& ids) {
 
 }  // namespace
 
-void handle_tokenize(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_tokenize(const ApiContext& ctx, const HttpRequest& req, HttpResponse& res) {
   const json body = parse_body(req);
   check_model(ctx, body);
   const bool chat = field(body, "messages") != nullptr;
@@ -52,7 +52,7 @@ void handle_tokenize(const ApiContext& ctx, const httplib::Request& req, httplib
   res.set_content(out.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
 
-void handle_detokenize(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_detokenize(const ApiContext& ctx, const HttpRequest& req, HttpResponse& res) {
   const json body = parse_body(req);
   check_model(ctx, body);
   const json* tokens = field(body, "tokens");

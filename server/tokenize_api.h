@@ -11,9 +11,9 @@ namespace tsr::server {
 // prompt: BOS as the model wants; false for messages, as the template writes its own),
 // "add_generation_prompt" (messages, default true) and "return_token_strs" ->
 // {"count", "max_model_len", "tokens", "token_strs"}.
-void handle_tokenize(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_tokenize(const ApiContext& ctx, const HttpRequest& req, HttpResponse& res);
 // {"tokens": [...]} -> {"prompt": "..."}; special tokens are written out, as Hugging Face's
 // decode does by default.
-void handle_detokenize(const ApiContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_detokenize(const ApiContext& ctx, const HttpRequest& req, HttpResponse& res);
 
 }  // namespace tsr::server

@@ -1,6 +1,6 @@
 #include "server/whole_response.h"
 
-#include <httplib.h>
+#include "server/http_message.h"
 
 #include <algorithm>
 #include <chrono>
@@ -50,7 +50,7 @@ class WholeResponse {
   }
 
   // One round of the chunked body: waits, then writes the answer or a space.
-  bool pump(httplib::DataSink& sink) {
+  bool pump(DataSink& sink) {
     if (!collect(std::chrono::duration_cast<std::chrono::milliseconds>(kHeartbeat))) {
       if (sink.write(" ", 1)) return true;
       job_->cancel();
@@ -105,7 +105,7 @@ class WholeResponse {
 
 }  // namespace
 
-void respond_whole(httplib::Response& res, std::shared_ptr<GenerationJob> job, ResponseMeta meta,
+void respond_whole(HttpResponse& res, std::shared_ptr<GenerationJob> job, ResponseMeta meta,
                    int32_t n, std::vector<std::string> echo, const Tokenizer& tokenizer,
                    const std::atomic<bool>& stopping, std::shared_ptr<void> in_flight) {
   auto whole = std::make_shared<WholeResponse>(std::move(job), std::move(meta), n, std::move(echo),
@@ -114,10 +114,8 @@ void respond_whole(httplib::Response& res, std::shared_ptr<GenerationJob> job, R
   while (std::chrono::steady_clock::now() < until) {
     if (whole->collect(kPollInterval)) return res.set_content(whole->body(), "application/json");
   }
-  // With a charset, the type is not one cpp-httplib compresses: a compressed stream would
-  // hold the heartbeat spaces in its buffer, and a departed client would go unnoticed.
   res.set_chunked_content_provider(
-      "application/json; charset=utf-8", [whole](size_t, httplib::DataSink& sink) { return whole->pump(sink); },
+      "application/json; charset=utf-8", [whole](DataSink& sink) { return whole->pump(sink); },
       [whole, in_flight](bool success) {
         if (!success) whole->cancel();
       });

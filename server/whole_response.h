@@ -2,8 +2,8 @@
 //
 // A request that finishes within the first second answers like any handler (status 200,
 // or 500 when generation failed). A longer one switches to a chunked body led by JSON
-// whitespace: cpp-httplib 0.11 notices a departed client only when a write fails, so the
-// response writes a space every second while it waits, and a failed write cancels the
+// whitespace: a departed client shows only when a write fails (a half-closed client still
+// waits for its answer, so the end of its input says nothing), so the response writes a space every second while it waits, and a failed write cancels the
 // job, freeing its KV blocks, as a stream's keep-alive comments do. Its status is then
 // already 200: a generation that fails afterwards answers with OpenAI's error object.
 #pragma once
@@ -16,13 +16,11 @@
 #include "server/generation_job.h"
 #include "server/openai_format.h"
 
-namespace httplib {
-struct Response;
-}  // namespace httplib
+#include "server/http_message.h"
 
 namespace tsr::server {
 
-void respond_whole(httplib::Response& res, std::shared_ptr<GenerationJob> job, ResponseMeta meta,
+void respond_whole(HttpResponse& res, std::shared_ptr<GenerationJob> job, ResponseMeta meta,
                    int32_t n, std::vector<std::string> echo, const Tokenizer& tokenizer,
                    const std::atomic<bool>& stopping, std::shared_ptr<void> in_flight);
 

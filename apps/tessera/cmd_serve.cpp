@@ -1,6 +1,7 @@
 // `tessera serve`: the OpenAI-compatible HTTP server (server/) over one engine.
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -70,6 +71,11 @@ server::ServerOptions server_options(const Config& c, const ServeFlags& f) {
   o.api_key = c.server.api_key;
   o.metrics_auth = c.server.metrics_auth;
   o.max_choices = c.server.max_choices;
+  o.max_connections = c.server.max_connections;
+  const auto ms = [](double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); };
+  o.header_timeout = ms(c.server.header_timeout_s);
+  o.body_timeout = ms(c.server.body_timeout_s);
+  o.write_timeout = ms(c.server.write_timeout_s);
   if (f.max_body) o.max_body_bytes = *f.max_body;
   o.model_id = c.server.alias.empty() ? server::model_id_from_path(c.model.path) : c.server.alias;
   o.model_path = c.model.path;

@@ -343,6 +343,13 @@ constexpr KeySpec kKeys[] = {
      [](const Field& f, Config& c) { c.server.max_choices = f.int_in<int32_t>(1, 65536); }},
     {"server", "api_key", [](const Field& f, Config& c) { c.server.api_key = f.str(); }},
     {"server", "metrics_auth", [](const Field& f, Config& c) { c.server.metrics_auth = f.boolean(); }},
+    {"server", "max_connections",
+     [](const Field& f, Config& c) { c.server.max_connections = f.int_in<int32_t>(1, 1 << 20); }},
+    {"server", "header_timeout",
+     [](const Field& f, Config& c) { c.server.header_timeout_s = f.real_in({0, 3600, true}); }},
+    {"server", "body_timeout", [](const Field& f, Config& c) { c.server.body_timeout_s = f.real_in({0, 3600, true}); }},
+    {"server", "write_timeout",
+     [](const Field& f, Config& c) { c.server.write_timeout_s = f.real_in({0, 3600, true}); }},
     {"server", "alias", [](const Field& f, Config& c) { c.server.alias = f.nonempty_str(); }},
     {"server", "cors_origins", [](const Field& f, Config& c) { c.server.cors_origins = f.distinct(&Field::origin); }},
 

@@ -99,6 +99,10 @@ struct ServerConfig {
   int32_t max_choices = 256;              // prompts x n of one request
   std::string api_key;                    // empty: no authentication
   bool metrics_auth = false;              // /metrics needs the API key too
+  int32_t max_connections = 4096;         // open at once; more are answered 503
+  double header_timeout_s = 10;           // a request's header (or an idle connection)
+  double body_timeout_s = 60;             // a request's body
+  double write_timeout_s = 60;            // a client that accepts none of its response
   std::string alias;                      // the served model id; empty: the file name
   std::vector<std::string> cors_origins;  // origins answered with CORS headers; "*": any
 };

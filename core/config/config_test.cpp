@@ -87,6 +87,10 @@ max_queue = 1
 max_choices = 3
 api_key = "k"
 metrics_auth = true
+max_connections = 100
+header_timeout = 2.5
+body_timeout = 30
+write_timeout = 45
 alias = "served"
 cors_origins = ["*", "https://a.example:8443"]
 [log]
@@ -281,6 +285,10 @@ TEST(Config, EveryKeyParsed) {
   EXPECT_EQ(c.server.max_choices, 3);
   EXPECT_EQ(c.server.api_key, "k");
   EXPECT_TRUE(c.server.metrics_auth);
+  EXPECT_EQ(c.server.max_connections, 100);
+  EXPECT_DOUBLE_EQ(c.server.header_timeout_s, 2.5);
+  EXPECT_DOUBLE_EQ(c.server.body_timeout_s, 30);
+  EXPECT_DOUBLE_EQ(c.server.write_timeout_s, 45);
   EXPECT_EQ(c.server.alias, "served");
   EXPECT_EQ(c.server.cors_origins, (std::vector<std::string>{"*", "https://a.example:8443"}));
   EXPECT_EQ(c.model.context, 4096);
@@ -420,6 +428,8 @@ TEST(Config, WrongType) {
        "constraints.compile_workers: value 65 is out of range: must be in [1, 64]"},
       {"[constraints]\ncache_memory = 0\n", "constraints.cache_memory: value 0 is out of range: must be >= 1"},
       {"[constraints]\ncache_memory = \"lots\"\n", "constraints.cache_memory: invalid size 'lots'"},
+      {"[server]\nheader_timeout = 0\n", "server.header_timeout: value 0 is out of range: must be in (0, 3600]"},
+      {"[server]\nmax_connections = 0\n", "server.max_connections: value 0 is out of range"},
       {"[constraints]\ncompile_timeout = 0\n",
        "constraints.compile_timeout: value 0 is out of range: must be in (0, 3600]"},
       {"[constraints]\ncompile_timeout = 3601\n",
