@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(gguf model tokenizer config request grammar chat_template)
+[ ${#targets[@]} -gt 0 ] || targets=(gguf model tokenizer config request request_constraint grammar chat_template)
 
 command -v clang++ > /dev/null || { echo "fuzz.sh needs clang (apt-get install clang)" >&2; exit 1; }
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
