@@ -131,6 +131,13 @@ std::string text_of(Program& p, size_t len, std::string_view alphabet = {}) {
 constexpr std::string_view kNameChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-";
 constexpr std::string_view kLiteralChars = "abcxyz012 _-";
 
+// The first `n` bytes of `s`, or fewer: never part of a UTF-8 sequence.
+std::string utf8_prefix(const std::string& s, size_t n) {
+  if (n >= s.size()) return s;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return s.substr(0, n);
+}
+
 std::string json_string(std::string_view s) {
   std::string out = "\"";
   for (const char c : s) {
@@ -310,10 +317,13 @@ std::string regex_text(Program& p, size_t depth, size_t size, size_t construct, 
       for (size_t i = 0; i < depth; ++i) out += ')';
       return out;
     case 3:  // flat alternation of `depth` branches
-      for (size_t i = 0; i <= depth; ++i) out += (i ? "|" : "") + atom.substr(0, 8) + std::to_string(i);
+      for (size_t i = 0; i <= depth; ++i) out += (i ? "|" : "") + utf8_prefix(atom, 8) + std::to_string(i);
       return out;
     case 4:  // a long concatenation of quantified atoms
-      for (size_t i = 0; i <= depth; ++i) out += std::string(1, atom[i % atom.size()]) + kQuantifiers[i % 3];
+      for (size_t i = 0; i <= depth; ++i) {
+        const char c = atom[i % atom.size()];
+        out += std::string(1, static_cast<unsigned char>(c) < 0x80 ? c : 'u') + kQuantifiers[i % 3];  // whole UTF-8 only
+      }
       return out;
     case 5:  // nested non-capturing groups
       for (size_t i = 0; i < depth; ++i) out += "(?:";
@@ -325,7 +335,7 @@ std::string regex_text(Program& p, size_t depth, size_t size, size_t construct, 
     case 7: {  // nested counted repetition: the expansion multiplies per level
       const std::string count = "{" + std::to_string(p.byte()) + (p.flag() ? "," + std::to_string(p.byte()) : "") + "}";
       for (size_t i = 0; i < depth; ++i) out += '(';
-      out += atom.substr(0, 4);
+      out += utf8_prefix(atom, 4);
       for (size_t i = 0; i < depth; ++i) out += ")" + count;
       return out;
     }
@@ -367,10 +377,14 @@ std::string gbnf_text(Program& p, size_t depth, size_t size, size_t construct, b
       out += "r0\n";
       for (size_t i = 0; i < depth; ++i) out += "r" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + " \"x\"?\n";
       return out + "r" + std::to_string(depth) + " ::= " + lit + "\n";
-    case 3:  // a chain that closes a cycle: recursion through `depth` rules
+    case 3: {  // a chain that closes a cycle: recursion through `depth` rules
+      const std::string short_lit = gbnf_literal(p, std::min<size_t>(size, 8), raw);  // once per rule
       out += "r0\n";
-      for (size_t i = 0; i < depth; ++i) out += "r" + std::to_string(i) + " ::= \"(\" r" + std::to_string(i + 1) + " \")\" | " + lit + "\n";
+      for (size_t i = 0; i < depth; ++i) {
+        out += "r" + std::to_string(i) + " ::= \"(\" r" + std::to_string(i + 1) + " \")\" | " + short_lit + "\n";
+      }
       return out + "r" + std::to_string(depth) + " ::= root | " + lit + "\n";
+    }
     case 4:  // nested alternations
       for (size_t i = 0; i < depth; ++i) out += "( \"" + std::to_string(i % 10) + "\" | ";
       out += lit;
