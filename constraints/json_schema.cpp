@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "constraints/compile_budget.h"
+#include "base/json_depth.h"
 #include "constraints/errors.h"
 #include "constraints/internal/gbnf.h"
 #include "constraints/internal/integer_range.h"
@@ -720,17 +721,12 @@ std::string json_schema_to_gbnf(std::string_view schema_json) {
   // depth is bounded while it is parsed, before any of them runs: 256 subschemas of three
   // levels each ({"properties": {"a": ...}}) fit, 100,000 nested allOf do not.
   constexpr int kMaxDocumentDepth = 1024;
-  const auto bound_depth = [](int depth, Json::parse_event_t, Json&) {
-    if (depth > kMaxDocumentDepth) {
-      throw CompileError("JSON Schema document nested deeper than " + std::to_string(kMaxDocumentDepth) + " levels");
-    }
-    return true;
-  };
+  if (tsr::json_deeper_than(schema_json, kMaxDocumentDepth)) {
+    throw CompileError("JSON Schema document nested deeper than " + std::to_string(kMaxDocumentDepth) + " levels");
+  }
   Json schema;
   try {
-    schema = Json::parse(schema_json, bound_depth);
-  } catch (const CompileError&) {
-    throw;
+    schema = Json::parse(schema_json);
   } catch (const std::exception& e) {
     throw CompileError(std::string("invalid JSON Schema document: ") + e.what());
   }

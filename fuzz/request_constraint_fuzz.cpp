@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/json_depth.h"
 #if __has_include("constraints/compile_budget.h")
 #include "constraints/compile_budget.h"
 #define TESSERA_FUZZ_COMPILE_BUDGET 1
@@ -62,6 +63,8 @@
 #include "core/chat/tool_calls.h"
 #include "server/api_error.h"
 #include "server/generation_params.h"
+#include "server/http_message.h"
+#include "server/openai_api.h"
 
 namespace {
 
@@ -577,18 +580,17 @@ Request build(Program& p) {
   std::abort();
 }
 
-// server/openai_api.cpp's parse_body: nullopt where the server answers 400.
+// The server's own parse_body: nullopt where it answers 400.
 std::optional<json> parse_body(const std::string& text) {
-  bool too_deep = false;
-  const json::parser_callback_t limit_depth = [&too_deep](int depth, json::parse_event_t, json&) {
-    if (depth > kMaxBodyDepth) too_deep = true;
-    return !too_deep;
-  };
-  json body = json::parse(text, limit_depth, false);
-  if (too_deep) return std::nullopt;
-  // Every body built is JSON (strings escaped, valid UTF-8): anything else is this fuzzer's bug.
-  if (body.is_discarded() || !body.is_object()) fail("built a body that is not a JSON object", text);
-  return body;
+  tsr::server::HttpRequest req;
+  req.body = text;
+  try {
+    return tsr::server::parse_body(req);
+  } catch (const tsr::server::ApiError&) {
+    // Every body built is JSON (strings escaped, valid UTF-8): only too deep is refused.
+    if (!tsr::json_deeper_than(text, kMaxBodyDepth)) fail("built a body the server refuses", text);
+    return std::nullopt;
+  }
 }
 
 // The chat template rendered with the request's tools, as server/prompts.cpp does.

@@ -18,6 +18,7 @@
 #include "server/openai_format.h"
 #include "server/prompts.h"
 #include "server/whole_response.h"
+#include "base/json_depth.h"
 
 namespace tsr::server {
 
@@ -28,16 +29,11 @@ using nlohmann::json;
 constexpr int kMaxJsonDepth = 512;
 
 json parse_body(const HttpRequest& req) {
-  bool too_deep = false;
-  const json::parser_callback_t limit_depth = [&too_deep](int depth, json::parse_event_t, json&) {
-    if (depth > kMaxJsonDepth) too_deep = true;
-    return !too_deep;  // once too deep, nothing more is kept
-  };
-  json body = json::parse(req.body, limit_depth, false);
-  if (too_deep) {
+  if (json_deeper_than(req.body, kMaxJsonDepth)) {
     throw ApiError(400, "the request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels",
                    "invalid_request_error");
   }
+  json body = json::parse(req.body, nullptr, false);
   if (body.is_discarded()) throw ApiError(400, "the request body is not valid JSON", "invalid_request_error");
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object", "invalid_request_error");
   return body;
