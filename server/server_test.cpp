@@ -39,6 +39,7 @@ Config test_config() {
   c.plugin_dir = TESSERA_PLUGIN_DIR;
   c.backend.threads = 1;
   c.scheduler.max_seqs = 8;
+  c.scheduler.max_seqs_per_call = 8;  // n = 8 forks its prompt at once (NChoicesComputeThePromptOnce)
   return c;
 }
 

@@ -290,6 +290,8 @@ constexpr KeySpec kKeys[] = {
      [](const Field& f, Config& c) { c.scheduler.policy = f.one_of(kPolicies); }},
     {"scheduler", "prefill_chunk",
      [](const Field& f, Config& c) { c.scheduler.prefill_chunk = f.int_in<int32_t>(0); }},
+    {"scheduler", "max_seqs_per_call",
+     [](const Field& f, Config& c) { c.scheduler.max_seqs_per_call = f.int_in<int32_t>(0); }},
 
     {"sampling", "temperature",
      [](const Field& f, Config& c) { c.sampling.temperature = f.real_in({0, kInf}); }},

@@ -5,6 +5,7 @@
 // the closest valid key ("did you mean ...?"). Every key is documented in configs/README.md.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -55,6 +56,9 @@ struct SchedulerConfig {
   int32_t max_seqs = 64;
   std::string policy = "fcfs";            // fcfs | priority
   int32_t prefill_chunk = 0;              // 0: limited only by the token budget
+  int32_t max_seqs_per_call = 0;          // one call's (submit_all's) share of max_seqs; 0: half
+  // The running sequences one call may hold: max_seqs_per_call, or half of max_seqs.
+  int32_t call_share() const { return max_seqs_per_call > 0 ? max_seqs_per_call : std::max(1, max_seqs / 2); }
 };
 
 struct SamplingConfig {                   // request defaults

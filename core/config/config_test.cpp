@@ -56,6 +56,7 @@ max_batch_tokens = 512
 max_seqs = 8
 policy = "priority"
 prefill_chunk = 128
+max_seqs_per_call = 3
 [sampling]
 temperature = 0.25
 top_k = 7
@@ -202,6 +203,7 @@ TEST(Config, Defaults) {
   EXPECT_EQ(c.scheduler.max_seqs, 64);
   EXPECT_EQ(c.scheduler.policy, "fcfs");
   EXPECT_EQ(c.scheduler.prefill_chunk, 0);
+  EXPECT_EQ(c.scheduler.call_share(), c.scheduler.max_seqs / 2);
   EXPECT_FLOAT_EQ(c.sampling.temperature, 0.8f);
   EXPECT_EQ(c.sampling.top_k, 40);
   EXPECT_FLOAT_EQ(c.sampling.top_p, 0.95f);
@@ -258,6 +260,8 @@ TEST(Config, EveryKeyParsed) {
   EXPECT_EQ(c.scheduler.max_seqs, 8);
   EXPECT_EQ(c.scheduler.policy, "priority");
   EXPECT_EQ(c.scheduler.prefill_chunk, 128);
+  EXPECT_EQ(c.scheduler.max_seqs_per_call, 3);
+  EXPECT_EQ(c.scheduler.call_share(), 3);
   EXPECT_FLOAT_EQ(c.sampling.temperature, 0.25f);
   EXPECT_EQ(c.sampling.top_k, 7);
   EXPECT_FLOAT_EQ(c.sampling.top_p, 0.5f);

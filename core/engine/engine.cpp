@@ -99,6 +99,7 @@ constexpr int32_t kStreamingMaxPositions = 1 << 24;
 
 struct Submission {
   RequestId id;
+  RequestId call;  // the first id of its submit_all
   RequestParams params;
   OutputCallback on_output;
   Clock::time_point arrival;
@@ -279,6 +280,7 @@ void Engine::Impl::admit(std::vector<Submission>& subs, std::vector<RequestId>& 
   }();
   for (Submission& s : subs) {
     auto r = std::make_unique<Request>(s.id, std::move(s.params), *tokenizer, s.arrival);
+    r->set_call(s.call);
     Live l{std::move(r), std::move(s.on_output), nullptr, {}};
     if (draft && !l.request->embeds()) {  // an embedding generates nothing to draft
       try {
@@ -753,7 +755,7 @@ std::vector<RequestId> Engine::submit_all(std::vector<RequestParams> params, std
     const Clock::time_point now = Clock::now();
     for (size_t i = 0; i < params.size(); ++i) {
       ids.push_back(m.next_id++);
-      m.inbox.push_back({ids.back(), std::move(params[i]), std::move(on_output[i]), now});
+      m.inbox.push_back({ids.back(), ids.front(), std::move(params[i]), std::move(on_output[i]), now});
     }
   }
   m.inbox_cv.notify_one();

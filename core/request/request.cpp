@@ -48,6 +48,7 @@ const char* finish_reason_name(tsr_finish_reason r) {
 Request::Request(RequestId id, RequestParams params, const Tokenizer& tokenizer,
                  Clock::time_point now)
     : id_(id),
+      call_(id),
       params_(std::move(params)),
       tokenizer_(tokenizer),
       tokens_(params_.prompt),

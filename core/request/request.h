@@ -94,6 +94,10 @@ class Request {
   Request(RequestId id, RequestParams params, const Tokenizer& tokenizer, Clock::time_point now);
 
   RequestId id() const { return id_; }
+  // The call it came in with (Engine::submit_all): the scheduler bounds a call's share of
+  // the batch. Its own id unless set.
+  RequestId call() const { return call_; }
+  void set_call(RequestId call) { call_ = call; }
   const RequestParams& params() const { return params_; }
   RequestState state() const { return state_; }
   tsr_finish_reason finish_reason() const { return finish_reason_; }
@@ -165,6 +169,7 @@ class Request {
   std::span<const float> hold_eog(std::span<const float> row);
 
   RequestId id_;
+  RequestId call_;
   RequestParams params_;
   const Tokenizer& tokenizer_;
   std::vector<int32_t> tokens_;

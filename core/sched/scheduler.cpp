@@ -26,9 +26,25 @@ void Scheduler::add(Request* r) {
   waiting_.insert(pos, r);
 }
 
-bool Scheduler::add_running(Request* r, Clock::time_point now) {
-  if (running_.size() >= static_cast<size_t>(config_.max_seqs)) return false;
+bool Scheduler::call_full(const Request& r) const {
+  const auto it = running_per_call_.find(r.call());
+  return it != running_per_call_.end() && it->second >= config_.call_share();
+}
+
+void Scheduler::enter_running(Request* r) {
   running_.push_back(r);
+  ++running_per_call_[r->call()];
+}
+
+void Scheduler::leave_running(Request* r) {
+  if (std::erase(running_, r) == 0) return;
+  const auto it = running_per_call_.find(r->call());
+  if (--it->second == 0) running_per_call_.erase(it);
+}
+
+bool Scheduler::add_running(Request* r, Clock::time_point now) {
+  if (running_.size() >= static_cast<size_t>(config_.max_seqs) || call_full(*r)) return false;
+  enter_running(r);
   prefix_queries_ += r->num_prompt_tokens();
   prefix_hits_ += r->num_computed();
   r->on_scheduled(now, r->num_computed());
@@ -36,7 +52,7 @@ bool Scheduler::add_running(Request* r, Clock::time_point now) {
 }
 
 void Scheduler::remove(Request* r) {
-  std::erase(running_, r);
+  leave_running(r);
   std::erase(waiting_, r);
   kv_.free(r->id());
 }
@@ -75,7 +91,7 @@ void Scheduler::preempt(Request* victim, SchedulerOutput& out, int32_t& budget) 
     out.num_tokens -= step_cost(*victim, scheduled->num_new_tokens);
     out.chunks.erase(scheduled);
   }
-  std::erase(running_, victim);
+  leave_running(victim);
   kv_.free(victim->id());  // its full blocks stay in the prefix cache
   victim->on_preempted();
   victim->truncate_drafts(0);
@@ -112,8 +128,9 @@ void Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget, Clock::t
   for (auto it = waiting_.begin();
        it != waiting_.end() && budget > 0 && running_.size() < static_cast<size_t>(config_.max_seqs);) {
     Request* r = *it;
-    // A request whose prefix is on its way from the disk tier lets those behind it go first.
-    if (r->reads_cached_prefix() && kv_.prefix_loading(r->tokens(), r->cache_key())) {
+    // A request whose prefix is on its way from the disk tier, or whose call holds its share
+    // of the batch, lets those behind it go first.
+    if (call_full(*r) || (r->reads_cached_prefix() && kv_.prefix_loading(r->tokens(), r->cache_key()))) {
       ++it;
       continue;
     }
@@ -127,7 +144,7 @@ void Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget, Clock::t
     }
     it = waiting_.erase(it);
     trim_drafts(*r, n);
-    running_.push_back(r);
+    enter_running(r);
     prefix_queries_ += r->num_tokens();
     prefix_hits_ += cached;
     r->on_scheduled(now, cached);

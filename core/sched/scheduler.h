@@ -3,12 +3,15 @@
 // requests first, then waiting ones. Continuous batching, chunked prefill, prefix-cache
 // hits and preemption by recompute all follow from it, and so does a streaming window's
 // eviction (positions past its capacity, one per step). A waiting request whose cached
-// prefix is still being read from the disk tier is passed over until it has arrived.
+// prefix is still being read from the disk tier is passed over until it has arrived, and
+// so is one whose call already holds its share of the batch (SchedulerConfig::call_share):
+// the choices of one call never fill the batch while another call's request waits.
 // Not thread-safe: the engine's step thread owns it.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <unordered_map>
 #include <vector>
 
 #include "core/config/config.h"
@@ -58,11 +61,15 @@ class Scheduler {
   void preempt(Request* victim, SchedulerOutput& out, int32_t& budget);
   void schedule_running(SchedulerOutput& out, int32_t& budget, Clock::time_point now);
   void schedule_waiting(SchedulerOutput& out, int32_t& budget, Clock::time_point now);
+  bool call_full(const Request& r) const;
+  void enter_running(Request* r);
+  void leave_running(Request* r);
 
   SchedulerConfig config_;
   KvCacheManager& kv_;
   std::deque<Request*> waiting_;
   std::vector<Request*> running_;
+  std::unordered_map<RequestId, int32_t> running_per_call_;
   int64_t preemptions_ = 0;
   int64_t prefix_queries_ = 0, prefix_hits_ = 0;
 };

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -80,6 +81,37 @@ TEST_P(SchedulerTest, PreemptedRequestWaitsInPolicyOrder) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, SchedulerTest, ::testing::Values("priority", "fcfs"));
+
+// One call's requests hold at most its share of the batch (half of max_seqs: 4 of 8); a
+// request of another call, queued behind the call's waiting ones, takes a free slot at
+// once, and the call's next request runs only when one of its own leaves.
+TEST(SchedulerCallShare, ACallHoldsAtMostItsShareOfTheBatch) {
+  const auto tokenizer = letters();
+  KvCacheManager kv{64, kBlockSize, false};
+  Scheduler scheduler{SchedulerConfig{64, 8, "fcfs", 0}, kv};
+  std::vector<std::unique_ptr<Request>> requests;
+  const Clock::time_point now = Clock::now();
+  const auto add = [&](RequestId call) {
+    RequestParams p;
+    p.prompt.assign(4, 1);
+    p.max_tokens = 8;
+    requests.push_back(std::make_unique<Request>(RequestId(requests.size() + 1), std::move(p), *tokenizer, now));
+    requests.back()->set_call(call);
+    scheduler.add(requests.back().get());
+    return requests.back().get();
+  };
+  for (int i = 0; i < 10; ++i) add(1);
+  EXPECT_EQ(scheduler.schedule(now).chunks.size(), 4u);
+  EXPECT_EQ(scheduler.num_running(), 4u);
+  Request* other = add(11);
+  const SchedulerOutput out = scheduler.schedule(now);
+  EXPECT_TRUE(std::ranges::any_of(out.chunks, [&](const ScheduledChunk& c) { return c.request == other; }));
+  EXPECT_EQ(scheduler.num_running(), 5u);
+  scheduler.remove(requests[0].get());  // one of the call's ends: the next of it may run
+  scheduler.schedule(now);
+  EXPECT_EQ(scheduler.num_running(), 5u);
+  EXPECT_EQ(scheduler.num_waiting(), 5u);
+}
 
 }  // namespace
 }  // namespace tsr
