@@ -37,10 +37,13 @@ cmake --build build-asan -j "$JOBS"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j "$JOBS" -E "$ASAN_SKIP"
 
-echo "== ThreadSanitizer build: the engine's own threads (background mode, submit, cancel)"
+echo "== ThreadSanitizer build: the engine's own threads (background mode, submit, cancel) and the HTTP transport's"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTESSERA_TSAN=ON -DTESSERA_CUDA=OFF -DTESSERA_HIP=OFF
-cmake --build build-tsan -j "$JOBS" --target engine_invariance_test constraint_test tessera_backend_cpu
+cmake --build build-tsan -j "$JOBS" --target engine_invariance_test constraint_test server_test tessera_backend_cpu
 for t in engine_invariance_test constraint_test; do
   TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" \
     build-tsan/tests/$t --gtest_brief=1 --gtest_filter='*BackgroundThread*:*Cancel*'
 done
+TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" \
+  build-tsan/tests/server_test --gtest_brief=1 --gtest_filter='HttpListener*:*Stream*:*Disconnect*'
+

@@ -22,7 +22,7 @@ struct ServerOptions {
   int32_t max_queue = 256;         // engine requests that may wait for the running batch
   std::string api_key;             // empty: no authentication
   bool metrics_auth = false;       // /metrics needs the key too
-  int32_t max_choices = 256;       // prompts x n of one request, at most
+  int32_t max_choices = 128;       // prompts x n of one request, at most
   size_t max_body_bytes = 16u << 20;
   int32_t max_connections = 4096;  // open at once; more are answered 503 and closed
   std::chrono::milliseconds header_timeout{10'000};  // a request's header, or an idle connection

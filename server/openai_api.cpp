@@ -145,7 +145,7 @@ Prepared prepare_generation(const ApiContext& ctx, Endpoint endpoint, const json
   if (ctx.stopping) throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
   check_model(ctx, body);
   Prepared p{parse_generation(body, endpoint, ctx.engine.request_defaults(), ctx.engine.tokenizer().n_tokens()), {}, {}};
-  check_generation_choices(ctx, endpoint, body, p.spec.samples());
+  check_generation_choices(ctx, endpoint, body, p.spec.beam ? std::max(p.spec.samples(), p.spec.beam->width) : p.spec.samples());
   p.tool_format = apply_tool_choice(p.spec, ctx.engine.chat_template());
   if (p.spec.constraint) {
     try {

@@ -723,6 +723,11 @@ TEST_F(ServerTest, RequestsBeyondMaxChoicesAreRefused) {
   const auto chat = post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"n", 9}}, port);
   ASSERT_TRUE(chat);
   EXPECT_EQ(chat->status, 400) << chat->body;
+  // A beam search holds its width of engine requests.
+  const auto beams = post("/v1/completions", {{"prompt", "Once"}, {"max_tokens", 2}, {"use_beam_search", true}, {"beam_width", 9}},
+                          port);
+  ASSERT_TRUE(beams);
+  EXPECT_EQ(beams->status, 400) << beams->body;
   EXPECT_EQ(json::parse(chat->body)["error"]["param"], "n");
   const auto fits = post("/v1/completions", {{"prompt", std::vector<std::string>(2, "Once")}, {"max_tokens", 2}, {"n", 4}},
                          port);

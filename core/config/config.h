@@ -100,7 +100,7 @@ struct ServerConfig {
   std::string host = "127.0.0.1";
   int32_t port = 8080;
   int32_t max_queue = 256;
-  int32_t max_choices = 256;              // prompts x n of one request
+  int32_t max_choices = 128;              // prompts x n of one request
   std::string api_key;                    // empty: no authentication
   bool metrics_auth = false;              // /metrics needs the API key too
   int32_t max_connections = 4096;         // open at once; more are answered 503
