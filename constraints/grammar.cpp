@@ -81,17 +81,22 @@ void Grammar::define_rule(uint32_t rule, uint32_t start, uint32_t accept) {
 
 std::vector<bool> Grammar::nullable_rules() const {
   std::vector<bool> nullable(rules_.size(), false);
+  // One mark per state, stamped per walk: a fresh vector per rule and pass cost
+  // rules x states (a 100,000-character property name: 100,000 rules and states).
+  std::vector<uint64_t> seen(states_.size(), 0);
+  uint64_t walk = 0;
   for (bool changed = true; changed;) {
     changed = false;
     for (uint32_t r = 0; r < rules_.size(); ++r) {
       if (nullable[r] || !rules_[r].defined) continue;
       std::vector<uint32_t> work{rules_[r].start};
-      std::vector<bool> seen(states_.size(), false);
+      ++walk;
       while (!work.empty() && !nullable[r]) {
         uint32_t q = work.back();
         work.pop_back();
-        if (seen[q]) continue;
-        seen[q] = true;
+        if (seen[q] == walk) continue;
+        seen[q] = walk;
+        CompileBudget::charge(1);
         if (states_[q].accepting) nullable[r] = true;
         for (const Edge& e : states_[q].edges) {
           if (e.kind == EdgeKind::epsilon || (e.kind == EdgeKind::call && nullable[e.rule])) {
