@@ -34,7 +34,7 @@ port = $port
 ${EXTRA_TOML:-}
 TOML
 ulimit -n 8192 2>/dev/null || ulimit -n "$(ulimit -Hn)"
-timeout 900 build/bin/tessera serve --config "$work/serve.toml" >/dev/null 2>"$work/serve.log" &
+build/bin/tessera serve --config "$work/serve.toml" >/dev/null 2>"$work/serve.log" &
 pid=$!
 for _ in $(seq 300); do curl -sf "localhost:$port/health" >/dev/null && break; sleep 0.2; done
 timeout 600 node bench/attack.mjs "$port" "$pid" "$CACHE_MEMORY"

@@ -64,6 +64,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void read_header();
   void on_header(const boost::system::error_code& ec);
   void read_body();
+  void read_sized_body();
   void on_body(const boost::system::error_code& ec);
   void serve();  // on a worker
   void stream(HttpResponse res);

@@ -17,7 +17,7 @@ struct HttpListenerOptions {
   HttpLimits limits;
   int32_t max_connections = 4096;
   size_t workers = 64;   // handler threads: each streamed response holds one
-  int32_t io_threads = 2;
+  int32_t io_threads = 1;
 };
 
 class HttpListener {
