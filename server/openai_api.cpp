@@ -19,6 +19,7 @@
 #include "server/prompts.h"
 #include "server/whole_response.h"
 #include "base/json_depth.h"
+#include "server/body_precheck.h"
 
 namespace tsr::server {
 
@@ -159,7 +160,16 @@ Prepared prepare_generation(const ApiContext& ctx, Endpoint endpoint, const json
   return p;
 }
 
+// A completion's one prompt string too long for the context is refused before the body is
+// parsed (10 MB of JSON take ~80 ms to parse).
+void precheck_prompt(const ApiContext& ctx, Endpoint endpoint, const HttpRequest& req) {
+  if (endpoint != Endpoint::COMPLETIONS) return;
+  const std::optional<std::string_view> prompt = raw_member(req.body, "prompt");
+  if (prompt && prompt->starts_with('"')) check_text_fits(min_decoded_bytes(*prompt), ctx.engine, "prompt");
+}
+
 void handle_generation(const ApiContext& ctx, Endpoint endpoint, const HttpRequest& req, HttpResponse& res) {
+  precheck_prompt(ctx, endpoint, req);
   Prepared p = prepare_generation(ctx, endpoint, parse_body(req));
   GenerationSpec& spec = p.spec;
   if (spec.beam) return respond_beam_search(ctx, spec, p.prompts, res);
