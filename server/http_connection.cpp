@@ -179,8 +179,19 @@ void HttpConnection::start() {
   net::dispatch(t_->stream.get_executor(), [self = shared_from_this()] { self->read_header(); });
 }
 
+// The stream is set on a worker and read by close() from any thread.
+void HttpConnection::set_sink(const std::shared_ptr<StreamSink>& sink) {
+  std::lock_guard lock(sink_mutex_);
+  sink_ = sink;
+}
+
+std::shared_ptr<HttpConnection::StreamSink> HttpConnection::current_sink() {
+  std::lock_guard lock(sink_mutex_);
+  return sink_.lock();
+}
+
 void HttpConnection::close() {
-  if (auto sink = sink_.lock()) sink->fail();
+  if (auto sink = current_sink()) sink->fail();
   net::post(t_->stream.get_executor(), [self = shared_from_this()] {
     error_code ignored;
     self->t_->stream.socket().close(ignored);
@@ -278,7 +289,7 @@ void HttpConnection::serve() {
 void HttpConnection::stream(HttpResponse res) {
   const bool keep_alive = keep_alive_ && !http10_ && !wants_close(res);
   auto sink = std::make_shared<StreamSink>(shared_from_this(), !http10_);
-  sink_ = sink;
+  set_sink(sink);
   bool ok = sink->push(head_of(res, std::nullopt, keep_alive, http10_));
   try {
     while (ok && !sink->ended()) ok = res.provider(*sink);
@@ -290,7 +301,7 @@ void HttpConnection::stream(HttpResponse res) {
   if (res.releaser) res.releaser(success);
   res.provider = nullptr;  // what it holds (a generation job) goes now
   net::post(t_->stream.get_executor(), [self = shared_from_this(), status = res.status, keep = keep_alive && success] {
-    self->sink_.reset();
+    self->set_sink(nullptr);
     self->finish(status, keep);
   });
 }

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -72,6 +73,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void finish(int status, bool keep_alive);
   void refuse(int status, const std::string& message);
   void linger_close();
+  void set_sink(const std::shared_ptr<StreamSink>& sink);
+  std::shared_ptr<StreamSink> current_sink();
   void discard();
 
   std::unique_ptr<Transport> t_;
@@ -82,7 +85,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   bool keep_alive_ = false;
   bool http10_ = false;
   std::string out_;                  // a whole response being written
-  std::weak_ptr<StreamSink> sink_;   // the stream being written, for close()
+  std::mutex sink_mutex_;
+  std::weak_ptr<StreamSink> sink_;   // the stream being written, for close(); guarded by sink_mutex_
 };
 
 }  // namespace tsr::server

@@ -33,6 +33,13 @@ class EchoHandler final : public HttpHandler {
   }
   HttpResponse handle(HttpRequest& req) override {
     HttpResponse res;
+    if (req.path == "/forever") {  // until the client or the server goes
+      res.set_chunked_content_provider("text/plain", [](DataSink& sink) {
+        std::this_thread::sleep_for(5ms);
+        return sink.write("tick;", 5);
+      }, [this](bool success) { streams_failed += !success; });
+      return res;
+    }
     if (req.path == "/stream") {
       auto left = std::make_shared<int>(3);
       res.set_chunked_content_provider("text/plain", [left](DataSink& sink) {
@@ -52,7 +59,7 @@ class EchoHandler final : public HttpHandler {
     res.set_content(message, "text/plain");
     return res;
   }
-  std::atomic<int> completed{0}, streams_ok{0};
+  std::atomic<int> completed{0}, streams_ok{0}, streams_failed{0};
 };
 
 // A client socket with a receive timeout.
@@ -259,6 +266,16 @@ TEST_F(HttpListenerTest, StopClosesOpenConnections) {
   listener_->stop();
   EXPECT_EQ(s.read_all(), "");
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 4s);  // closed by stop(), not the client's timeout
+}
+
+// stop() during a stream: its writes fail, the provider ends, its releaser hears it.
+TEST_F(HttpListenerTest, StopEndsAStreamInProgress) {
+  start();
+  Socket s(port_);
+  ASSERT_TRUE(s.send(get("/forever")));
+  EXPECT_NE(s.read_until("tick;", 3).find("tick;"), std::string::npos);
+  listener_->stop();
+  EXPECT_EQ(handler_.streams_failed, 1);
 }
 
 TEST(HttpListenerBind, BusyPortIsRefusedWithTheAddress) {
