@@ -3,7 +3,11 @@
 namespace tsr::constraints {
 
 namespace {
-thread_local CompileBudget* t_budget = nullptr;
+// Initial-exec: this code lives in dlopen'ed constraint plugins, and a dynamic TLS block
+// of theirs, once the host has called into them on a thread, outlives their dlclose in
+// that thread's DTV, where LeakSanitizer's exit-time scan crashed on it. A pointer fits
+// in the static TLS that glibc sets aside for such modules.
+[[gnu::tls_model("initial-exec")]] thread_local CompileBudget* t_budget = nullptr;
 }  // namespace
 
 CompileBudget::CompileBudget(std::function<bool()> should_stop)
