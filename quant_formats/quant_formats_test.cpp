@@ -13,6 +13,7 @@
 #include "quant_formats/int4_g128.h"
 #include "quant_formats/iq4.h"
 #include "quant_formats/kquants.h"
+#include "quant_formats/mxfp4.h"
 
 namespace tsr::quant {
 namespace {
@@ -190,6 +191,7 @@ TEST(Kquants, BytesEqualGgmlsQuantizers) {
   EXPECT_EQ(digest<BlockQ6_K>(quantize_row_q6_k_ref, 256), 0xbb3c26c6c71db5c0ull);
   EXPECT_EQ(digest<BlockIQ4_NL>(quantize_row_iq4_nl, 32), 0x5a435cdebba89cdbull);
   EXPECT_EQ(digest<BlockIQ4_XS>(quantize_row_iq4_xs, 256), 0xc08d12b802e65db4ull);
+  EXPECT_EQ(digest<BlockMXFP4>(quantize_row_mxfp4, 32), 0x1d82e1571cba7b46ull);
   // And the floats of ggml's dequantizer, bit for bit.
   const std::vector<float> x = input();
   std::vector<BlockQ4_K> q(kN / 256);
@@ -197,6 +199,10 @@ TEST(Kquants, BytesEqualGgmlsQuantizers) {
   std::vector<float> y(kN);
   dequantize_row_q4_k(q.data(), y.data(), kN);
   EXPECT_EQ(fnv1a(y.data(), y.size() * sizeof(float)), 0xd1eabe657d6dcc14ull);
+  std::vector<BlockMXFP4> m(kN / 32);
+  quantize_row_mxfp4(x.data(), m.data(), kN);
+  dequantize_row_mxfp4(m.data(), y.data(), kN);
+  EXPECT_EQ(fnv1a(y.data(), y.size() * sizeof(float)), 0x7b2977eece67f1bcull);
 }
 
 // Each format's dequantized values stay within its resolution of the input: the error of
@@ -223,6 +229,7 @@ TEST(Kquants, RoundTripWithinEachFormatsResolution) {
   EXPECT_LT(rms_error(quantize_row_q6_k_ref, dequantize_row_q6_k, BlockQ6_K{}), 0.03);
   EXPECT_LT(rms_error(quantize_row_iq4_nl, dequantize_row_iq4_nl, BlockIQ4_NL{}, 32), 0.12);
   EXPECT_LT(rms_error(quantize_row_iq4_xs, dequantize_row_iq4_xs, BlockIQ4_XS{}), 0.12);
+  EXPECT_LT(rms_error(quantize_row_mxfp4, dequantize_row_mxfp4, BlockMXFP4{}, 32), 0.2);
 }
 
 // Hand-made blocks decode as ggml-common.h lays them out.

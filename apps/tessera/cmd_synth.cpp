@@ -28,6 +28,7 @@ constexpr const char* kDefaultDonor = TESSERA_DEFAULT_DONOR;
 
 struct SynthFlags {
   std::string out, preset = "tiny", type = "f32", donor;  // empty donor: kDefaultDonor
+  std::string expert_type;  // empty: type
   SynthShape overrides;  // 0: the preset's value
   uint64_t seed = 42;
 };
@@ -58,12 +59,14 @@ SynthShape resolve_shape(const SynthFlags& f) {
   return synth_resolve(s);
 }
 
-// Norm weights are 1 and stay F32 as in llama.cpp, and so do biases and MoE routers
-// (llama.cpp's quantize keeps ffn_gate_inp); matrices and expert stacks take `type` where
-// their rows fill whole blocks.
-GgmlType tensor_type(const TensorPlan& t, GgmlType type) {
+// Norm weights are 1 and stay F32 as in llama.cpp, and so do biases (gpt-oss's experts'
+// are 2-D) and MoE routers (llama.cpp's quantize keeps ffn_gate_inp); matrices take `type`
+// and expert stacks `expert_type` where their rows fill whole blocks.
+GgmlType tensor_type(const TensorPlan& t, GgmlType type, GgmlType expert_type) {
   const bool router = t.name.find("ffn_gate_inp") != std::string::npos;
-  return t.ne.size() >= 2 && !router && quant::row_fits(type, t.ne[0]) ? type : GgmlType::F32;
+  const bool bias = t.name.ends_with(".bias");
+  const GgmlType want = t.ne.size() == 3 ? expert_type : type;
+  return t.ne.size() >= 2 && !router && !bias && quant::row_fits(want, t.ne[0]) ? want : GgmlType::F32;
 }
 
 int64_t elements(const TensorPlan& t) {
@@ -93,9 +96,9 @@ std::vector<uint8_t> make_tensor(const TensorPlan& t, GgmlType type, uint64_t se
   return out;
 }
 
-void add_general(GgufWriter& w, const SynthFlags& f, GgmlType type) {
+void add_general(GgufWriter& w, const SynthFlags& f, GgmlType type, GgmlType expert_type) {
   w.add_string("general.name", "tessera-synth-" + f.preset);
-  w.add_u32("general.file_type", quant::llama_file_type(type));
+  w.add_u32("general.file_type", quant::llama_file_type(expert_type == GgmlType::MXFP4 ? expert_type : type));
   if (type == GgmlType::Q8_0 || type == GgmlType::Q4_0) w.add_u32("general.quantization_version", 2);
 }
 
@@ -120,6 +123,8 @@ int synth(const SynthFlags& f) {
   const auto start = std::chrono::steady_clock::now();
   const std::optional<GgmlType> type = quant::parse_type(f.type);
   if (!type) throw Error("unknown --type '" + f.type + "' (f32, f16, bf16, q8_0, q4_0)");
+  const std::optional<GgmlType> expert_type = f.expert_type.empty() ? type : quant::parse_type(f.expert_type);
+  if (!expert_type) throw Error("unknown --expert-type '" + f.expert_type + "' (f32, q8_0, mxfp4, ...)");
   if (f.donor.empty() && !std::filesystem::exists(kDefaultDonor)) {
     throw Error(std::string("no tokenizer donor: the default, ") + kDefaultDonor +
                     ", is not there; pass --donor (a GGUF file, a tokenizer.json, or bytes)",
@@ -141,12 +146,12 @@ int synth(const SynthFlags& f) {
 
   GgufWriter w;
   synth_add_hparams(w, s);
-  add_general(w, f, *type);
+  add_general(w, f, *type, *expert_type);
   vocab_write_gguf(vocab, w);
   Progress progress(params);
   for (size_t i = 0; i < plan.size(); ++i) {
     const TensorPlan& t = plan[i];
-    const GgmlType tt = tensor_type(t, *type);
+    const GgmlType tt = tensor_type(t, *type, *expert_type);
     w.add_tensor(t.name, tt, t.ne, make_tensor(t, tt, f.seed * 0x100000001b3ull + i));
     progress.advance(elements(t));
   }
@@ -188,9 +193,9 @@ std::function<int()> register_synth(CLI::App& app) {
   app.add_option("--rope-scale", o.rope_scale, "RoPE context scaling factor (gemma3 4B-27B: 8, global layers only)")
       ->check(CLI::PositiveNumber);
   app.add_option("--sliding-window", o.sliding_window,
-                 "window of the local attention layers (gemma3, default 512; phi3 writes it, llama.cpp ignores it)")
+                 "window of the local attention layers (gemma3, default 512; gpt-oss, 128; phi3 writes it, llama.cpp ignores it)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--experts", o.experts, "experts per MoE layer (qwen3moe, default 8; llama: Mixtral's layout)")
+  app.add_option("--experts", o.experts, "experts per MoE layer (qwen3moe and gpt-oss, default 8; llama: Mixtral's layout)")
       ->check(CLI::PositiveNumber);
   app.add_option("--experts-used", o.experts_used, "experts routed per token (default 2)")->check(CLI::PositiveNumber);
   app.add_option("--expert-ffn", o.expert_ffn, "feed-forward width of each expert (qwen3moe; default --ffn)")
@@ -199,6 +204,8 @@ std::function<int()> register_synth(CLI::App& app) {
       ->capture_default_str();
   app.add_flag("--tied", o.tied, "no output.weight: the output head is the embedding (Qwen2.5 0.5B, Qwen3 0.6B-4B)");
   app.add_option("--type", f->type, "f32, f16, bf16, q8_0 or q4_0")->capture_default_str();
+  app.add_option("--expert-type", f->expert_type,
+                 "type of the MoE expert stacks (default --type; mxfp4: gpt-oss's as released)");
   app.add_option("--donor", f->donor,
                  "tokenizer source: a GGUF file, a Hugging Face tokenizer.json or its folder, or \"bytes\" "
                  "for a built-in 260-token byte vocabulary; default: " + std::string(kDefaultDonor));

@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <tuple>
 
@@ -22,8 +23,9 @@ struct LlamaForward::Scratch {
   tsr_tensor x, xn, q, k, v, attn, gate, up, last, last_norm, out_logits, out_hidden;
   tsr_tensor k_rot, v_rot;  // k and v rotated, for a rotated cache (KvCache::rotation)
   // MoE layers: router logits [n, n_expert], the chosen experts' ids and weights
-  // [n, n_used], and their gate, up and down outputs [n, n_used, width].
-  tsr_tensor router, expert_ids, expert_weights, expert_gate, expert_up, expert_down;
+  // [n, n_used], and their gate, up and down outputs [n, n_used, width]; with expert
+  // biases, the chosen experts' bias rows gathered [n * n_used, width].
+  tsr_tensor router, expert_ids, expert_weights, expert_gate, expert_up, expert_down, expert_bias;
   tsr_tensor tokens, positions, cache_positions, slots, qsl, seq_lens, tables, logit_rows, hidden_rows;
   std::vector<int32_t> host_meta;  // the metadata packed for its one write, reused
 };
@@ -34,7 +36,8 @@ namespace {
 // as floats do).
 int64_t ffn_floats_per_token(const LlamaHParams& hp) {
   if (!hp.moe()) return 2 * int64_t(hp.n_ff);
-  return hp.n_expert + int64_t(hp.n_expert_used) * (2 + 2 * int64_t(hp.n_ff_exp) + hp.n_embd);
+  const int64_t bias = hp.moe_biases ? std::max<int64_t>(hp.n_ff_exp, hp.n_embd) : 0;
+  return hp.n_expert + int64_t(hp.n_expert_used) * (2 + 2 * int64_t(hp.n_ff_exp) + hp.n_embd + bias);
 }
 
 }  // namespace
@@ -227,6 +230,7 @@ void LlamaForward::enqueue(Scratch& s, const StepBatch& b) {
     s.expert_gate = take({n, used, hp.n_ff_exp});
     s.expert_up = take({n, used, hp.n_ff_exp});
     s.expert_down = take({n, used, hp.n_embd});
+    if (hp.moe_biases) s.expert_bias = take({n * used, std::max<int64_t>(hp.n_ff_exp, hp.n_embd)});
   }
 
   backend_.get_rows({sizeof(tsr_get_rows_params), &s.x, &model_.tok_embd(), &s.tokens});
@@ -298,7 +302,13 @@ void LlamaForward::attention_block(Scratch& s, int l, int64_t n) {
                      &s.slots});
   tsr_tensor attn3 = tensor_make(TSR_DTYPE_F32, s.attn.data, {n, hp.n_head, hp.head_dim});
   attention(attn3, s.q, s, l);
+  output_projection(s, w);
+}
+
+// The attention output through wo (and its bias) into the residual stream.
+void LlamaForward::output_projection(Scratch& s, const LlamaLayer& w) {
   matmul(s.xn, s.attn, w.wo);
+  if (model_.hparams().attn_out_bias) backend_.bias_add({sizeof(tsr_bias_add_params), &s.xn, &s.xn, &w.bo});
   residual_add(s, w.attn_post_norm);
 }
 
@@ -306,7 +316,8 @@ void LlamaForward::attention(const tsr_tensor& out, const tsr_tensor& q, Scratch
   const LlamaHParams& hp = model_.hparams();
   backend_.attention({sizeof(tsr_attention_params), &out, &q, &cache_.k(l), &cache_.v(l),
                       &s.tables, &s.seq_lens, &s.qsl, &s.cache_positions, cache_.shape().block_size,
-                      hp.attn_scale, hp.layer_is_swa(l) ? hp.n_swa : 0, 0.0f, nullptr});
+                      hp.attn_scale, hp.layer_is_swa(l) ? hp.n_swa : 0, 0.0f,
+                      hp.attn_sinks ? &model_.layer(l).sinks : nullptr});
 }
 
 // Attention over a Hadamard-rotated cache (core/kv/kv_dtype.h): q, k and v rotated head by
@@ -325,9 +336,7 @@ void LlamaForward::rotated_attention(Scratch& s, int l, int64_t n) {
   attention(s.q, q_rot, s, l);
   tsr_tensor back = heads(s.attn, hp.n_head);
   matmul(back, heads(s.q, hp.n_head), h);
-  const LlamaLayer& w = model_.layer(l);
-  matmul(s.xn, s.attn, w.wo);
-  residual_add(s, w.attn_post_norm);
+  output_projection(s, model_.layer(l));
 }
 
 // x += out, with out RMS-normalized first where the architecture has post-norms (Gemma).
@@ -357,24 +366,49 @@ void LlamaForward::ffn_block(Scratch& s, int l) {
   residual_add(s, w.ffn_post_norm);
 }
 
-// The experts' feed-forward of xn into xn, as llama.cpp's build_moe_ffn with softmax
-// gating and norm_w: the router's softmax, its top n_used (their probabilities are the
-// weights), SwiGLU through the chosen experts, and their outputs weighted by the
-// renormalized probabilities and summed.
+// The experts' feed-forward of xn into xn, as llama.cpp's build_moe_ffn. Softmax gating
+// with norm_w (qwen3moe, Mixtral): the router's softmax, its top n_used, their
+// probabilities renormalized as the weights. gpt-oss's SOFTMAX_WEIGHT: the top n_used of
+// the biased logits, the softmax of those as the weights. Then SwiGLU (gpt-oss: clamped,
+// after each expert's biases) through the chosen experts, and their outputs weighted and
+// summed.
 void LlamaForward::moe_ffn(Scratch& s, const LlamaLayer& w) {
   const LlamaHParams& hp = model_.hparams();
   matmul(s.router, s.xn, w.ffn_gate_inp);
-  backend_.softmax({sizeof(tsr_softmax_params), &s.router, &s.router, 1.0f, 0});
+  if (hp.moe_biases) backend_.bias_add({sizeof(tsr_bias_add_params), &s.router, &s.router, &w.ffn_gate_inp_b});
+  if (!hp.moe_weight_softmax) backend_.softmax({sizeof(tsr_softmax_params), &s.router, &s.router, 1.0f, 0});
   backend_.top_k({sizeof(tsr_top_k_params), &s.expert_ids, &s.expert_weights, &s.router, hp.n_expert_used, 0});
-  backend_.matmul_id({sizeof(tsr_matmul_id_params), &s.expert_gate, &s.xn, &w.gate_exps, &s.expert_ids});
-  backend_.matmul_id({sizeof(tsr_matmul_id_params), &s.expert_up, &s.xn, &w.up_exps, &s.expert_ids});
+  if (hp.moe_weight_softmax) {
+    backend_.softmax({sizeof(tsr_softmax_params), &s.expert_weights, &s.expert_weights, 1.0f, 0});
+  }
+  expert_matmul(s, s.expert_gate, s.xn, w.gate_exps, w.gate_exps_b);
+  expert_matmul(s, s.expert_up, s.xn, w.up_exps, w.up_exps_b);
   // SwiGLU over the [n * n_used, n_ff_exp] rows of both.
   const int64_t rows = s.expert_gate.shape[0] * hp.n_expert_used;
   tsr_tensor gate = tensor_make(TSR_DTYPE_F32, s.expert_gate.data, {rows, hp.n_ff_exp});
   tsr_tensor up = tensor_make(TSR_DTYPE_F32, s.expert_up.data, {rows, hp.n_ff_exp});
-  backend_.silu_mul({sizeof(tsr_silu_mul_params), &gate, &gate, &up});
-  backend_.matmul_id({sizeof(tsr_matmul_id_params), &s.expert_down, &s.expert_gate, &w.down_exps, &s.expert_ids});
-  backend_.moe_combine({sizeof(tsr_moe_combine_params), &s.xn, &s.expert_down, &s.expert_weights, 1, 0.0f});
+  if (hp.swiglu_oai) {
+    backend_.swiglu_oai({sizeof(tsr_swiglu_oai_params), &gate, &gate, &up, 1.702f, 7.0f});
+  } else {
+    backend_.silu_mul({sizeof(tsr_silu_mul_params), &gate, &gate, &up});
+  }
+  expert_matmul(s, s.expert_down, s.expert_gate, w.down_exps, w.down_exps_b);
+  backend_.moe_combine({sizeof(tsr_moe_combine_params), &s.xn, &s.expert_down, &s.expert_weights,
+                        hp.moe_weight_softmax ? 0 : 1, 0.0f});
+}
+
+// out [n, n_used, m] = x through each chosen expert, plus that expert's bias row where the
+// architecture has them (llama.cpp's ggml_add_id: gathered by get_rows, then one add).
+void LlamaForward::expert_matmul(Scratch& s, const tsr_tensor& out, const tsr_tensor& x, const tsr_tensor& w,
+                                 const tsr_tensor& bias) {
+  backend_.matmul_id({sizeof(tsr_matmul_id_params), &out, &x, &w, &s.expert_ids});
+  if (!model_.hparams().moe_biases) return;
+  const int64_t rows = out.shape[0] * out.shape[1], m = out.shape[2];
+  const tsr_tensor ids = tensor_make(TSR_DTYPE_I32, s.expert_ids.data, {rows});
+  const tsr_tensor gathered = tensor_make(TSR_DTYPE_F32, s.expert_bias.data, {rows, m});
+  const tsr_tensor flat = tensor_make(TSR_DTYPE_F32, out.data, {rows, m});
+  backend_.get_rows({sizeof(tsr_get_rows_params), &gathered, &bias, &ids});
+  backend_.add({sizeof(tsr_add_params), &flat, &flat, &gathered});
 }
 
 }  // namespace tsr

@@ -50,8 +50,11 @@ class LlamaForward {
   void attention_block(Scratch& s, int layer, int64_t n);
   void attention(const tsr_tensor& out, const tsr_tensor& q, Scratch& s, int layer);
   void rotated_attention(Scratch& s, int layer, int64_t n);
+  void output_projection(Scratch& s, const LlamaLayer& w);
   void ffn_block(Scratch& s, int layer);
   void moe_ffn(Scratch& s, const LlamaLayer& w);
+  void expert_matmul(Scratch& s, const tsr_tensor& out, const tsr_tensor& x, const tsr_tensor& w,
+                     const tsr_tensor& bias);
   void residual_add(Scratch& s, const tsr_tensor& post_norm);
   void matmul(tsr_tensor& y, const tsr_tensor& x, const tsr_tensor& w);
 

@@ -122,8 +122,8 @@ TEST(LlamaHParams, ArchitecturesAndTheirAdditions) {
     w.add_u32("qwen3.attention.key_length", 16);
     w.add_u32("qwen3.attention.value_length", 8);
   }, "attention.value_length other than key_length is not supported", "qwen3");
-  expect_refused({}, "model architecture 'gpt-oss' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma3, phi3)",
-                 "gpt-oss");
+  expect_refused({}, "model architecture 'deepseek2' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma3, phi3, gpt-oss)",
+                 "deepseek2");
 }
 
 // Gemma 3 as llama.cpp reads it: five local layers over the window with RoPE base 1e4
@@ -210,6 +210,46 @@ TEST(LlamaHParams, MixtureOfExperts) {
   expect_refused(experts(2, 3), "expert_used_count exceeds expert_count", "qwen3moe");
   expect_refused([](GgufWriter& w) { w.add_u32("qwen3moe.expert_count", 4); }, "missing metadata key qwen3moe.expert_used_count",
                  "qwen3moe");
+}
+
+// gpt-oss as llama.cpp reads it: even layers local over the window (every second layer,
+// or the file's pattern), all layers with one RoPE base and scaling, sinks, biases,
+// softmax-weighted experts and the clamped SwiGLU; experts and a window are required.
+TEST(LlamaHParams, GptOss) {
+  const auto gpt_oss = [](GgufWriter& w) {
+    w.add_u32("gpt-oss.expert_count", 32);
+    w.add_u32("gpt-oss.expert_used_count", 4);
+    w.add_u32("gpt-oss.expert_feed_forward_length", 12);
+    w.add_u32("gpt-oss.attention.sliding_window", 128);
+    w.add_f32("gpt-oss.rope.freq_base", 150000.0f);
+    w.add_string("gpt-oss.rope.scaling.type", "yarn");
+    w.add_f32("gpt-oss.rope.scaling.factor", 32.0f);
+    w.add_u32("gpt-oss.rope.scaling.original_context_length", 4096);
+  };
+  const LlamaHParams hp = read(gpt_oss, "gpt-oss", 4);
+  EXPECT_EQ(hp.rope_mode, TSR_ROPE_NEOX);
+  EXPECT_TRUE(hp.qkv_bias && hp.attn_out_bias && hp.attn_sinks);
+  EXPECT_TRUE(hp.moe_weight_softmax && hp.moe_biases && hp.swiglu_oai);
+  EXPECT_EQ(hp.n_expert, 32);
+  EXPECT_EQ(hp.n_ff_exp, 12);
+  EXPECT_EQ(hp.n_swa, 128);
+  for (int il = 0; il < 4; ++il) {
+    EXPECT_EQ(hp.layer_is_swa(il), il % 2 == 0) << il;
+    EXPECT_FLOAT_EQ(hp.layer_rope_base(il), 150000.0f);
+    EXPECT_FLOAT_EQ(hp.layer_rope_scale(il), 1.0f / 32);
+  }
+  EXPECT_EQ(read([&](GgufWriter& w) {
+              gpt_oss(w);
+              w.add_u32("gpt-oss.attention.sliding_window_pattern", 3);
+            }, "gpt-oss", 4).layer_is_swa(2),
+            false);
+  EXPECT_FALSE(read().attn_sinks);
+  expect_refused([](GgufWriter& w) { w.add_u32("gpt-oss.attention.sliding_window", 128); },
+                 "gpt-oss needs gpt-oss.expert_count", "gpt-oss");
+  expect_refused([](GgufWriter& w) {
+    w.add_u32("gpt-oss.expert_count", 4);
+    w.add_u32("gpt-oss.expert_used_count", 2);
+  }, "missing metadata key gpt-oss.attention.sliding_window", "gpt-oss");
 }
 
 }  // namespace

@@ -22,18 +22,21 @@ struct ArchInfo {
   bool qkv_bias, qk_norm;
   bool gemma;  // GeGLU, post-norms, sqrt(n_embd) embedding scale, sliding-window layers
   bool phi3;   // gate and up in one ffn_up, LongRoPE
+  bool gpt_oss;  // sinks, biases, alternating sliding window, softmax-weighted experts, clamped SwiGLU
 };
 
 // Architectures whose GGUF tensors follow llama's names and layout, with what each adds
 // to it (llama.cpp's llm_build_llama, llm_build_qwen2, llm_build_qwen3, llama_model_qwen3moe,
-// llm_build_gemma3, llama_model_phi3). Any of them may have experts (expert_count); qwen3moe must.
+// llm_build_gemma3, llama_model_phi3, llama_model_openai_moe). Any of them may have experts
+// (expert_count); qwen3moe and gpt-oss must.
 constexpr ArchInfo kArchs[] = {
-    {"llama", TSR_ROPE_NORMAL, false, false, false, false},
-    {"qwen2", TSR_ROPE_NEOX, true, false, false, false},
-    {"qwen3", TSR_ROPE_NEOX, false, true, false, false},
-    {"qwen3moe", TSR_ROPE_NEOX, false, true, false, false},
-    {"gemma3", TSR_ROPE_NEOX, false, true, true, false},
-    {"phi3", TSR_ROPE_NEOX, false, false, false, true},
+    {"llama", TSR_ROPE_NORMAL, false, false, false, false, false},
+    {"qwen2", TSR_ROPE_NEOX, true, false, false, false, false},
+    {"qwen3", TSR_ROPE_NEOX, false, true, false, false, false},
+    {"qwen3moe", TSR_ROPE_NEOX, false, true, false, false, false},
+    {"gemma3", TSR_ROPE_NEOX, false, true, true, false, false},
+    {"phi3", TSR_ROPE_NEOX, false, false, false, true, false},
+    {"gpt-oss", TSR_ROPE_NEOX, true, false, false, false, true},
 };
 
 const ArchInfo& find_arch(const std::string& arch) {
@@ -72,6 +75,7 @@ std::optional<tsr_dtype> dtype_of(GgmlType t) {
     case GgmlType::Q6_K: return TSR_DTYPE_Q6_K;
     case GgmlType::IQ4_NL: return TSR_DTYPE_IQ4_NL;
     case GgmlType::IQ4_XS: return TSR_DTYPE_IQ4_XS;
+    case GgmlType::MXFP4: return TSR_DTYPE_MXFP4;
     default: return std::nullopt;
   }
 }
@@ -103,6 +107,27 @@ void read_phi3(const GgufFile& g, LlamaHParams& hp) {
   }
 }
 
+// gpt-oss as llama.cpp runs it (llama_model_openai_moe): every second layer (the
+// file's sliding_window_pattern, else 2) attends over the window, all with the same RoPE
+// base and scaling (YaRN in the released files) unless the file gives the local layers a
+// base; attention sinks and an output bias; the router's raw logits pick the experts and
+// the softmax of the chosen ones weights them; biases after the router and each expert
+// matmul; the clamped SwiGLU.
+void read_gpt_oss(const GgufFile& g, LlamaHParams& hp) {
+  const std::string a = hp.arch + ".";
+  hp.n_swa = required_int(g, a + "attention.sliding_window", 1);
+  hp.swa_pattern = g.get_int(a + "attention.sliding_window_pattern")
+                       ? required_int(g, a + "attention.sliding_window_pattern", 1)
+                       : 2;
+  hp.rope_freq_base_swa = static_cast<float>(g.get_float(a + "rope.freq_base_swa").value_or(hp.rope_freq_base));
+  if (!std::isfinite(hp.rope_freq_base_swa) || hp.rope_freq_base_swa <= 0) {
+    throw Error(g.path() + ": " + a + "rope.freq_base_swa must be a finite number > 0");
+  }
+  hp.rope_freq_scale_swa = hp.rope_freq_scale;
+  hp.attn_sinks = hp.attn_out_bias = true;
+  hp.moe_weight_softmax = hp.moe_biases = hp.swiglu_oai = true;
+}
+
 // YaRN as llama.cpp runs it for every architecture but DeepSeek's: ext_factor 1, betas 32
 // and 1 unless the file says, cos and sin scaled by 1 + 0.1 ln(factor) (the backend's
 // YaRN term) times rope.scaling.attn_factor. DeepSeek's log multiplier changes that scale
@@ -126,7 +151,9 @@ void read_experts(const GgufFile& g, LlamaHParams& hp) {
   const std::string a = hp.arch + ".";
   hp.n_expert = g.get_int(a + "expert_count").value_or(0) > 0 ? required_int(g, a + "expert_count", 1) : 0;
   if (hp.n_expert == 0) {
-    if (hp.arch == "qwen3moe") throw Error(g.path() + ": qwen3moe needs " + a + "expert_count > 0");
+    if (hp.arch == "qwen3moe" || hp.arch == "gpt-oss") {
+      throw Error(g.path() + ": " + hp.arch + " needs " + a + "expert_count > 0");
+    }
     return;
   }
   hp.n_expert_used = required_int(g, a + "expert_used_count", 1);
@@ -221,6 +248,7 @@ LlamaHParams llama_hparams_from_gguf(const GgufFile& g) {
   if (arch.gemma) read_gemma3(g, hp);
   if (arch.phi3) read_phi3(g, hp);
   read_experts(g, hp);
+  if (arch.gpt_oss) read_gpt_oss(g, hp);
   hp.pooling = read_pooling(g, a + "pooling_type");
   const GgufTensorInfo* embd = g.find_tensor("token_embd.weight");
   if (embd == nullptr || embd->ne.size() != 2 || embd->ne[1] > INT32_MAX) {
@@ -245,6 +273,9 @@ class LlamaModel::Loader {
     if (hp.gelu_ffn) require_op(TSR_OP_GELU_MUL, "gelu_mul", "its GeGLU feed-forward");
     if (hp.embd_scale != 1.0f) require_op(TSR_OP_SCALE, "scale", "its embedding scale");
     if (hp.n_swa > 0) require_attention_window();
+    if (hp.attn_sinks) require_attention_sinks();
+    if (hp.attn_out_bias || hp.moe_biases) require_op(TSR_OP_BIAS_ADD, "bias_add", "its biases");
+    if (hp.swiglu_oai) require_op(TSR_OP_SWIGLU_OAI, "swiglu_oai", "its experts' clamped SwiGLU");
     if (hp.moe()) {
       for (const auto& [op, name] : {std::pair{TSR_OP_SOFTMAX, "softmax"}, {TSR_OP_TOP_K, "top_k"},
                                     {TSR_OP_MOE_COMBINE, "moe_combine"}}) {
@@ -272,6 +303,8 @@ class LlamaModel::Loader {
         l.wv = matrix(p + "attn_v.weight", kv_dim, hp.n_embd, TSR_OP_MATMUL);
       }
       l.wo = matrix(p + "attn_output.weight", hp.n_embd, q_dim, TSR_OP_MATMUL);
+      if (hp.attn_out_bias) l.bo = vector_f32(p + "attn_output.bias", hp.n_embd);
+      if (hp.attn_sinks) l.sinks = vector_f32(p + "attn_sinks.weight", hp.n_head);
       if (hp.qkv_bias) {
         l.bq = vector_f32(p + "attn_q.bias", q_dim);
         l.bk = vector_f32(p + "attn_k.bias", kv_dim);
@@ -285,12 +318,19 @@ class LlamaModel::Loader {
         l.attn_post_norm = vector_f32(p + "post_attention_norm.weight", hp.n_embd);
         l.ffn_post_norm = vector_f32(p + "post_ffw_norm.weight", hp.n_embd);
       }
-      l.ffn_norm = vector_f32(p + "ffn_norm.weight", hp.n_embd);
+      // gpt-oss names its feed-forward norm post_attention_norm (llama.cpp's attn_post_norm).
+      l.ffn_norm = vector_f32(p + (hp.arch == "gpt-oss" ? "post_attention_norm.weight" : "ffn_norm.weight"), hp.n_embd);
       if (hp.moe()) {
         l.ffn_gate_inp = matrix(p + "ffn_gate_inp.weight", hp.n_expert, hp.n_embd, TSR_OP_MATMUL);
         l.gate_exps = experts(p + "ffn_gate_exps.weight", hp.n_ff_exp, hp.n_embd);
         l.up_exps = experts(p + "ffn_up_exps.weight", hp.n_ff_exp, hp.n_embd);
         l.down_exps = experts(p + "ffn_down_exps.weight", hp.n_embd, hp.n_ff_exp);
+        if (hp.moe_biases) {
+          l.ffn_gate_inp_b = vector_f32(p + "ffn_gate_inp.bias", hp.n_expert);
+          l.gate_exps_b = bias_rows(p + "ffn_gate_exps.bias", hp.n_ff_exp);
+          l.up_exps_b = bias_rows(p + "ffn_up_exps.bias", hp.n_ff_exp);
+          l.down_exps_b = bias_rows(p + "ffn_down_exps.bias", hp.n_embd);
+        }
       } else if (hp.fused_gate_up) {  // the gate's rows first, as llama.cpp's ggml_swiglu splits them
         const auto gate_up = matrices(p + "ffn_up.weight", {hp.n_ff, hp.n_ff}, hp.n_embd, TSR_OP_MATMUL);
         l.w_gate = gate_up[0], l.w_up = gate_up[1];
@@ -363,6 +403,16 @@ class LlamaModel::Loader {
     const tsr_dtype f32 = TSR_DTYPE_F32;
     if (backend_.supports(op, {&f32, 1}, &probe)) return;
     throw Error(need + ", which backend '" + backend_.name() + "' does not implement", TSR_STATUS_UNSUPPORTED);
+  }
+
+  // Attention sinks (gpt-oss).
+  void require_attention_sinks() const {
+    const std::vector<float> zeros(size_t(m_.hparams_.n_head), 0.0f);
+    const tsr_tensor sinks = tensor_make(TSR_DTYPE_F32, const_cast<float*>(zeros.data()), {m_.hparams_.n_head});
+    tsr_attention_params probe{};
+    probe.struct_size = sizeof(probe);
+    probe.sinks = &sinks;
+    require_param(TSR_OP_ATTENTION, probe, "architecture '" + m_.hparams_.arch + "' needs attention sinks");
   }
 
   // Sliding-window layers need attention's window.
@@ -512,6 +562,19 @@ class LlamaModel::Loader {
     w.shape[0] = n_expert, w.shape[1] = rows, w.shape[2] = cols;
     w.strides[0] = rows * flat.strides[0], w.strides[1] = flat.strides[0], w.strides[2] = flat.strides[1];
     return w;
+  }
+
+  // The experts' biases (GGUF [width, n_expert]) as f32 rows [n_expert, width], which
+  // get_rows gathers by expert id.
+  tsr_tensor bias_rows(const std::string& name, int64_t width) {
+    const GgufTensorInfo& t = info(name);
+    const int64_t n_expert = m_.hparams_.n_expert;
+    if (t.ne.size() != 2 || t.ne[0] != width || t.ne[1] != n_expert) {
+      throw Error("tensor " + name + " has the wrong shape (expected " + std::to_string(width) + " x " +
+                  std::to_string(n_expert) + ")");
+    }
+    const tsr_tensor flat = vector_f32(name, n_expert * width);
+    return tensor_make(TSR_DTYPE_F32, flat.data, {n_expert, width});
   }
 
   // A tensor's data where the backend reads it in place. GGUF allows any power-of-two

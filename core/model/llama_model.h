@@ -1,4 +1,4 @@
-// A llama-family model (llama and Mixtral, qwen2, qwen3, qwen3moe, gemma3, phi3: the architectures of kArchs in
+// A llama-family model (llama and Mixtral, qwen2, qwen3, qwen3moe, gemma3, phi3, gpt-oss: the architectures of kArchs in
 // llama_model.cpp): hyperparameters from GGUF metadata and weights placed in a
 // backend's memory. Immutable after load; the GGUF mapping must outlive the model
 // because CPU backends read the weights in place.
@@ -65,6 +65,15 @@ struct LlamaHParams {
   // softmax of the router's logits and weighted by their probabilities renormalized over
   // the chosen ones (llama.cpp's build_moe_ffn with norm_w).
   int32_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;
+  // gpt-oss's additions: experts picked by the router's raw logits and weighted by the
+  // softmax of the chosen ones (llama.cpp's SOFTMAX_WEIGHT gating, no renormalization);
+  // biases on the router and on each expert's gate, up and down outputs; the clamped
+  // SwiGLU (swiglu_oai with alpha 1.702, limit 7); attention sinks and an output bias.
+  bool moe_weight_softmax = false;
+  bool moe_biases = false;
+  bool swiglu_oai = false;
+  bool attn_sinks = false;
+  bool attn_out_bias = false;
   Pooling pooling = Pooling::LAST;
 
   bool moe() const { return n_expert > 0; }
@@ -87,6 +96,10 @@ struct LlamaLayer {
   // With hparams().moe() (w_gate, w_up and w_down zeroed then): the router [n_expert, n_embd]
   // and the experts' matrices [n_expert, rows, cols].
   tsr_tensor ffn_gate_inp, gate_exps, up_exps, down_exps;
+  tsr_tensor bo;     // [n_embd], with hparams().attn_out_bias, else zeroed
+  tsr_tensor sinks;  // [n_head], with hparams().attn_sinks, else zeroed
+  // With hparams().moe_biases: the router's [n_expert] and the experts' [n_expert, width].
+  tsr_tensor ffn_gate_inp_b, gate_exps_b, up_exps_b, down_exps_b;
 };
 
 // Called with (bytes done, bytes total) while weights are placed on the backend.

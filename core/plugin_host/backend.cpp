@@ -158,7 +158,7 @@ const char* op_name(tsr_op op) {
   static const char* const names[] = {"get_rows", "rms_norm", "matmul", "rope", "kv_write", "attention",
                                       "silu_mul", "add", "copy_blocks", "mul", "scale", "gelu", "gelu_mul",
                                       "layer_norm", "bias_add", "softmax", "top_k", "matmul_id", "softcap",
-                                      "cast", "moe_combine"};
+                                      "cast", "moe_combine", "swiglu_oai"};
   static_assert(std::size(names) == TSR_OP_COUNT_);
   return op >= 0 && op < TSR_OP_COUNT_ ? names[op] : "unknown op";
 }

@@ -108,6 +108,7 @@ class Backend {
   void top_k(const tsr_top_k_params& p) { enqueue(TSR_OP_TOP_K, &p); }
   void matmul_id(const tsr_matmul_id_params& p) { enqueue(TSR_OP_MATMUL_ID, &p); }
   void moe_combine(const tsr_moe_combine_params& p) { enqueue(TSR_OP_MOE_COMBINE, &p); }
+  void swiglu_oai(const tsr_swiglu_oai_params& p) { enqueue(TSR_OP_SWIGLU_OAI, &p); }
   void copy_blocks(const tsr_copy_blocks_params& p) { enqueue(TSR_OP_COPY_BLOCKS, &p); }
 
   // Graphs (see backend.h): whether the plugin records, and the recording of the

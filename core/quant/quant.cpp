@@ -61,7 +61,7 @@ bool is_supported(GgmlType t) {
   switch (t) {
     case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: case GgmlType::Q8_0: case GgmlType::Q4_0:
     case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
-    case GgmlType::IQ4_NL: case GgmlType::IQ4_XS: return true;
+    case GgmlType::IQ4_NL: case GgmlType::IQ4_XS: case GgmlType::MXFP4: return true;
     default: return false;
   }
 }
@@ -99,6 +99,7 @@ void quantize(GgmlType to, std::span<const float> x, std::span<uint8_t> out) {
     case GgmlType::Q6_K: quantize_row_q6_k_ref(x.data(), static_cast<BlockQ6_K*>(y), n); break;
     case GgmlType::IQ4_NL: quantize_row_iq4_nl(x.data(), static_cast<BlockIQ4_NL*>(y), n); break;
     case GgmlType::IQ4_XS: quantize_row_iq4_xs(x.data(), static_cast<BlockIQ4_XS*>(y), n); break;
+    case GgmlType::MXFP4: quantize_row_mxfp4(x.data(), static_cast<BlockMXFP4*>(y), n); break;
     default: break;  // refused by check()
   }
 }
@@ -130,6 +131,7 @@ void dequantize(GgmlType from, std::span<const uint8_t> bytes, std::span<float> 
     case GgmlType::Q6_K: dequantize_row_q6_k(static_cast<const BlockQ6_K*>(x), out.data(), n); break;
     case GgmlType::IQ4_NL: dequantize_row_iq4_nl(static_cast<const BlockIQ4_NL*>(x), out.data(), n); break;
     case GgmlType::IQ4_XS: dequantize_row_iq4_xs(static_cast<const BlockIQ4_XS*>(x), out.data(), n); break;
+    case GgmlType::MXFP4: dequantize_row_mxfp4(static_cast<const BlockMXFP4*>(x), out.data(), n); break;
     default: break;  // refused by check()
   }
 }
@@ -147,7 +149,7 @@ std::optional<GgmlType> parse_type(std::string name) {
   if (name == "bf16") return GgmlType::BF16;
   if (name == "q8_0") return GgmlType::Q8_0;
   for (const GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
-                          GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS}) {
+                          GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::MXFP4}) {
     std::string lower = type_name(t);
     std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
     if (name == lower) return t;
@@ -171,6 +173,7 @@ uint32_t llama_file_type(GgmlType t) {
     case GgmlType::Q6_K: return 18;  // LLAMA_FTYPE_MOSTLY_Q6_K
     case GgmlType::IQ4_NL: return 25;  // LLAMA_FTYPE_MOSTLY_IQ4_NL
     case GgmlType::IQ4_XS: return 30;  // LLAMA_FTYPE_MOSTLY_IQ4_XS
+    case GgmlType::MXFP4: return 38;   // LLAMA_FTYPE_MOSTLY_MXFP4_MOE (MXFP4 experts)
     default: return 0;               // LLAMA_FTYPE_ALL_F32
   }
 }

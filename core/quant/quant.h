@@ -1,5 +1,5 @@
 // Conversions between f32 and the weight formats GGUF files store: F32, F16, BF16, Q8_0,
-// Q4_0, Q4_1, Q5_0, Q5_1, the K-quants Q2_K ... Q6_K, IQ4_NL and IQ4_XS (the block codecs are in
+// Q4_0, Q4_1, Q5_0, Q5_1, the K-quants Q2_K ... Q6_K, IQ4_NL, IQ4_XS and MXFP4 (the block codecs are in
 // quant_formats/, bit-exact with ggml's quantizers, so files written here equal
 // llama.cpp's `llama-quantize` without an importance matrix).
 #pragma once
@@ -14,6 +14,7 @@
 #include "quant_formats/ggml_blocks.h"
 #include "quant_formats/iq4.h"
 #include "quant_formats/kquants.h"
+#include "quant_formats/mxfp4.h"
 
 namespace tsr::quant {
 
@@ -22,7 +23,7 @@ void f32_to_bf16_row(const float* x, uint16_t* y, int64_t k);
 void f16_to_f32_row(const uint16_t* x, float* y, int64_t k);
 void bf16_to_f32_row(const uint16_t* x, float* y, int64_t k);
 
-// F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K ... Q6_K, IQ4_NL, IQ4_XS: the types
+// F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K ... Q6_K, IQ4_NL, IQ4_XS, MXFP4: the types
 // this library reads and writes. Quantizing to any but F32/F16/BF16/Q8_0/Q4_0 refuses NaN
 // and infinity (tsr::Error).
 bool is_supported(GgmlType t);

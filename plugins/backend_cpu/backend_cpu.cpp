@@ -213,6 +213,7 @@ class CpuBackend {
   void matmul_id(Stream* s, const tsr_matmul_id_params& p) { run(s, p, op_matmul_id); }
   void softcap(Stream* s, const tsr_softcap_params& p) { run(s, p, op_softcap); }
   void moe_combine(Stream* s, const tsr_moe_combine_params& p) { run(s, p, op_moe_combine); }
+  void swiglu_oai(Stream* s, const tsr_swiglu_oai_params& p) { run(s, p, op_swiglu_oai); }
   void cast(Stream* s, const tsr_cast_params& p) { run(s, p, op_cast); }
 
   // The SDK calls this when an op's entry fails, also before the op reached us (a NULL or

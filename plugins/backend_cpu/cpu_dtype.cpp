@@ -4,6 +4,7 @@
 #include "quant_formats/ggml_blocks.h"
 #include "quant_formats/iq4.h"
 #include "quant_formats/kquants.h"
+#include "quant_formats/mxfp4.h"
 
 namespace tsr::cpu {
 
@@ -13,7 +14,7 @@ bool is_weight_dtype(tsr_dtype dtype) {
   switch (dtype) {
     case TSR_DTYPE_F32: case TSR_DTYPE_F16: case TSR_DTYPE_BF16: case TSR_DTYPE_Q8_0: case TSR_DTYPE_Q4_0:
     case TSR_DTYPE_Q4_1: case TSR_DTYPE_Q5_0: case TSR_DTYPE_Q5_1: case TSR_DTYPE_Q2_K: case TSR_DTYPE_Q3_K: case TSR_DTYPE_Q4_K: case TSR_DTYPE_Q5_K: case TSR_DTYPE_Q6_K:
-    case TSR_DTYPE_IQ4_NL: case TSR_DTYPE_IQ4_XS: return true;
+    case TSR_DTYPE_IQ4_NL: case TSR_DTYPE_IQ4_XS: case TSR_DTYPE_MXFP4: return true;
     default: return false;
   }
 }
@@ -65,6 +66,7 @@ void row_to_f32(tsr_dtype dtype, const void* src, float* dst, int64_t n) {
     case TSR_DTYPE_Q6_K: return quant::dequantize_row_q6_k(static_cast<const quant::BlockQ6_K*>(src), dst, n);
     case TSR_DTYPE_IQ4_NL: return quant::dequantize_row_iq4_nl(static_cast<const quant::BlockIQ4_NL*>(src), dst, n);
     case TSR_DTYPE_IQ4_XS: return quant::dequantize_row_iq4_xs(static_cast<const quant::BlockIQ4_XS*>(src), dst, n);
+    case TSR_DTYPE_MXFP4: return quant::dequantize_row_mxfp4(static_cast<const quant::BlockMXFP4*>(src), dst, n);
     default:
       return;
   }

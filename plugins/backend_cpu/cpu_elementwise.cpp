@@ -3,6 +3,7 @@
 // compiler vectorizes them, and none is on a Llama step's critical path.
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -87,6 +88,23 @@ void op_gelu_mul(OpContext& ctx, const tsr_gelu_params& p) {
   require_same_shape(out, x, "gelu_mul");
   require_same_shape(out, up, "gelu_mul");
   map_rows(ctx, out, x, &up, [](float g, float u) { return gelu_f16(g) * u; });
+}
+
+// As ggml_swiglu_oai's CPU kernel, operation for operation, so that gpt-oss's experts
+// round as llama.cpp's do.
+void op_swiglu_oai(OpContext& ctx, const tsr_swiglu_oai_params& p) {
+  const Matrix out = as_matrix(p.out, TSR_DTYPE_F32, "swiglu_oai out");
+  const Matrix gate = as_matrix(p.gate, TSR_DTYPE_F32, "swiglu_oai gate");
+  const Matrix up = as_matrix(p.up, TSR_DTYPE_F32, "swiglu_oai up");
+  require_same_shape(out, gate, "swiglu_oai");
+  require_same_shape(out, up, "swiglu_oai");
+  sdk::check_swiglu_oai_scalars(p);
+  const float alpha = p.alpha, limit = p.limit;
+  map_rows(ctx, out, gate, &up, [alpha, limit](float g, float u) {
+    const float x = std::min(g, limit);
+    const float y = std::clamp(u, -limit, limit);
+    return x / (1.0f + std::exp(alpha * -x)) * (y + 1.0f);
+  });
 }
 
 void op_bias_add(OpContext& ctx, const tsr_bias_add_params& p) {

@@ -142,6 +142,11 @@ void Recording::add(const tsr_moe_combine_params& p) {
   ops_.push_back(record(p, op_moe_combine, &P::out, &P::x, &P::weights));
 }
 
+void Recording::add(const tsr_swiglu_oai_params& p) {
+  using P = tsr_swiglu_oai_params;
+  ops_.push_back(record(p, op_swiglu_oai, &P::out, &P::gate, &P::up));
+}
+
 void Recording::add(const tsr_cast_params& p) {
   using P = tsr_cast_params;
   ops_.push_back(record(p, op_cast, &P::out, &P::x));

@@ -34,6 +34,7 @@ class Recording {
   void add(const tsr_matmul_id_params& p);
   void add(const tsr_softcap_params& p);
   void add(const tsr_moe_combine_params& p);
+  void add(const tsr_swiglu_oai_params& p);
   void add(const tsr_cast_params& p);
 
   void run(OpContext& ctx) const;

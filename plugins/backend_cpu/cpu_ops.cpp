@@ -243,7 +243,7 @@ bool op_supports(tsr_op op, tsr_dtype dtype) {
     case TSR_OP_RMS_NORM: case TSR_OP_ROPE:
     case TSR_OP_SILU_MUL: case TSR_OP_ADD: case TSR_OP_MUL: case TSR_OP_SCALE: case TSR_OP_GELU:
     case TSR_OP_GELU_MUL: case TSR_OP_LAYER_NORM: case TSR_OP_BIAS_ADD: case TSR_OP_SOFTMAX: case TSR_OP_TOP_K:
-    case TSR_OP_SOFTCAP: case TSR_OP_MOE_COMBINE: return dtype == TSR_DTYPE_F32;
+    case TSR_OP_SOFTCAP: case TSR_OP_MOE_COMBINE: case TSR_OP_SWIGLU_OAI: return dtype == TSR_DTYPE_F32;
     default: return false;
   }
 }

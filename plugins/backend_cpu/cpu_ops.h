@@ -45,6 +45,7 @@ void op_matmul_id(OpContext& ctx, const tsr_matmul_id_params& p);
 void op_softcap(OpContext& ctx, const tsr_softcap_params& p);
 // ABI 2.1 (cpu_row_ops.cpp).
 void op_moe_combine(OpContext& ctx, const tsr_moe_combine_params& p);
+void op_swiglu_oai(OpContext& ctx, const tsr_swiglu_oai_params& p);
 void op_cast(OpContext& ctx, const tsr_cast_params& p);
 // Whether cast converts `from` into `to`.
 bool cast_supports(tsr_dtype from, tsr_dtype to);

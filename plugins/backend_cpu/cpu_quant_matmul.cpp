@@ -14,6 +14,7 @@
 #include "cpu_simd.h"
 #include "quant_formats/ggml_blocks.h"
 #include "quant_formats/iq4.h"
+#include "quant_formats/mxfp4.h"
 
 namespace tsr::cpu {
 
@@ -77,7 +78,16 @@ void quantize_rows(const Matrix& x, bool biased, QuantizedRows& out) {
 
 // The 32 weights of block b of a row as int8, and the block's scale. Q4_0 and IQ4_NL
 // blocks share a layout (f16 scale, 16 bytes of nibbles); IQ4_NL's nibbles index its table.
+// MXFP4's index its doubled E2M1 levels, under half its power-of-two scale (as ggml's).
 inline float load_block(tsr_dtype dtype, const uint8_t* row, int64_t b, int8_t* w) {
+  if (dtype == TSR_DTYPE_MXFP4) {
+    const auto* blk = reinterpret_cast<const quant::BlockMXFP4*>(row) + b;
+    for (int i = 0; i < kQBlock / 2; ++i) {
+      w[i] = quant::kMXFP4Values[blk->qs[i] & 0x0f];
+      w[i + kQBlock / 2] = quant::kMXFP4Values[blk->qs[i] >> 4];
+    }
+    return quant::e8m0_to_f32_half(blk->e);
+  }
   if (dtype == TSR_DTYPE_Q8_0) {
     const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
     std::memcpy(w, blk->qs, kQBlock);
@@ -139,6 +149,14 @@ inline __m256i load_block_avx2(const uint8_t* row, int64_t b, float* dw) {
     const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
     const __m256i fifth = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
     return _mm256_sub_epi8(_mm256_or_si256(low, fifth), _mm256_set1_epi8(16));
+  } else if constexpr (D == TSR_DTYPE_MXFP4) {
+    const auto* blk = reinterpret_cast<const quant::BlockMXFP4*>(row) + b;
+    *dw = quant::e8m0_to_f32_half(blk->e);
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs));
+    const __m128i lo = _mm_and_si128(packed, _mm_set1_epi8(0x0f));
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0f));
+    const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kMXFP4Values));
+    return _mm256_set_m128i(_mm_shuffle_epi8(table, hi), _mm_shuffle_epi8(table, lo));
   } else {
     const auto* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
     *dw = _cvtsh_ss(blk->d);
@@ -359,7 +377,7 @@ void min_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const Matrix
 
 bool quant_matmul_supported(tsr_dtype w) {
   return w == TSR_DTYPE_Q8_0 || w == TSR_DTYPE_Q4_0 || w == TSR_DTYPE_Q5_0 || w == TSR_DTYPE_IQ4_NL ||
-         w == TSR_DTYPE_Q4_1 || w == TSR_DTYPE_Q5_1;
+         w == TSR_DTYPE_MXFP4 || w == TSR_DTYPE_Q4_1 || w == TSR_DTYPE_Q5_1;
 }
 
 template <tsr_dtype D>
@@ -385,6 +403,7 @@ void quant_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const Matr
     case TSR_DTYPE_Q8_0: return quant_matmul_of<TSR_DTYPE_Q8_0>(ctx, out, x, w);
     case TSR_DTYPE_Q4_0: return quant_matmul_of<TSR_DTYPE_Q4_0>(ctx, out, x, w);
     case TSR_DTYPE_Q5_0: return quant_matmul_of<TSR_DTYPE_Q5_0>(ctx, out, x, w);
+    case TSR_DTYPE_MXFP4: return quant_matmul_of<TSR_DTYPE_MXFP4>(ctx, out, x, w);
     case TSR_DTYPE_Q4_1: case TSR_DTYPE_Q5_1: return min_matmul(ctx, out, x, w);
     default: return quant_matmul_of<TSR_DTYPE_IQ4_NL>(ctx, out, x, w);
   }

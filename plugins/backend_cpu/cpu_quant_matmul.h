@@ -1,4 +1,4 @@
-// Matmul against Q8_0 / Q4_0 / Q5_0 / IQ4_NL (and Q4_1 / Q5_1) weights with int8 arithmetic: the activations are quantized
+// Matmul against Q8_0 / Q4_0 / Q5_0 / IQ4_NL / MXFP4 (and Q4_1 / Q5_1) weights with int8 arithmetic: the activations are quantized
 // to Q8_0-style blocks (32 int8 and a scale, as llama.cpp does) and each weight block is
 // read once per step for every row of x. AVX-512 VNNI where the CPU has it (chosen at run
 // time), a portable integer path elsewhere; both give the same result up to float

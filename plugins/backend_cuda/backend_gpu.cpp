@@ -387,7 +387,7 @@ class GpuBackend {
         case TSR_OP_RMS_NORM: case TSR_OP_ROPE:
         case TSR_OP_SILU_MUL: case TSR_OP_ADD: case TSR_OP_MUL: case TSR_OP_SCALE: case TSR_OP_GELU:
         case TSR_OP_GELU_MUL: case TSR_OP_LAYER_NORM: case TSR_OP_BIAS_ADD: case TSR_OP_SOFTMAX:
-        case TSR_OP_TOP_K: case TSR_OP_SOFTCAP: case TSR_OP_MOE_COMBINE:
+        case TSR_OP_TOP_K: case TSR_OP_SOFTCAP: case TSR_OP_MOE_COMBINE: case TSR_OP_SWIGLU_OAI:
           if (d != TSR_DTYPE_F32) return false;
           break;
         default: return false;
@@ -790,6 +790,18 @@ class GpuBackend {
 
   void gelu_mul(Stream* sp, const tsr_gelu_params& p) {
     binary_op(sp, Binary::kGeluMul, "gelu_mul", p.out, {p.x, "x"}, {p.up, "up"});
+  }
+
+  void swiglu_oai(Stream* sp, const tsr_swiglu_oai_params& p) {
+    sdk::check_swiglu_oai_scalars(p);
+    Stream& s = begin_op(sp);
+    const Mat out = view(p.out, TSR_DTYPE_F32, "swiglu_oai out");
+    const Mat gate = view(p.gate, TSR_DTYPE_F32, "swiglu_oai gate");
+    const Mat up = view(p.up, TSR_DTYPE_F32, "swiglu_oai up");
+    require_same_shape(out, gate, "swiglu_oai");
+    require_same_shape(out, up, "swiglu_oai");
+    gpu::swiglu_oai(s.handle, out, gate, up, p.alpha, p.limit);
+    end_op(s, "swiglu_oai", out);
   }
 
   void bias_add(Stream* sp, const tsr_bias_add_params& p) {

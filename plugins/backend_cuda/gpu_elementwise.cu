@@ -1,4 +1,4 @@
-// Elementwise ops of the GPU backends: add, mul, SwiGLU and GeGLU, scale, GELU (tanh
+// Elementwise ops of the GPU backends: add, mul, SwiGLU (also gpt-oss's clamped one) and GeGLU, scale, GELU (tanh
 // form), tanh softcapping, bias add and casts between F32, F16 and BF16. Grid-stride loops
 // over [rows, cols] with independent row strides; each element is read and written by one
 // thread, so out may alias an input. Semantics follow plugins/backend_cpu/cpu_elementwise.cpp.
@@ -57,6 +57,16 @@ __global__ void bias_add_kernel(Mat out, Mat x, const float* bias) {
   }
 }
 
+__global__ void swiglu_oai_kernel(Mat out, Mat gate, Mat up, float alpha, float limit) {
+  const int64_t n = out.rows * out.cols;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / out.cols, c = i % out.cols;
+    const float x = fminf(row_ptr<const float>(gate, r)[c], limit);
+    const float y = fminf(fmaxf(row_ptr<const float>(up, r)[c], -limit), limit);
+    row_ptr<float>(out, r)[c] = x / (1.0f + expf(alpha * -x)) * (y + 1.0f);
+  }
+}
+
 template <int To>
 __device__ __forceinline__ void store(uint8_t* row, int64_t c, float v) {
   if constexpr (To == TSR_DTYPE_F32) reinterpret_cast<float*>(row)[c] = v;
@@ -94,6 +104,10 @@ void binary(cudaStream_t s, Binary op, const Mat& out, const Mat& a, const Mat& 
     case Binary::kSiluMul: binary_kernel<Binary::kSiluMul><<<grid, kThreads, 0, s>>>(out, a, b); break;
     case Binary::kGeluMul: binary_kernel<Binary::kGeluMul><<<grid, kThreads, 0, s>>>(out, a, b); break;
   }
+}
+
+void swiglu_oai(cudaStream_t s, const Mat& out, const Mat& gate, const Mat& up, float alpha, float limit) {
+  swiglu_oai_kernel<<<flat_grid(out.rows * out.cols, kThreads), kThreads, 0, s>>>(out, gate, up, alpha, limit);
 }
 
 void unary(cudaStream_t s, Unary op, const Mat& out, const Mat& x, float arg) {

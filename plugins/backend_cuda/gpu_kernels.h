@@ -50,6 +50,8 @@ void binary(cudaStream_t s, Binary op, const Mat& out, const Mat& a, const Mat& 
 // kScale: x * arg; kGelu: gelu(x) (tanh form); kSoftcap: arg * tanh(x / arg).
 void unary(cudaStream_t s, Unary op, const Mat& out, const Mat& x, float arg);
 void bias_add(cudaStream_t s, const Mat& out, const Mat& x, const float* bias);
+// gpt-oss's clamped SwiGLU (tsr_swiglu_oai_params).
+void swiglu_oai(cudaStream_t s, const Mat& out, const Mat& gate, const Mat& up, float alpha, float limit);
 // Between F32, F16 and BF16 (round to nearest even); out and x of the same shape.
 void cast(cudaStream_t s, const Mat& out, const Mat& x);
 

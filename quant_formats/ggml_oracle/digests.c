@@ -17,6 +17,8 @@ void quantize_row_q5_K_ref(const float*, void*, int64_t);
 void quantize_row_q6_K_ref(const float*, void*, int64_t);
 size_t quantize_iq4_nl(const float*, void*, int64_t, int64_t, const float*);
 size_t quantize_iq4_xs(const float*, void*, int64_t, int64_t, const float*);
+void quantize_row_mxfp4_ref(const float*, void*, int64_t);
+void dequantize_row_mxfp4(const void*, float*, int64_t);
 void dequantize_row_q4_K(const void*, float*, int64_t);
 
 /* The stubs ggml-quants.c links against; the quantizers above call none of them. */
@@ -70,5 +72,7 @@ int main(void) {
   quantize_row_q6_K_ref(x, q, N);  printf("q6_K %016llx\n", (unsigned long long)fnv1a(q, N / 256 * 210));
   quantize_iq4_nl(x, q, 1, N, NULL); printf("iq4_nl %016llx\n", (unsigned long long)fnv1a(q, N / 32 * 18));
   quantize_iq4_xs(x, q, 1, N, NULL); printf("iq4_xs %016llx\n", (unsigned long long)fnv1a(q, N / 256 * 136));
+  quantize_row_mxfp4_ref(x, q, N); printf("mxfp4 %016llx\n", (unsigned long long)fnv1a(q, N / 32 * 17));
+  dequantize_row_mxfp4(q, y, N);   printf("mxfp4-dequant %016llx\n", (unsigned long long)fnv1a(y, sizeof y));
   return 0;
 }

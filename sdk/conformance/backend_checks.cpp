@@ -210,6 +210,7 @@ constexpr tsr_op op_of(const tsr_matmul_id_params*) { return TSR_OP_MATMUL_ID; }
 constexpr tsr_op op_of(const tsr_softcap_params*) { return TSR_OP_SOFTCAP; }
 constexpr tsr_op op_of(const tsr_cast_params*) { return TSR_OP_CAST; }
 constexpr tsr_op op_of(const tsr_moe_combine_params*) { return TSR_OP_MOE_COMBINE; }
+constexpr tsr_op op_of(const tsr_swiglu_oai_params*) { return TSR_OP_SWIGLU_OAI; }
 
 // A backend handle of the plugin with a stream of its own, and the entries the tests call,
 // each with its args struct filled in. The *_status forms return what the plugin did.
@@ -1553,6 +1554,23 @@ TEST_F(BackendTest, MoeCombineMatchesReference) {
   tsr_moe_combine_params mismatched{sizeof(mismatched), wrong.get(), x.get(), w.get(), 0, 0.0f};
   expect_refused([&](tsr_error** e) { return dut().enqueue_status(&mismatched, e, dut().b, dut().s); },
                  "moe_combine out of the wrong width");
+}
+
+// swiglu_oai (ABI 2.4): gpt-oss's clamped SwiGLU; a limit of 1.5, within the inputs' spread,
+// clamps some gates and ups on both sides. A limit of 0 is refused.
+TEST_F(BackendTest, SwigluOaiMatchesReference) {
+  TSR_REQUIRE_OP(TSR_OP_SWIGLU_OAI);
+  constexpr float kAlpha = 1.702f, kLimit = 1.5f;
+  const auto ref = [](double g, double u) {
+    const double x = std::min(g, double(kLimit)), y = std::clamp(u, -double(kLimit), double(kLimit));
+    return x / (1.0 + std::exp(-kAlpha * x)) * (y + 1.0);
+  };
+  check_elementwise(rng, ref, [](Device& dev, auto& o, auto& a, auto& b) {
+    dev.run(tsr_swiglu_oai_params{sizeof(tsr_swiglu_oai_params), o.get(), a.get(), b.get(), kAlpha, kLimit}, "swiglu_oai");
+  });
+  const DevTensor x = upload(dut(), random_floats(8, rng), TSR_DTYPE_F32, {1, 8});
+  tsr_swiglu_oai_params bad{sizeof(bad), x.get(), x.get(), x.get(), kAlpha, 0.0f};
+  expect_refused([&](tsr_error** e) { return dut().enqueue_status(&bad, e, dut().b, dut().s); }, "swiglu_oai limit 0");
 }
 
 TEST_F(BackendTest, BiasAddMatchesReference) {

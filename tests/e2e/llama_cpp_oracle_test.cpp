@@ -284,6 +284,23 @@ constexpr const char* kQwen3Moe30bLayout =
     "--dim 128 --layers 2 --heads 32 --kv-heads 4 --head-dim 128 --ffn 256 --experts 128 --experts-used 8 "
     "--expert-ffn 64";
 constexpr const char* kMixtralSmall = "--dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 128 --experts 8 --experts-used 2";
+// gpt-oss: four layers alternating a window of 8 (shorter than every prompt and its
+// continuation) with global attention, sinks, biases, YaRN (factor 4 over 64, as the
+// released files' 32 over 4096), the router's softmax over its chosen experts and the
+// clamped SwiGLU (the synth experts' gate and up outputs reach the clamp): all F32, and
+// MXFP4 experts over Q8_0 (llama.cpp's MXFP4_MOE mix); and gpt-oss 20B's heads (64 of 64
+// over 8) and routing (4 of 32) on a narrower embedding, MXFP4 experts over F32. All three
+// match within 1e-3 at every position (the MXFP4 ones too: both engines multiply MXFP4 by
+// the same Q8_0 activations in integers).
+constexpr const char* kGptOssSmall =
+    "--dim 64 --layers 4 --heads 4 --kv-heads 2 --head-dim 16 --ffn 64 --experts 8 --experts-used 2 "
+    "--sliding-window 8 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 64";
+constexpr const char* kGptOssSmallMxfp4 =
+    "--dim 64 --layers 4 --heads 4 --kv-heads 2 --head-dim 16 --ffn 64 --experts 8 --experts-used 2 "
+    "--sliding-window 8 --rope-scaling yarn --rope-scale 4 --rope-orig-ctx 64 --expert-type mxfp4";
+constexpr const char* kGptOss20bLayout =
+    "--dim 128 --layers 2 --heads 64 --kv-heads 8 --head-dim 64 --ffn 128 --experts 32 --experts-used 4 "
+    "--sliding-window 8 --rope-scaling yarn --rope-scale 32 --rope-orig-ctx 64 --expert-type mxfp4";
 // K-quants and IQ4_XS need rows of whole super-blocks of 256: `tessera quantize` converts
 // the F32 synth file (each type alone, as `llama-quantize --pure`, and llama.cpp's mixes).
 // Of two layers the mixes give the second more bits (the last eighth) and not the first.
@@ -327,6 +344,9 @@ INSTANTIATE_TEST_SUITE_P(
                       OracleCase{"qwen3moe_30b_a3b_layout_q8_0", "qwen3moe", "tokenizer-qwen3", kQwen3Moe30bLayout, "q8_0", 0, 0.25},
                       OracleCase{"mixtral_small_f32", "llama", "", kMixtralSmall, "f32"},
                       OracleCase{"mixtral_small_q8_0", "llama", "", kMixtralSmall, "q8_0"},
+                      OracleCase{"gpt_oss_small_f32", "gpt-oss", "tokenizer-llama3_1", kGptOssSmall, "f32"},
+                      OracleCase{"gpt_oss_small_mxfp4_moe", "gpt-oss", "tokenizer-llama3_1", kGptOssSmallMxfp4, "q8_0"},
+                      OracleCase{"gpt_oss_20b_layout_mxfp4", "gpt-oss", "tokenizer-llama3_1", kGptOss20bLayout, "f32"},
                       OracleCase{"kquant_llama_q4_k_m", "llama", "tokenizer-llama3_1", kLlamaK, "f32", 0, 0, "q4_k_m"},
                       OracleCase{"kquant_llama_q5_k_m", "llama", "tokenizer-llama3_1", kLlamaK, "f32", 0, 0, "q5_k_m"},
                       OracleCase{"kquant_llama_q6_k", "llama", "tokenizer-llama3_1", kLlamaK, "f32", 0, 0, "q6_k"},
@@ -342,16 +362,26 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return std::string(info.param.name); });
 
 // MoE routing is per token: the oracle prompts' greedy ids on a Qwen3-30B-A3B-layout file
-// (Q8_0, 128 experts, 8 per token) are the same alone and all at once with graphs on and
-// prefill in chunks of 7 (experts then see other tokens' rows beside a token's own, and
-// the decode steps replay recorded graphs). Needs no llama.cpp: Tessera against itself.
-TEST(MoeInvariance, BatchedChunkedAndGraphsMatchAlone) {
+// (Q8_0, 128 experts, 8 per token) and on a gpt-oss file (MXFP4 experts over Q8_0, with
+// sliding-window layers and expert biases) are the same alone and all at once with graphs
+// on and prefill in chunks of 7 (experts then see other tokens' rows beside a token's own,
+// windows cross chunk borders, and the decode steps replay recorded graphs). Needs no
+// llama.cpp: Tessera against itself.
+struct InvarianceCase {
+  const char* name;
+  const char* arch;
+  const char* shape;  // synth flags; the file is Q8_0 (and the experts --expert-type, if given)
+};
+
+class MoeInvariance : public ::testing::TestWithParam<InvarianceCase> {};
+
+TEST_P(MoeInvariance, BatchedChunkedAndGraphsMatchAlone) {
   TSR_REQUIRE_SHARED("models/llama-2-tiny-random.gguf");  // synth's default tokenizer donor
   const fs::path dir = fs::path(::testing::TempDir()) / ("moe-invariance-" + std::to_string(getpid()));
   fs::create_directories(dir);
   const std::string model = (dir / "model.gguf").string();
-  const std::string cmd = std::string(TESSERA_BIN_DIR) + "/tessera synth " + shell_quote(model) +
-                          " --arch qwen3moe " + kQwen3Moe30bLayout + " --type q8_0 --seed 11 2>/dev/null";
+  const std::string cmd = std::string(TESSERA_BIN_DIR) + "/tessera synth " + shell_quote(model) + " " +
+                          " --arch " + GetParam().arch + " " + GetParam().shape + " --type q8_0 --seed 11 2>/dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   std::vector<RequestParams> requests;
   auto alone = make_engine(model, 0);
@@ -385,6 +415,12 @@ TEST(MoeInvariance, BatchedChunkedAndGraphsMatchAlone) {
   EXPECT_GT(batched->stats().graph_replays, 0);
   fs::remove_all(dir);
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Experts, MoeInvariance,
+    ::testing::Values(InvarianceCase{"qwen3moe_30b_a3b_layout_q8_0", "qwen3moe", kQwen3Moe30bLayout},
+                      InvarianceCase{"gpt_oss_small_mxfp4_moe", "gpt-oss", kGptOssSmallMxfp4}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace tsr

@@ -25,17 +25,24 @@ struct ArchDefaults {
   bool qkv_bias, qk_norm;
   bool gemma;  // post-norms, a sqrt(dim) embedding scale, sliding-window layers
   bool phi3;   // fused attn_qkv and gate-up ffn_up; LongRoPE
+  bool gpt_oss;  // sinks, output and expert biases, alternating sliding window, experts only
 };
 
 constexpr ArchDefaults kArchs[] = {
-    {"llama", 10000.0f, 1e-5f, false, false, false, false},
-    {"qwen2", 1000000.0f, 1e-6f, true, false, false, false},
-    {"qwen3", 1000000.0f, 1e-6f, false, true, false, false},
-    {"qwen3moe", 1000000.0f, 1e-6f, false, true, false, false},
-    {"gemma3", 1000000.0f, 1e-6f, false, true, true, false},
-    {"phi3", 10000.0f, 1e-5f, false, false, false, true},
+    {"llama", 10000.0f, 1e-5f, false, false, false, false, false},
+    {"qwen2", 1000000.0f, 1e-6f, true, false, false, false, false},
+    {"qwen3", 1000000.0f, 1e-6f, false, true, false, false, false},
+    {"qwen3moe", 1000000.0f, 1e-6f, false, true, false, false, false},
+    {"gemma3", 1000000.0f, 1e-6f, false, true, true, false, false},
+    {"phi3", 10000.0f, 1e-5f, false, false, false, true, false},
+    {"gpt-oss", 150000.0f, 1e-5f, true, false, false, false, true},
 };
-constexpr int32_t kGemmaWindow = 512;  // Gemma 3 1B's; 4B-27B use 1024
+constexpr int32_t kGemmaWindow = 512;   // Gemma 3 1B's; 4B-27B use 1024
+constexpr int32_t kGptOssWindow = 128;  // gpt-oss 20B's and 120B's
+// gpt-oss's experts' gate and up outputs spread this much wider than other projections',
+// so that its SwiGLU's clamp at 7 takes effect (at 1, it would hardly ever be reached).
+constexpr float kGptOssExpertGain = 4.0f;
+constexpr float kSinkStd = 1.0f;
 
 const ArchDefaults& defaults(std::string_view arch) {
   for (const ArchDefaults& a : kArchs) {
@@ -52,14 +59,28 @@ TensorPlan matrix(std::string name, int64_t in, int64_t out) {
 
 TensorPlan norm(std::string name, int64_t n) { return {std::move(name), {n}, 0.0f}; }
 
-// The experts' [n_expert] stack of [out, in] matrices, each scaled as matrix() scales one.
-TensorPlan experts(std::string name, int64_t in, int64_t out, int64_t n_expert) {
-  return {std::move(name), {in, out, n_expert}, 1.0f / std::sqrt(static_cast<float>(in))};
+// The experts' [n_expert] stack of [out, in] matrices, each scaled as matrix() scales one
+// (times `gain`).
+TensorPlan experts(std::string name, int64_t in, int64_t out, int64_t n_expert, float gain = 1.0f) {
+  return {std::move(name), {in, out, n_expert}, gain / std::sqrt(static_cast<float>(in))};
+}
+
+// gpt-oss's router and experts: each with a bias (the experts' as [width, n_expert]).
+void add_biased_experts(std::vector<TensorPlan>& plan, const std::string& p, const SynthShape& s) {
+  plan.push_back(matrix(p + "ffn_gate_inp.weight", s.dim, s.experts));
+  plan.push_back({p + "ffn_gate_inp.bias", {s.experts}, kBiasStd});
+  plan.push_back(experts(p + "ffn_gate_exps.weight", s.dim, s.expert_ffn, s.experts, kGptOssExpertGain));
+  plan.push_back({p + "ffn_gate_exps.bias", {s.expert_ffn, s.experts}, kBiasStd});
+  plan.push_back(experts(p + "ffn_up_exps.weight", s.dim, s.expert_ffn, s.experts, kGptOssExpertGain));
+  plan.push_back({p + "ffn_up_exps.bias", {s.expert_ffn, s.experts}, kBiasStd});
+  plan.push_back(experts(p + "ffn_down_exps.weight", s.expert_ffn, s.dim, s.experts, 1.0f / kGptOssExpertGain));
+  plan.push_back({p + "ffn_down_exps.bias", {s.dim, s.experts}, kBiasStd});
 }
 
 // A layer's feed-forward: SwiGLU's three matrices (Phi-3: gate and up in one), or the
 // router and the experts' stacks.
-void add_ffn(std::vector<TensorPlan>& plan, const std::string& p, const SynthShape& s, bool fused_gate_up) {
+void add_ffn(std::vector<TensorPlan>& plan, const std::string& p, const SynthShape& s, const ArchDefaults& a) {
+  if (a.gpt_oss) return add_biased_experts(plan, p, s);
   if (s.experts > 0) {
     plan.push_back(matrix(p + "ffn_gate_inp.weight", s.dim, s.experts));
     plan.push_back(experts(p + "ffn_gate_exps.weight", s.dim, s.expert_ffn, s.experts));
@@ -67,6 +88,7 @@ void add_ffn(std::vector<TensorPlan>& plan, const std::string& p, const SynthSha
     plan.push_back(experts(p + "ffn_up_exps.weight", s.dim, s.expert_ffn, s.experts));
     return;
   }
+  const bool fused_gate_up = a.phi3;
   if (fused_gate_up) {
     plan.push_back(matrix(p + "ffn_up.weight", s.dim, 2 * int64_t{s.ffn}));  // gate rows, then up rows
   } else {
@@ -76,14 +98,16 @@ void add_ffn(std::vector<TensorPlan>& plan, const std::string& p, const SynthSha
   plan.push_back(matrix(p + "ffn_down.weight", s.ffn, s.dim));
 }
 
-// Experts: qwen3moe always has them (8 by default), llama may (Mixtral), the others not here.
+// Experts: qwen3moe and gpt-oss always have them (8 by default), llama may (Mixtral), the
+// others not here.
 void resolve_experts(SynthShape& s) {
-  if (s.arch == "qwen3moe" && s.experts == 0) s.experts = 8;
+  const bool always = s.arch == "qwen3moe" || s.arch == "gpt-oss";
+  if (always && s.experts == 0) s.experts = 8;
   if (s.experts == 0) {
     if (s.experts_used != 0 || s.expert_ffn != 0) throw Error("synth: --experts-used and --expert-ffn need --experts");
     return;
   }
-  if (s.arch != "qwen3moe" && s.arch != "llama") throw Error("synth: --experts is for qwen3moe and llama (Mixtral)");
+  if (!always && s.arch != "llama") throw Error("synth: --experts is for qwen3moe, gpt-oss and llama (Mixtral)");
   if (s.experts_used == 0) s.experts_used = std::min(2, s.experts);
   if (s.experts_used > s.experts) throw Error("synth: --experts-used must be at most --experts");
   if (s.expert_ffn == 0) s.expert_ffn = s.ffn;
@@ -141,8 +165,9 @@ SynthShape synth_resolve(SynthShape s) {
   if (s.rope_orig_ctx >= s.ctx) throw Error("synth: --rope-orig-ctx must be below --ctx");
   if (a.phi3 && s.head_dim * s.heads != s.dim) throw Error("synth: phi3 needs --heads x the head size = --dim");
   if (a.gemma && s.sliding_window == 0) s.sliding_window = kGemmaWindow;
-  if (!a.gemma && !a.phi3 && s.sliding_window != 0) {
-    throw Error("synth: --sliding-window is for gemma3 and phi3 (" + std::string(a.name) + " has none here)");
+  if (a.gpt_oss && s.sliding_window == 0) s.sliding_window = kGptOssWindow;
+  if (!a.gemma && !a.phi3 && !a.gpt_oss && s.sliding_window != 0) {
+    throw Error("synth: --sliding-window is for gemma3, phi3 and gpt-oss (" + std::string(a.name) + " has none here)");
   }
   if (s.pooling != "none" && s.pooling != "mean" && s.pooling != "cls" && s.pooling != "last") {
     throw Error("synth: --pooling must be none, mean, cls or last, not '" + s.pooling + "'");
@@ -185,9 +210,15 @@ std::vector<TensorPlan> synth_tensor_plan(const SynthShape& s) {
       plan.push_back(norm(p + "attn_k_norm.weight", s.head_dim));
     }
     plan.push_back(matrix(p + "attn_output.weight", q_dim, s.dim));
-    if (a.gemma) plan.push_back({p + "post_attention_norm.weight", {s.dim}, 0.0f, post_norm});
-    plan.push_back(norm(p + "ffn_norm.weight", s.dim));
-    add_ffn(plan, p, s, a.phi3);
+    if (a.gpt_oss) {  // its feed-forward norm is named post_attention_norm
+      plan.push_back({p + "attn_output.bias", {s.dim}, kBiasStd});
+      plan.push_back({p + "attn_sinks.weight", {s.heads}, kSinkStd});
+      plan.push_back(norm(p + "post_attention_norm.weight", s.dim));
+    } else {
+      if (a.gemma) plan.push_back({p + "post_attention_norm.weight", {s.dim}, 0.0f, post_norm});
+      plan.push_back(norm(p + "ffn_norm.weight", s.dim));
+    }
+    add_ffn(plan, p, s, a);
     if (a.gemma) plan.push_back({p + "post_ffw_norm.weight", {s.dim}, 0.0f, post_norm});
   }
   // Tied, the embedding takes the head's spread (its own scale does not matter, as every
@@ -213,7 +244,7 @@ void synth_add_hparams(GgufWriter& w, const SynthShape& s) {
   w.add_u32(p + "feed_forward_length", u32(s.ffn));
   w.add_u32(p + "attention.head_count", u32(s.heads));
   w.add_u32(p + "attention.head_count_kv", u32(s.kv_heads));
-  if (s.head_dim * s.heads != s.dim || a.qk_norm) {
+  if (s.head_dim * s.heads != s.dim || a.qk_norm || a.gpt_oss) {
     w.add_u32(p + "attention.key_length", u32(s.head_dim));
     w.add_u32(p + "attention.value_length", u32(s.head_dim));
   }
@@ -235,7 +266,7 @@ void synth_add_hparams(GgufWriter& w, const SynthShape& s) {
   if (s.experts > 0) {
     w.add_u32(p + "expert_count", u32(s.experts));
     w.add_u32(p + "expert_used_count", u32(s.experts_used));
-    if (s.arch == "qwen3moe") w.add_u32(p + "expert_feed_forward_length", u32(s.expert_ffn));
+    if (s.arch != "llama") w.add_u32(p + "expert_feed_forward_length", u32(s.expert_ffn));
   }
   if (s.pooling != "none") {  // llama_pooling_type's numbers
     w.add_u32(p + "pooling_type", s.pooling == "mean" ? 1 : s.pooling == "cls" ? 2 : 3);

@@ -90,7 +90,9 @@ typedef enum tsr_op {
   TSR_OP_CAST = 19,
   /* ABI 2.1 */
   TSR_OP_MOE_COMBINE = 20,
-  TSR_OP_COUNT_ = 21
+  /* ABI 2.4 */
+  TSR_OP_SWIGLU_OAI = 21,
+  TSR_OP_COUNT_ = 22
 } tsr_op;
 
 typedef enum tsr_rope_mode {
@@ -369,6 +371,23 @@ typedef struct tsr_moe_combine_params {
   float scale;
 } tsr_moe_combine_params;
 TSR_ABI_PIN_SIZE(tsr_moe_combine_params, 40);
+
+/* ---- ops of ABI 2.4 ---- */
+
+/* gpt-oss's clamped SwiGLU (llama.cpp's ggml_swiglu_oai), elementwise in f32:
+ *   g = min(gate, limit);  u = clamp(up, -limit, limit);
+ *   out = g / (1 + exp(-alpha * g)) * (u + 1).
+ * out, gate, up: the same shape, f32, rows strided, elements contiguous; out may alias
+ * gate or up. alpha finite; limit > 0 and finite (gpt-oss: alpha 1.702, limit 7). */
+typedef struct tsr_swiglu_oai_params {
+  size_t struct_size;
+  const tsr_tensor* out;
+  const tsr_tensor* gate;
+  const tsr_tensor* up;
+  float alpha;
+  float limit;
+} tsr_swiglu_oai_params;
+TSR_ABI_PIN_SIZE(tsr_swiglu_oai_params, 40);
 
 /* ---- ops as data (ABI 2.0) ----
  * An op is its identifier and a pointer to its params struct above (the one its comment

@@ -22,7 +22,8 @@
 //   void event_wait(Stream*, Event&);           void event_synchronize(Event&);
 //   void get_rows(Stream*, const tsr_get_rows_params&);  ... one per op of ABI 1.0, same
 //   pattern; the ops 2.0 added (mul, scale, gelu, gelu_mul, layer_norm, bias_add, softmax,
-//   top_k, matmul_id, softcap, cast) and 2.1 added (moe_combine) are optional members:
+//   top_k, matmul_id, softcap, cast), 2.1 added (moe_combine) and 2.4 added (swiglu_oai)
+//   are optional members:
 //   without one, that op is unsupported (answer supports() accordingly).
 //   struct Graph;                                        // optional (ABI 1.2), with:
 //   void graph_begin(Stream&);  std::unique_ptr<Graph> graph_end(Stream&);
@@ -87,6 +88,9 @@ constexpr const char* op_name(const tsr_cast_params*) { return "cast"; }
 #endif
 #if TSR_SDK_ABI_AT_LEAST(2, 1)
 constexpr const char* op_name(const tsr_moe_combine_params*) { return "moe_combine"; }
+#endif
+#if TSR_SDK_ABI_AT_LEAST(2, 4)
+constexpr const char* op_name(const tsr_swiglu_oai_params*) { return "swiglu_oai"; }
 #endif
 
 #if TSR_SDK_ABI_AT_LEAST(2, 0)
@@ -543,6 +547,9 @@ class BackendPlugin {
         TSR_SDK_OPTIONAL_OP(TSR_OP_CAST, tsr_cast_params, cast)
 #if TSR_SDK_ABI_AT_LEAST(2, 1)
         TSR_SDK_OPTIONAL_OP(TSR_OP_MOE_COMBINE, tsr_moe_combine_params, moe_combine)
+#endif
+#if TSR_SDK_ABI_AT_LEAST(2, 4)
+        TSR_SDK_OPTIONAL_OP(TSR_OP_SWIGLU_OAI, tsr_swiglu_oai_params, swiglu_oai)
 #endif
 #undef TSR_SDK_OPTIONAL_OP
         default: break;

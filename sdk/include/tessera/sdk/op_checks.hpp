@@ -86,4 +86,11 @@ inline void check_moe_combine_layout(const tsr_moe_combine_params& p) {
 }
 #endif
 
+#if TSR_ABI_MAJOR > 2 || (TSR_ABI_MAJOR == 2 && TSR_ABI_MINOR >= 4)
+inline void check_swiglu_oai_scalars(const tsr_swiglu_oai_params& p) {
+  require(std::isfinite(p.alpha), "swiglu_oai: alpha must be finite");
+  require(std::isfinite(p.limit) && p.limit > 0, "swiglu_oai: limit must be finite and > 0");
+}
+#endif
+
 }  // namespace tsr::sdk
