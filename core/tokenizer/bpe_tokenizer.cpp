@@ -132,8 +132,9 @@ class Splitter {
   std::vector<std::string_view> run(BpePre pre) const {
     std::vector<std::string_view> words;
     for (size_t pos = 0, end; pos < chars_.size(); pos = end) {
-      end = pre == BpePre::GPT2 ? match_gpt2(pos)
-                                : match_llama3(pos, pre == BpePre::LLAMA3 ? 3 : 1);
+      end = pre == BpePre::GPT2    ? match_gpt2(pos)
+            : pre == BpePre::GPT4O ? match_gpt4o(pos)
+                                   : match_llama3(pos, pre == BpePre::LLAMA3 ? 3 : 1);
       words.push_back(text_.substr(offset(pos), offset(end) - offset(pos)));
     }
     return words;
@@ -191,21 +192,64 @@ class Splitter {
   size_t match_llama3(size_t pos, size_t max_digits) const {
     if (const size_t end = contraction(pos, true)) return end;
     // [^\r\n\p{L}\p{N}]?\p{L}+
-    if (is(pos, kLetter)) return run_of(pos, kLetter);
-    if (!is_cr_or_lf(cp(pos)) && !is(pos, kNumber) && is(pos + 1, kLetter)) {
-      return run_of(pos + 1, kLetter);
+    if (const size_t start = word_start(pos); is(start, kLetter)) return run_of(start, kLetter);
+    return match_tail(pos, max_digits, false);
+  }
+
+  // o200k as llama.cpp splits it (LLAMA_VOCAB_PRE_TYPE_GPT4O): the tokenizer.json regex
+  //   [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|...)?
+  //   |[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|...)?
+  //   |\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+  // with llama.cpp's rewrite of the cased classes, which its std::regex runs on text whose
+  // non-ASCII letters are one collapsed character: "upper" is a letter other than a-z,
+  // "lower" a letter other than A-Z (so a non-ASCII letter is both, and marks are neither).
+  size_t match_gpt4o(size_t pos) const {
+    if (const size_t start = word_start(pos); is(start, kLetter)) {
+      const size_t end = cased_word(start);
+      const size_t with = contraction(end, true);
+      return with != 0 ? with : end;
     }
-    // \p{N}{1,3} (Qwen2: \p{N})
+    return match_tail(pos, 3, true);
+  }
+
+  // Where a word starting at pos has its letters: pos itself, or after one character that
+  // is no line break, letter or number (the optional [^\r\n\p{L}\p{N}] prefix).
+  size_t word_start(size_t pos) const {
+    if (is(pos, kLetter)) return pos;
+    return !is_cr_or_lf(cp(pos)) && !is(pos, kNumber) && is(pos + 1, kLetter) ? pos + 1 : pos;
+  }
+
+  // The end of `upper* lower+`, or failing that `upper+ lower*`, from a letter, as a
+  // backtracking regex engine finds it: the greedy upper run gives back characters until
+  // a lower one follows, then the lower run is as long as it goes.
+  size_t cased_word(size_t start) const {
+    const auto upper = [&](size_t i) { return is(i, kLetter) && !(cp(i) >= 'a' && cp(i) <= 'z'); };
+    const auto lower = [&](size_t i) { return is(i, kLetter) && !(cp(i) >= 'A' && cp(i) <= 'Z'); };
+    size_t upper_end = start;
+    while (upper(upper_end)) ++upper_end;
+    for (size_t k = upper_end;; --k) {
+      if (lower(k)) {
+        while (lower(k)) ++k;
+        return k;
+      }
+      if (k == start) break;
+    }
+    return upper_end;  // the lower run after it is empty, or the first branch had matched
+  }
+
+  // The alternatives after the words, shared by the Llama 3 family and o200k: numbers of up
+  // to max_digits, ' ?[^\s\p{L}\p{N}]+' followed by line breaks (o200k: and slashes), and
+  // white space.
+  size_t match_tail(size_t pos, size_t max_digits, bool slashes) const {
     if (is(pos, kNumber)) {
       size_t end = pos + 1;
       while (end - pos < max_digits && is(end, kNumber)) ++end;
       return end;
     }
-    // ' ?[^\s\p{L}\p{N}]+[\r\n]*'
     const size_t start = pos + (cp(pos) == ' ' ? 1 : 0);
     if (is(start, kOther)) {
       size_t end = run_of(start, kOther);
-      while (is_cr_or_lf(cp(end))) ++end;
+      while (is_cr_or_lf(cp(end)) || (slashes && cp(end) == '/')) ++end;
       return end;
     }
     // \s*[\r\n]+: the run up to its last line break
@@ -302,11 +346,12 @@ bool is_llama3_name(std::string_view pre) {
 BpePre bpe_pre_from_name(std::string_view pre) {
   if (is_llama3_name(pre)) return BpePre::LLAMA3;
   if (pre == "qwen2" || pre == "deepseek-r1-qwen" || pre == "megrez") return BpePre::QWEN2;
+  if (pre == "gpt-4o" || pre == "llama4") return BpePre::GPT4O;
   static constexpr std::string_view kGpt2[] = {"",      "default", "gpt-2",      "phi-2",
                                                "jina-es", "jina-de", "jina-v2-es", "jina-v2-de"};
   if (std::find(std::begin(kGpt2), std::end(kGpt2), pre) != std::end(kGpt2)) return BpePre::GPT2;
   throw Error("tokenizer: BPE pre-tokenizer '" + std::string(pre) +
-                  "' (tokenizer.ggml.pre) is not supported; known: gpt-2, llama-bpe, qwen2",
+                  "' (tokenizer.ggml.pre) is not supported; known: gpt-2, llama-bpe, qwen2, gpt-4o",
               TSR_STATUS_UNSUPPORTED);
 }
 

@@ -20,6 +20,7 @@ enum class BpePre {
   GPT2,    // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
   LLAMA3,  // (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|...
   QWEN2,   // as LLAMA3 with \p{N} one digit at a time
+  GPT4O,   // o200k (gpt-oss, GPT-4o): cased words with a trailing contraction, \p{N}{1,3}, ...
 };
 
 // Maps tokenizer.ggml.pre to its regex; "" (absent) and "default" get GPT-2's.

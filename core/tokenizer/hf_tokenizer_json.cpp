@@ -29,12 +29,12 @@ constexpr KnownRegex kKnownRegexes[] = {
      "llama-bpe"},
     {R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
      "qwen2"},
+    {R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|)"
+     R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|)"
+     R"(\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+     "gpt-4o"},
 };
 
-// End-of-generation tokens llama.cpp recognizes by their text.
-constexpr std::string_view kEogTexts[] = {"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>",
-                                         "<|im_end|>", "<|endoftext|>", "<|end|>",
-                                         "<end_of_turn>"};
 
 struct PreTokenizer {
   std::string pre;
@@ -114,7 +114,7 @@ class Reader {
     for (const KnownRegex& known : kKnownRegexes) {
       if (known.regex == regex) return std::string(known.pre);
     }
-    fail("pre-tokenizer regex '" + regex + "' is not one of GPT-2's, Llama 3's or Qwen2's");
+    fail("pre-tokenizer regex '" + regex + "' is not one of GPT-2's, Llama 3's, Qwen2's or o200k's");
   }
 
   void read_tokens() {
@@ -169,11 +169,7 @@ class Reader {
 
   void read_eog_ids() {
     if (v_.eos_id >= 0) v_.eog_ids.push_back(v_.eos_id);
-    for (std::string_view text : kEogTexts) {
-      const auto it = ids_.find(std::string(text));
-      if (it == ids_.end() || v_.types[it->second] != TokenType::CONTROL) continue;
-      if (it->second != v_.eos_id) v_.eog_ids.push_back(it->second);
-    }
+    vocab_add_eog_texts(v_);
   }
 
   // tokenizer_config.json's template, or the "default" of a list of named templates.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "base/error.h"
 #include "core/model/gguf.h"
@@ -101,6 +102,24 @@ void read_flags(const GgufFile& gguf, Vocab& v) {
 
 }  // namespace
 
+void vocab_add_eog_texts(Vocab& v) {
+  static constexpr std::string_view kTexts[] = {
+      "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "<|im_end|>", "<|endoftext|>", "<|end|>",
+      "<|return|>", "<|call|>",   "<end_of_turn>",   "<EOT>",      "<｜end▁of▁sentence｜>"};
+  const auto listed = [&](int32_t id) { return std::find(v.eog_ids.begin(), v.eog_ids.end(), id) != v.eog_ids.end(); };
+  int32_t ret = -1, call = -1, end = -1;
+  for (size_t i = 0; i < v.tokens.size(); ++i) {
+    const std::string& t = v.tokens[i];
+    if (t.size() > 32 || std::find(std::begin(kTexts), std::end(kTexts), t) == std::end(kTexts)) continue;
+    const auto id = static_cast<int32_t>(i);
+    if (!listed(id)) v.eog_ids.push_back(id);
+    if (t == "<|return|>") ret = id;
+    if (t == "<|call|>") call = id;
+    if (t == "<|end|>") end = id;
+  }
+  if (ret >= 0 && call >= 0 && end >= 0) std::erase(v.eog_ids, end);
+}
+
 Vocab vocab_from_gguf(const GgufFile& gguf) {
   Vocab v;
   v.model = require(gguf, gguf.get_string("tokenizer.ggml.model"), "tokenizer.ggml.model");
@@ -116,6 +135,7 @@ Vocab vocab_from_gguf(const GgufFile& gguf) {
   v.merges = gguf.get_string_array("tokenizer.ggml.merges").value_or(std::vector<std::string>{});
   apply_model_defaults(v);
   read_special_ids(gguf, v);
+  vocab_add_eog_texts(v);
   read_flags(gguf, v);
   v.chat_template = gguf.get_string("tokenizer.chat_template").value_or("");
   return v;

@@ -35,6 +35,13 @@ struct Vocab {
 // flags. Throws tsr::Error for missing or inconsistent tokenizer data.
 Vocab vocab_from_gguf(const GgufFile& gguf);
 
+// Adds to v.eog_ids the tokens llama.cpp ends generation at by their text (<|eot_id|>,
+// <|im_end|>, <|end|>, <|return|>, <|call|>, <end_of_turn>, ...: its llama_vocab load, for
+// the families Tessera runs), whatever their type, as llama.cpp does; and its rule for
+// o200k_harmony (gpt-oss): where <|return|> and <|call|> end generation, <|end|> ends a
+// message only, and is left out.
+void vocab_add_eog_texts(Vocab& v);
+
 // Writes `v` as tokenizer.ggml.* (and tokenizer.chat_template) keys, every flag and id
 // spelled out so that readers' defaults do not matter: vocab_from_gguf reads back `v`,
 // and llama.cpp loads the same vocabulary, but for an absent BOS (-1), which the format
