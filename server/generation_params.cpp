@@ -262,7 +262,8 @@ void log_unknown_generation_fields(const json& body, Endpoint endpoint) {
                       "response_format", "grammar", "regex", "constraint", "guided_json", "guided_regex",
                       "guided_grammar", "guided_choice", "tools", "tool_choice", "parallel_tool_calls", "functions",
                       "user", "store", "metadata", "service_tier", "audio", "modalities", "web_search_options",
-                      "use_beam_search", "beam_width", "length_penalty", "reasoning_effort", "max_reasoning_tokens"},
+                      "use_beam_search", "beam_width", "length_penalty", "reasoning_effort", "max_reasoning_tokens",
+                      "chat_template_kwargs"},
                      endpoint == Endpoint::CHAT ? "/v1/chat/completions" : "/v1/completions");
 }
 

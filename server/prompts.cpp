@@ -117,9 +117,18 @@ std::vector<ChatMessage> parse_messages(const json& body) {
       message.tool_call_id = optional_string(m, "tool_call_id", at);
       message.name = optional_string(m, "name", at);
     }
+    if (message.role == "assistant") message.reasoning_content = optional_string(m, "reasoning_content", at);
     out.push_back(std::move(message));
   }
   return out;
+}
+
+// vLLM's chat_template_kwargs: more variables for the template (enable_thinking, ...).
+nlohmann::ordered_json template_kwargs(const json& body) {
+  const json* v = field(body, "chat_template_kwargs");
+  if (!v || v->is_null()) return nullptr;
+  if (!v->is_object()) throw bad_param("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+  return nlohmann::ordered_json::parse(v->dump());
 }
 
 // The tools the template is to see: none without tools or with tool_choice "none" (as
@@ -179,14 +188,17 @@ std::vector<int32_t> chat_prompt(const json& body, const Engine& engine, bool ad
   std::vector<ChatMessage> messages = parse_messages(body);
   nlohmann::ordered_json tools = prompt_tools(body);
   size_t bytes = tools.is_null() ? 0 : tools.dump().size();
-  for (const ChatMessage& m : messages) bytes += m.content.size() + (m.tool_calls.is_null() ? 0 : m.tool_calls.dump().size());
+  for (const ChatMessage& m : messages) {
+    bytes += m.content.size() + m.reasoning_content.size() + (m.tool_calls.is_null() ? 0 : m.tool_calls.dump().size());
+  }
   check_text_fits(bytes, engine, "messages");
+  const nlohmann::ordered_json kwargs = template_kwargs(body);
   if (!template_renders_tools(engine.chat_template())) {  // tools, calls and results become text
     messages = with_tools_in_prompt(std::move(messages), tools);
     tools = nullptr;
   }
   try {
-    ids = engine.chat_prompt(messages, add_generation_prompt, tools);
+    ids = engine.chat_prompt(messages, add_generation_prompt, tools, kwargs);
   } catch (const Error& e) {
     // raise_exception() in a template is how it rejects a conversation (roles, order).
     throw bad_param("messages", std::string("the chat template rejected the messages: ") + e.what());

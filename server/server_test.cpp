@@ -396,6 +396,18 @@ TEST_F(ServerTest, ChatRolesAndToolMessagesAreChecked) {
                400, "messages");
   expect_error(chat({{{"role", "user"}, {"content", "x"}, {"tool_calls", json::array()}}}), 400, "messages");
   expect_error(chat({{{"role", "assistant"}, {"content", "x"}, {"function_call", {{"name", "f"}}}}}), 400, "messages");
+  // vLLM's chat_template_kwargs and an assistant turn's reasoning_content reach the template
+  // (hf_jinja_test renders Qwen3's with them); each is checked for its type.
+  const json reasoned = {{{"role", "user"}, {"content", "x"}},
+                         {{"role", "assistant"}, {"content", "y"}, {"reasoning_content", "because"}},
+                         {{"role", "user"}, {"content", "z"}}};
+  const auto kwargs = post("/v1/chat/completions", {{"messages", reasoned}, {"max_tokens", 2},
+                                                    {"chat_template_kwargs", {{"enable_thinking", false}}}});
+  ASSERT_TRUE(kwargs);
+  EXPECT_EQ(kwargs->status, 200) << kwargs->body;
+  expect_error(post("/v1/chat/completions", {{"messages", reasoned}, {"chat_template_kwargs", 5}}), 400,
+               "chat_template_kwargs");
+  expect_error(chat({{{"role", "assistant"}, {"content", "y"}, {"reasoning_content", 5}}}), 400, "messages");
   const httplib::Result developer = chat({{{"role", "developer"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Hi"}}});
   ASSERT_TRUE(developer);
   EXPECT_EQ(developer->status, 200) << developer->body;

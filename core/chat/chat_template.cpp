@@ -27,9 +27,13 @@ std::string apply_chat_template(const std::string& template_text, const ChatTemp
     if (!m.tool_calls.is_null()) message.set("tool_calls", jinja::from_json(m.tool_calls));
     if (!m.tool_call_id.empty()) message.set("tool_call_id", m.tool_call_id);
     if (!m.name.empty()) message.set("name", m.name);
+    if (!m.reasoning_content.empty()) message.set("reasoning_content", m.reasoning_content);
     messages.emplace_back(std::move(message));
   }
   jinja::Dict variables;
+  if (inputs.kwargs.is_object()) {
+    for (const auto& [key, value] : inputs.kwargs.items()) variables.set(key, jinja::from_json(value));
+  }
   variables.set("messages", std::move(messages));
   variables.set("add_generation_prompt", inputs.add_generation_prompt);
   variables.set("bos_token", inputs.bos_token);

@@ -23,6 +23,9 @@ struct ChatMessage {
   nlohmann::ordered_json tool_calls = nullptr;
   std::string tool_call_id = {};  // a tool result: the call it answers ("" when not given)
   std::string name = {};          // a tool result: the function's name ("" when not given)
+  // An assistant turn's reasoning (vLLM's reasoning_content, which Qwen3's template
+  // wraps in <think>); "" when not given.
+  std::string reasoning_content = {};
 };
 
 struct ChatTemplateInputs {
@@ -35,6 +38,10 @@ struct ChatTemplateInputs {
   // Passed as date_string only when set: templates such as Llama 3.1's choose their
   // own default date when it is undefined, exactly as with Hugging Face.
   std::optional<std::string> date_string;
+  // More variables for the template (vLLM's chat_template_kwargs: Qwen3's enable_thinking,
+  // gpt-oss's reasoning_effort, ...): a JSON object, or null. The names above win over
+  // them, as vLLM's do.
+  nlohmann::ordered_json kwargs;
 };
 
 // ChatML, for models without a template of their own (llama.cpp and most servers fall

@@ -122,10 +122,12 @@ class Engine {
   std::vector<int32_t> tokenize(std::string_view text) const;  // with BOS as the model wants
   // `messages` rendered with chat_template() (with add_generation_prompt, the next assistant
   // turn opened) and tokenized, special tokens parsed, BOS added unless the template wrote
-  // it; `tools` (OpenAI's, or null) is the template's `tools`. Throws tsr::Error when the
+  // it; `tools` (OpenAI's, or null) is the template's `tools`, and `kwargs` (an object, or
+  // null) more variables for it (ChatTemplateInputs::kwargs). Throws tsr::Error when the
   // template rejects the messages (raise_exception) or fails.
   std::vector<int32_t> chat_prompt(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true,
-                                   const nlohmann::ordered_json& tools = nullptr) const;
+                                   const nlohmann::ordered_json& tools = nullptr,
+                                   const nlohmann::ordered_json& kwargs = nullptr) const;
 
   // Compiles a constraint now (waiting for the compile worker), so that a caller can
   // report a bad one before it streams anything; requests then find it cached. Throws
