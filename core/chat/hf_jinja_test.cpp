@@ -1,6 +1,6 @@
 // Tessera's Jinja against Hugging Face's (@huggingface/jinja under node, the renderer of
 // transformers.js): the real templates, Qwen3's (with <think> and enable_thinking), Llama
-// 3.1's (base and instruct, with tools) and Llama 2 chat's, plus the built-ins, each
+// 3.1's (base and instruct, with tools), Gemma 3's and Llama 2 chat's, plus the built-ins, each
 // rendered for the same conversations (plain, reasoning, tool calls and results) must give
 // the same text, or both fail.
 #include <gtest/gtest.h>
@@ -107,6 +107,7 @@ std::vector<Case> cases() {
   std::vector<Template> templates = {
       {"qwen3", config_template("tokenizer-qwen3"), "", "<|im_end|>"},
       {"llama3_1", config_template("tokenizer-llama3_1"), "<|begin_of_text|>", "<|eot_id|>"},
+      {"gemma3", config_template("tokenizer-gemma3"), "<bos>", "<eos>"},
       {"llama3_1_instruct", read_file(testdata + "/llama3_1_instruct.jinja"), "<|begin_of_text|>", "<|eot_id|>"},
       {"llama2_chat", read_file(testdata + "/llama2_chat.jinja"), "<s>", "</s>"},
   };
