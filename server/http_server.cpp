@@ -94,7 +94,9 @@ struct HttpServer::Impl final : HttpHandler {
   Impl(Engine& e, ServerOptions o)
       : engine(e),
         options(std::move(o)),
-        admission(std::make_shared<Admission>(options.max_queue)),
+        admission(std::make_shared<Admission>(options.max_queue, options.max_queue_tokens > 0
+                                                                     ? options.max_queue_tokens
+                                                                     : 32 * int64_t(e.context_length()))),
         ctx{e, options.model_id, options.model_path, metrics, admission, options.max_choices, stopping,
             std::make_shared<std::atomic<int32_t>>(0)},
         cors(options.cors_origins) {
@@ -223,8 +225,9 @@ int HttpServer::start() {
   m.engine.start();
   m.listener->start();
   m.started = true;
-  spdlog::info("serving {} on http://{}:{} (queue {}{})", m.options.model_id, m.options.host, port,
-               m.options.max_queue, m.options.api_key.empty() ? "" : ", API key required");
+  spdlog::info("serving {} on http://{}:{} (queue {} requests, {} prompt tokens{})", m.options.model_id,
+               m.options.host, port, m.options.max_queue, m.admission->max_tokens(),
+               m.options.api_key.empty() ? "" : ", API key required");
   return port;
 }
 

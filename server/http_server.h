@@ -23,6 +23,7 @@ struct ServerOptions {
   std::string api_key;             // empty: no authentication
   bool metrics_auth = false;       // /metrics needs the key too
   int32_t max_choices = 128;       // prompts x n of one request, at most
+  int64_t max_queue_tokens = 0;    // prompt tokens of unfinished requests; 0: 32 x the context
   size_t max_body_bytes = 16u << 20;
   int32_t max_connections = 4096;  // open at once; more are answered 503 and closed
   std::chrono::milliseconds header_timeout{10'000};  // a request's header, or an idle connection

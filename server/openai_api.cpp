@@ -58,12 +58,26 @@ void check_choices(const ApiContext& ctx, int64_t choices, const std::string& pa
   }
 }
 
+// Admits `n` engine requests holding `tokens` prompt tokens, or answers 503 with the reason.
+void admit(const ApiContext& ctx, int32_t n, int64_t tokens) {
+  switch (ctx.admission->try_admit(n, tokens, ctx.engine.stats().num_running)) {
+    case Admission::Verdict::ADMITTED: return;
+    case Admission::Verdict::QUEUE_FULL:
+      throw ApiError(503, "the request queue is full; retry later", "server_error", "", "queue_full");
+    case Admission::Verdict::TOO_MANY_TOKENS:
+      throw ApiError(503, "the server holds " + std::to_string(ctx.admission->max_tokens()) +
+                              " prompt tokens of unfinished requests at most ([server] max_queue_tokens), and this "
+                              "request's " + std::to_string(tokens) + " do not fit now; retry later",
+                     "server_error", "", "queue_full");
+  }
+}
+
 std::shared_ptr<GenerationJob> start_job(const ApiContext& ctx, std::vector<RequestParams> choices,
                                          std::optional<int32_t> logprobs) {
   const auto n = static_cast<int32_t>(choices.size());
-  if (!ctx.admission->try_admit(n, ctx.engine.stats().num_running)) {
-    throw ApiError(503, "the request queue is full; retry later", "server_error", "", "queue_full");
-  }
+  int64_t tokens = 0;
+  for (const RequestParams& p : choices) tokens += int64_t(p.prompt.size());
+  admit(ctx, n, tokens);
   auto metrics = ctx.metrics;
   auto admission = ctx.admission;
   auto access = access_record_current();
@@ -71,14 +85,14 @@ std::shared_ptr<GenerationJob> start_job(const ApiContext& ctx, std::vector<Requ
       ctx.engine, std::move(choices), logprobs,
       [metrics, admission, access](const RequestOutput& out) {
         metrics->on_finished(out);
-        admission->release(1);
+        admission->release(1, out.stats.prompt_tokens);
         if (access) {
           access->prompt_tokens += out.stats.prompt_tokens;
           access->cached_tokens += out.stats.cached_tokens;
           access->generated_tokens += out.stats.completion_tokens;
         }
       },
-      [admission](int32_t refused) { admission->release(refused); });
+      [admission, tokens](int32_t refused) { admission->release(refused, tokens); });
 }
 
 namespace {
@@ -107,10 +121,10 @@ void check_generation_choices(const ApiContext& ctx, Endpoint endpoint, const js
 void respond_beam_search(const ApiContext& ctx, const GenerationSpec& spec,
                          const std::vector<std::vector<int32_t>>& prompts, HttpResponse& res) {
   const int32_t width = spec.beam->width;
-  if (!ctx.admission->try_admit(width, ctx.engine.stats().num_running)) {
-    throw ApiError(503, "the request queue is full; retry later", "server_error", "", "queue_full");
-  }
-  const std::shared_ptr<void> admitted(nullptr, [a = ctx.admission, width](void*) { a->release(width); });
+  int64_t tokens = 0;
+  for (const std::vector<int32_t>& prompt : prompts) tokens += int64_t(prompt.size()) * width;
+  admit(ctx, width, tokens);
+  const std::shared_ptr<void> admitted(nullptr, [a = ctx.admission, width, tokens](void*) { a->release(width, tokens); });
   const ResponseMeta meta{Endpoint::COMPLETIONS, new_response_id(Endpoint::COMPLETIONS), unix_now(), ctx.model_id, false};
   std::vector<ChoiceDelta> choices;
   for (const std::vector<int32_t>& prompt : prompts) {

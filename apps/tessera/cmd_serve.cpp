@@ -71,6 +71,7 @@ server::ServerOptions server_options(const Config& c, const ServeFlags& f) {
   o.api_key = c.server.api_key;
   o.metrics_auth = c.server.metrics_auth;
   o.max_choices = c.server.max_choices;
+  o.max_queue_tokens = c.server.max_queue_tokens;
   o.max_connections = c.server.max_connections;
   const auto ms = [](double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); };
   o.header_timeout = ms(c.server.header_timeout_s);

@@ -343,6 +343,8 @@ constexpr KeySpec kKeys[] = {
      [](const Field& f, Config& c) { c.server.max_queue = f.int_in<int32_t>(1); }},
     {"server", "max_choices",
      [](const Field& f, Config& c) { c.server.max_choices = f.int_in<int32_t>(1, 65536); }},
+    {"server", "max_queue_tokens",
+     [](const Field& f, Config& c) { c.server.max_queue_tokens = f.int_in<int64_t>(0); }},
     {"server", "api_key", [](const Field& f, Config& c) { c.server.api_key = f.str(); }},
     {"server", "metrics_auth", [](const Field& f, Config& c) { c.server.metrics_auth = f.boolean(); }},
     {"server", "max_connections",

@@ -101,6 +101,7 @@ struct ServerConfig {
   int32_t port = 8080;
   int32_t max_queue = 256;
   int32_t max_choices = 128;              // prompts x n of one request
+  int64_t max_queue_tokens = 0;           // prompt tokens of unfinished requests; 0: 32 x the context
   std::string api_key;                    // empty: no authentication
   bool metrics_auth = false;              // /metrics needs the API key too
   int32_t max_connections = 4096;         // open at once; more are answered 503
