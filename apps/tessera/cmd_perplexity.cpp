@@ -48,7 +48,11 @@ class LogitsRunner {
                                c.backend.threads);
     gguf_ = GgufFile::open(path);
     std::shared_ptr<const QuantScheme> scheme;
-    if (!quant.empty() && quant != "auto") scheme = std::make_shared<QuantScheme>(Plugin::find(TSR_PLUGIN_QUANT, quant, dirs));
+    if (!quant.empty() && quant != "auto") {
+      auto s = std::make_shared<QuantScheme>(Plugin::find(TSR_PLUGIN_QUANT, quant, dirs));
+      if (c.quant.outlier_threshold) s->set_option("outlier_threshold", *c.quant.outlier_threshold);
+      scheme = std::move(s);
+    }
     model_ = LlamaModel::load(gguf_, *backend_, {}, scheme);
     tokenizer_ = Tokenizer::create(vocab_from_gguf(*gguf_));
     if (!exact_kv) {

@@ -56,6 +56,7 @@ SynthShape resolve_shape(const SynthFlags& f) {
   s.tied = o.tied, s.rope_scaling = o.rope_scaling, s.rope_scale = o.rope_scale, s.sliding_window = o.sliding_window;
   s.rope_orig_ctx = o.rope_orig_ctx, s.pooling = o.pooling;
   s.experts = o.experts, s.experts_used = o.experts_used, s.expert_ffn = o.expert_ffn;
+  s.outlier_dims = o.outlier_dims, s.outlier_gain = o.outlier_gain;
   return synth_resolve(s);
 }
 
@@ -202,6 +203,11 @@ std::function<int()> register_synth(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   app.add_option("--pooling", o.pooling, "embedding pooling the file declares: none, mean, cls or last")
       ->capture_default_str();
+  app.add_option("--outlier-dims", o.outlier_dims,
+                 "hidden dimensions the input norms weigh by --outlier-gain (LLM.int8()'s outlier features)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--outlier-gain", o.outlier_gain, "the outlier dimensions' norm weight (e.g. 20)")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--tied", o.tied, "no output.weight: the output head is the embedding (Qwen2.5 0.5B, Qwen3 0.6B-4B)");
   app.add_option("--type", f->type, "f32, f16, bf16, q8_0 or q4_0")->capture_default_str();
   app.add_option("--expert-type", f->expert_type,

@@ -153,6 +153,14 @@ class Field {
     return static_cast<float>(v);
   }
 
+  // A number > 0, or inf (TOML's `inf`: "never", e.g. no activation is an outlier).
+  double positive_or_inf() const {
+    if (!node_.is_number()) type_error("float");
+    const double v = node_.is_integer() ? static_cast<double>(*node_.value<int64_t>()) : *node_.value<double>();
+    if (!(v > 0)) out_of_range(v, "> 0 (or inf)");
+    return v;
+  }
+
   std::string one_of(Choices choices) const { return checked_choice(str(), choices); }
 
   // A plugin name ([a-z0-9_]+, as in libtessera_<kind>_<name>.so); whether that plugin
@@ -265,6 +273,8 @@ constexpr KeySpec kKeys[] = {
 
     {"quant", "scheme",
      [](const Field& f, Config& c) { c.quant.scheme = f.plugin_name(); }},
+    {"quant", "outlier_threshold",
+     [](const Field& f, Config& c) { c.quant.outlier_threshold = f.positive_or_inf(); }},
 
     {"cache", "block_size",
      [](const Field& f, Config& c) { c.cache.block_size = f.power_of_two_in(1, 1024); }},

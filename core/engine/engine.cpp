@@ -49,8 +49,13 @@ LoadProgress progress_logger(const std::string& what) {
 
 // [quant] scheme: "auto" keeps the file's types; a scheme name loads its quant plugin.
 std::shared_ptr<const QuantScheme> load_quant_scheme(const Config& c, const std::vector<std::filesystem::path>& dirs) {
-  if (c.quant.scheme == "auto") return nullptr;
-  return std::make_shared<QuantScheme>(Plugin::find(TSR_PLUGIN_QUANT, c.quant.scheme, dirs));
+  if (c.quant.scheme == "auto") {
+    if (c.quant.outlier_threshold) throw Error("[quant] outlier_threshold needs a [quant] scheme (llm_int8)");
+    return nullptr;
+  }
+  auto scheme = std::make_shared<QuantScheme>(Plugin::find(TSR_PLUGIN_QUANT, c.quant.scheme, dirs));
+  if (c.quant.outlier_threshold) scheme->set_option("outlier_threshold", *c.quant.outlier_threshold);
+  return scheme;
 }
 
 // The [constraints] plugins, in order (the first that serves a kind compiles it).

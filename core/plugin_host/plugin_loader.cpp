@@ -30,7 +30,7 @@ namespace fs = std::filesystem;
 constexpr size_t kDescSizeV1_0 = sizeof(tsr_plugin_desc);
 constexpr size_t kDraftIfaceSizeV1_0 = sizeof(tsr_draft_iface);
 constexpr size_t kConstraintIfaceSizeV1_1 = TSR_CONSTRAINT_IFACE_SIZE_V1_1;  // new in 1.1
-constexpr size_t kQuantIfaceSizeV1_1 = sizeof(tsr_quant_iface);            // new in 1.1
+constexpr size_t kQuantIfaceSizeV1_1 = TSR_QUANT_IFACE_SIZE_V1_1;        // new in 1.1
 
 struct Plugin::Library {
   boost::dll::shared_library lib;

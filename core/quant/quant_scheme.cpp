@@ -64,6 +64,14 @@ void QuantScheme::dequantize(const void* in, int64_t rows, int64_t cols, float* 
               [&](tsr_error** e) { return iface_->dequantize(in, rows, cols, out, e); });
 }
 
+void QuantScheme::set_option(const std::string& key, double value) const {
+  if (!TSR_STRUCT_HAS(iface_, tsr_quant_iface, option_set) || iface_->option_set == nullptr) {
+    throw Error("[quant] " + key + ": quant scheme '" + name_ + "' takes no options", TSR_STATUS_INVALID_ARGUMENT);
+  }
+  call_plugin("[quant] " + key + " of quant scheme '" + name_ + "'",
+              [&](tsr_error** e) { return iface_->option_set(key.c_str(), value, e); });
+}
+
 const tsr_quant_kernels* QuantScheme::kernels(const std::string& backend, bool host_memory) const {
   const tsr_quant_kernels* k = iface_->kernels(backend.c_str());
   if (k == nullptr || k->struct_size < sizeof(tsr_quant_kernels) || k->matmul == nullptr) return nullptr;

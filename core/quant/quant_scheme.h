@@ -34,6 +34,9 @@ class QuantScheme {
   // kernels, shown through the host's adapter (abi_host/quant_1x.h): `host_memory` says
   // whether the backend's memory is host-visible; when not, such kernels are NULL.
   const tsr_quant_kernels* kernels(const std::string& backend, bool host_memory) const;
+  // One of the scheme's options ([quant] outlier_threshold, ...). Throws tsr::Error naming
+  // the key when the plugin has no options (built before ABI 2.4, or none) or refuses it.
+  void set_option(const std::string& key, double value) const;
 
  private:
   void check_dtype() const;

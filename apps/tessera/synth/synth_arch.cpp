@@ -59,6 +59,15 @@ TensorPlan matrix(std::string name, int64_t in, int64_t out) {
 
 TensorPlan norm(std::string name, int64_t n) { return {std::move(name), {n}, 0.0f}; }
 
+// An input norm: 1s, or outlier_gain at the outlier dimensions.
+TensorPlan input_norm(std::string name, const SynthShape& s) {
+  TensorPlan t = norm(std::move(name), s.dim);
+  if (s.outlier_dims == 0) return t;
+  t.values.assign(size_t(s.dim), 1.0f);
+  for (int32_t i = 0; i < s.outlier_dims; ++i) t.values[size_t(int64_t(i) * s.dim / s.outlier_dims)] = s.outlier_gain;
+  return t;
+}
+
 // The experts' [n_expert] stack of [out, in] matrices, each scaled as matrix() scales one
 // (times `gain`).
 TensorPlan experts(std::string name, int64_t in, int64_t out, int64_t n_expert, float gain = 1.0f) {
@@ -173,6 +182,9 @@ SynthShape synth_resolve(SynthShape s) {
     throw Error("synth: --pooling must be none, mean, cls or last, not '" + s.pooling + "'");
   }
   resolve_experts(s);
+  if (s.outlier_dims < 0 || s.outlier_dims > s.dim || (s.outlier_dims > 0) != (s.outlier_gain > 0)) {
+    throw Error("synth: --outlier-dims (at most --dim) and --outlier-gain go together");
+  }
   return s;
 }
 
@@ -192,7 +204,7 @@ std::vector<TensorPlan> synth_tensor_plan(const SynthShape& s) {
   }
   for (int32_t i = 0; i < s.layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
-    plan.push_back(norm(p + "attn_norm.weight", s.dim));
+    plan.push_back(input_norm(p + "attn_norm.weight", s));
     if (a.phi3) {
       plan.push_back(matrix(p + "attn_qkv.weight", s.dim, q_dim + 2 * kv_dim));
     } else {
@@ -216,7 +228,7 @@ std::vector<TensorPlan> synth_tensor_plan(const SynthShape& s) {
       plan.push_back(norm(p + "post_attention_norm.weight", s.dim));
     } else {
       if (a.gemma) plan.push_back({p + "post_attention_norm.weight", {s.dim}, 0.0f, post_norm});
-      plan.push_back(norm(p + "ffn_norm.weight", s.dim));
+      plan.push_back(input_norm(p + "ffn_norm.weight", s));
     }
     add_ffn(plan, p, s, a);
     if (a.gemma) plan.push_back({p + "post_ffw_norm.weight", {s.dim}, 0.0f, post_norm});

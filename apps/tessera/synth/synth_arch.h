@@ -30,6 +30,11 @@ struct SynthShape {
   int32_t experts = 0, experts_used = 0, expert_ffn = 0;
   // {arch}.pooling_type for embeddings: none (no key: the last token), mean, cls or last.
   std::string pooling = "none";
+  // Outlier features, as LLM.int8() found them in large models: the attention and FFN
+  // input norms weigh outlier_dims hidden dimensions (spread evenly) by outlier_gain, so
+  // the projections' inputs are that much larger there.
+  int32_t outlier_dims = 0;
+  float outlier_gain = 0;
 };
 
 struct TensorPlan {

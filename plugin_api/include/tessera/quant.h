@@ -69,8 +69,16 @@ typedef struct tsr_quant_iface {
   tsr_status (*dot)(const void* row, const float* x, int64_t n, float* out, tsr_error** error);
   /* Kernels for the backend named `backend`, or NULL when the plugin has none for it. */
   const tsr_quant_kernels* (*kernels)(const char* backend);
+  /* ABI 2.4. The scheme's numeric options from the host's [quant] table (e.g. llm_int8's
+   * "outlier_threshold"), before any weight is quantized; NULL when the scheme has none.
+   * An unknown key or a value out of range is refused with an error naming it. The
+   * options are the plugin's, for every model loaded after the call (a process loading
+   * two models with different options quantizes each before the other sets its own). */
+  tsr_status (*option_set)(const char* key, double value, tsr_error** error);
 } tsr_quant_iface;
-TSR_ABI_PIN_SIZE(tsr_quant_iface, 64);
+TSR_ABI_PIN_SIZE(tsr_quant_iface, 72);
+/* The table through ABI 2.3 (the host reads option_set only from longer tables). */
+#define TSR_QUANT_IFACE_SIZE_V1_1 TSR_SIZE_THROUGH(tsr_quant_iface, kernels)
 
 #ifdef __cplusplus
 }

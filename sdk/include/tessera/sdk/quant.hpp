@@ -11,6 +11,9 @@
 // and optionally a matmul on host memory, offered as kernels("cpu") (in ABI 2.0 the SDK
 // unpacks the tensors of tsr_quant_matmul_args into it; the CPU backend calls it):
 //   static void cpu_matmul(const tsr::sdk::QuantMatmul& args);
+// and optionally (ABI 2.4) numeric options from the host's [quant] table, throwing
+// tsr::sdk::Failure (or std::exception) for an unknown key or a bad value:
+//   static void option_set(std::string_view key, double value);
 // All of them must be thread-safe: the host calls them from several threads at once.
 //
 // The generated entries check shapes (whole blocks), strides and NULL buffers before Impl
@@ -50,13 +53,27 @@ class QuantPlugin {
 
   static const tsr_quant_iface& iface() {
     static_assert(Impl::kBlock > 0, "kBlock must be positive");
+#if TSR_SDK_ABI_AT_LEAST(2, 4)
+    static const tsr_quant_iface t = {sizeof(tsr_quant_iface), Impl::kScheme, Impl::kDtype, Impl::kBlock,
+                                      row_bytes, quantize, dequantize, dot, kernels,
+                                      kHasOptions ? option_set : nullptr};
+#else
     static const tsr_quant_iface t = {sizeof(tsr_quant_iface), Impl::kScheme, Impl::kDtype, Impl::kBlock,
                                       row_bytes, quantize, dequantize, dot, kernels};
+#endif
     return t;
   }
 
  private:
   static constexpr bool kHasCpuMatmul = requires(const QuantMatmul& a) { Impl::cpu_matmul(a); };
+  static constexpr bool kHasOptions = requires(std::string_view k, double v) { Impl::option_set(k, v); };
+
+  static tsr_status option_set(const char* key, double value, tsr_error** error) {
+    return boundary(error, [&] {
+      require(key != nullptr, "option_set: NULL key");
+      if constexpr (kHasOptions) Impl::option_set(key, value);
+    });
+  }
 
   static bool fits(int64_t n) { return n > 0 && n % Impl::kBlock == 0; }
 
