@@ -37,6 +37,7 @@ graphs = "off"
 pack_weights = false
 [quant]
 scheme = "int4_g128"
+outlier_threshold = 4.5
 [cache]
 block_size = 64
 memory = "1.5GiB"
@@ -86,6 +87,7 @@ host = "::1"
 port = 65535
 max_queue = 1
 max_choices = 3
+max_queue_tokens = 5000
 api_key = "k"
 metrics_auth = true
 max_connections = 100
@@ -243,6 +245,7 @@ TEST(Config, EveryKeyParsed) {
   EXPECT_EQ(c.backend.graphs, "off");
   EXPECT_FALSE(c.backend.pack_weights);
   EXPECT_EQ(c.quant.scheme, "int4_g128");
+  EXPECT_EQ(c.quant.outlier_threshold, 4.5);
   EXPECT_EQ(c.cache.block_size, 64);
   EXPECT_EQ(c.cache.memory_bytes, 3ull << 29);
   EXPECT_FALSE(c.cache.prefix_caching);
@@ -287,6 +290,7 @@ TEST(Config, EveryKeyParsed) {
   EXPECT_EQ(c.server.port, 65535);
   EXPECT_EQ(c.server.max_queue, 1);
   EXPECT_EQ(c.server.max_choices, 3);
+  EXPECT_EQ(c.server.max_queue_tokens, 5000);
   EXPECT_EQ(c.server.api_key, "k");
   EXPECT_TRUE(c.server.metrics_auth);
   EXPECT_EQ(c.server.max_connections, 100);

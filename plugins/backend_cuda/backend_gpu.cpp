@@ -68,14 +68,21 @@ void check_blas(cublasStatus_t st, const char* what) {
 
 int64_t row_bytes(tsr_dtype dtype, int64_t n) { return tsr_dtype_row_bytes(dtype, n); }
 
-bool is_quantized(tsr_dtype d) { return d == TSR_DTYPE_Q8_0 || d == TSR_DTYPE_Q4_0; }
+// Block formats: decoded by gpu_decode.cuh, and to bf16 for cuBLAS's prefill GEMMs.
+bool is_quantized(tsr_dtype d) {
+  return d == TSR_DTYPE_Q8_0 || d == TSR_DTYPE_Q4_0 || d == TSR_DTYPE_Q4_K || d == TSR_DTYPE_Q6_K ||
+         d == TSR_DTYPE_MXFP4;
+}
 
 bool is_weight_dtype(tsr_dtype d) {
   return d == TSR_DTYPE_F32 || d == TSR_DTYPE_F16 || d == TSR_DTYPE_BF16 || is_quantized(d);
 }
 
 // The dtypes of kv_write and attention's caches (gpu_decode.cuh's decode_kv).
-bool is_kv_dtype(tsr_dtype d) { return is_weight_dtype(d) || d == TSR_DTYPE_FP8_E4M3; }
+bool is_kv_dtype(tsr_dtype d) {
+  return d == TSR_DTYPE_F32 || d == TSR_DTYPE_F16 || d == TSR_DTYPE_BF16 || d == TSR_DTYPE_Q8_0 ||
+         d == TSR_DTYPE_Q4_0 || d == TSR_DTYPE_FP8_E4M3;
+}
 
 std::string shape_string(const tsr_tensor& t) {
   std::string s = "[";
@@ -98,7 +105,9 @@ Mat view(const tsr_tensor* t, const std::string& what) {
           what + ": unsupported dtype " + std::to_string(dtype_value));
   const auto dtype = static_cast<tsr_dtype>(dtype_value);
   const int64_t last = t->shape[t->ndim - 1];
-  require(!is_quantized(dtype) || last % 32 == 0, what + ": row length not a multiple of the block size");
+  int64_t block_elems = 1, block_bytes = 0;
+  tsr_dtype_block(dtype, &block_elems, &block_bytes);
+  require(last % block_elems == 0, what + ": row length not a multiple of the block size");
   const int64_t last_bytes = row_bytes(dtype, last);
   require(last_bytes > 0, what + ": unsupported dtype " + std::to_string(dtype_value));
   int64_t packed = last_bytes;
@@ -1135,7 +1144,7 @@ class GpuBackend {
 
 #if !defined(TSR_GPU_HIP)
   // out = x · wᵀ with cuBLAS (column-major: outᵀ = w · xᵀ). F32 in f32; F16 and BF16 weights
-  // with x rounded to the weight's type; Q8_0 / Q4_0 decoded to bf16 in chunks of rows, as
+  // with x rounded to the weight's type; the block formats decoded to bf16 in chunks of rows, as
   // the CPU backend's prefill GEMM does. Accumulation is f32 throughout.
   void blas_matmul(Stream& s, const Mat& out, const Mat& x, const Mat& w) {
     require(w.rows <= INT_MAX && x.rows <= INT_MAX && x.cols <= INT_MAX && out.stride / 4 <= INT_MAX &&

@@ -12,7 +12,7 @@ constexpr int kGemvMaxRows = 8;  // rows of x per pass over the weights
 
 // One warp per weight row. Quantized rows: several lanes share a block, four quants each,
 // so a warp step reads consecutive blocks; the scale is applied to each block's partial
-// dot product.
+// dot product. K-quant rows: a super-block per warp step, eight elements per lane.
 template <int D, int NC>
 __global__ void gemv_kernel(Mat out, Mat x, Mat w) {
   const int64_t j = int64_t(blockIdx.x) * kGemvWarps + threadIdx.x / kWarp;
@@ -55,6 +55,25 @@ __global__ void gemv_kernel(Mat out, Mat x, Mat w) {
                static_cast<float>(int(byte >> 4) - 8) * xv[i + 16];
         }
         acc[c] += d * s;
+      }
+    }
+  } else if constexpr (D == TSR_DTYPE_Q4_K || D == TSR_DTYPE_Q6_K) {
+    // A super-block of 256 per warp step, 8 consecutive elements per lane (a lane's
+    // sub-block scale is decoded by each of its lanes: 4 of them share a Q4_K sub-block).
+    constexpr int kBytes = D == TSR_DTYPE_Q4_K ? kQ4KBytes : kQ6KBytes;
+    const int e0 = lane * (kQK_K / kWarp);
+    for (int64_t b = 0; b < k / kQK_K; ++b) {
+      const uint8_t* blk = row + b * kBytes;
+      float wv[kQK_K / kWarp];
+#pragma unroll
+      for (int t = 0; t < kQK_K / kWarp; ++t) {
+        wv[t] = D == TSR_DTYPE_Q4_K ? decode_q4_k(blk, e0 + t) : decode_q6_k(blk, e0 + t);
+      }
+#pragma unroll
+      for (int c = 0; c < NC; ++c) {
+        const float* xv = xr[c] + b * kQK_K + e0;
+#pragma unroll
+        for (int t = 0; t < kQK_K / kWarp; ++t) acc[c] += wv[t] * xv[t];
       }
     }
   } else {

@@ -191,7 +191,10 @@ void kv_write(cudaStream_t s, const Mat& k_cache, const Mat& v_cache, const Mat&
     }
     dispatch_dtype(cache.dtype, [&](auto tag) {
       constexpr int D = decltype(tag)::value;
-      kv_store_kernel<D><<<static_cast<unsigned>(src.rows), kThreads, 0, s>>>(cache, src, slots);
+      // The weight-only formats are no cache dtype (the backend refuses them before).
+      if constexpr (D != TSR_DTYPE_Q4_K && D != TSR_DTYPE_Q6_K && D != TSR_DTYPE_MXFP4) {
+        kv_store_kernel<D><<<static_cast<unsigned>(src.rows), kThreads, 0, s>>>(cache, src, slots);
+      }
     });
   }
 }
