@@ -27,6 +27,7 @@
 #include "core/plugin_host/host_services.h"
 #include "core/plugin_host/plugin_loader.h"
 #include "core/plugin_host/tensor.h"
+#include "core/quant/quant.h"
 #include "tessera/backend.h"
 
 namespace tsr {
@@ -253,6 +254,33 @@ TEST_P(GpuOpTest, MatmulMatchesCpuOnEveryWeightDtype) {
       gpu_->matmul({sizeof(tsr_matmul_params), &out.gpu, &x.gpu, &w.gpu});
       EXPECT_LT(error(out), matmul_tolerance(dtype));
     }
+  }
+}
+
+// Q4_K_M's K-quants and gpt-oss's MXFP4 (quantized from random floats by the reference
+// codecs, so the scales are sane): GEMV and GEMM widths as above, and get_rows decodes them
+// exactly.
+TEST_P(GpuOpTest, KquantAndMxfp4WeightsMatchCpu) {
+  for (const auto [dtype, type] : {std::pair{TSR_DTYPE_Q4_K, GgmlType::Q4_K}, {TSR_DTYPE_Q6_K, GgmlType::Q6_K},
+                                   {TSR_DTYPE_MXFP4, GgmlType::MXFP4}}) {
+    ASSERT_TRUE(gpu_->supports(TSR_OP_MATMUL, dtype)) << dtype_name(dtype);
+    for (const int64_t n : {1, 3, 8, 16, 40}) {
+      const int64_t k = 256 * pick(1, 10), m = pick(1, 300);
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " n=" + std::to_string(n) + " k=" + std::to_string(k));
+      const Twin x = upload(TSR_DTYPE_F32, {n, k}, randoms(size_t(n * k)));
+      const Twin w = make(dtype, {m, k}, quant::quantize(type, randoms(size_t(m * k))));
+      const Twin out = make(TSR_DTYPE_F32, {n, m});
+      cpu_->matmul({sizeof(tsr_matmul_params), &out.cpu, &x.cpu, &w.cpu});
+      gpu_->matmul({sizeof(tsr_matmul_params), &out.gpu, &x.gpu, &w.gpu});
+      EXPECT_LT(error(out), matmul_tolerance(dtype));
+    }
+    const std::vector<int32_t> ids = {0, 2, 1, 2};
+    const Twin table = make(dtype, {3, 512}, quant::quantize(type, randoms(3 * 512)));
+    const Twin di = upload(TSR_DTYPE_I32, {4}, ids);
+    const Twin rows = make(TSR_DTYPE_F32, {4, 512});
+    cpu_->get_rows({sizeof(tsr_get_rows_params), &rows.cpu, &table.cpu, &di.cpu});
+    gpu_->get_rows({sizeof(tsr_get_rows_params), &rows.gpu, &table.gpu, &di.gpu});
+    EXPECT_EQ(error(rows), 0.0) << dtype_name(dtype);
   }
 }
 
