@@ -1,0 +1,156 @@
+#include "core/quant/gptq.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/error.h"
+#include "core/quant/layer_error.h"
+
+namespace tsr::quant {
+
+namespace {
+
+// Lower Cholesky factor of the [n, n] row-major `a`, in place (the upper triangle is left
+// as it was). Row-wise Crout: every inner product runs over two contiguous rows. False when
+// `a` is not positive definite.
+bool cholesky_lower(std::vector<double>& a, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    double* ri = &a[size_t(i * n)];
+    for (int64_t j = 0; j <= i; ++j) {
+      const double* rj = &a[size_t(j * n)];
+      double s = ri[j];
+      for (int64_t k = 0; k < j; ++k) s -= ri[k] * rj[k];
+      if (j < i) {
+        ri[j] = s / rj[j];
+      } else {
+        if (!(s > 0)) return false;
+        ri[i] = std::sqrt(s);
+      }
+    }
+  }
+  return true;
+}
+
+// The inverse of the lower triangular [n, n] `l`: row i is (e_i - sum_k<i l_ik row_k) / l_ii.
+std::vector<double> invert_lower(const std::vector<double>& l, int64_t n) {
+  std::vector<double> m(l.size(), 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    double* mi = &m[size_t(i * n)];
+    for (int64_t k = 0; k < i; ++k) {
+      const double lik = l[size_t(i * n + k)];
+      const double* mk = &m[size_t(k * n)];
+      for (int64_t j = 0; j <= k; ++j) mi[j] -= lik * mk[j];
+    }
+    mi[i] += 1.0;
+    const double inv = 1.0 / l[size_t(i * n + i)];
+    for (int64_t j = 0; j <= i; ++j) mi[j] *= inv;
+  }
+  return m;
+}
+
+}  // namespace
+
+// With J the index reversal, J H J = L L^T gives H = R R^T for the upper R = J L J, so
+// H^-1 = R^-T R^-1 and U = R^-1 = J L^-1 J: one factorization and one triangular inverse.
+GptqFactor gptq_factor(std::span<const float> hessian, int64_t n, double damp) {
+  if (hessian.size() != size_t(n * n)) throw Error("gptq: the Hessian is not [cols, cols]");
+  GptqFactor f;
+  f.cols = n;
+  f.dead.assign(size_t(n), 0);
+  double mean = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    f.dead[i] = hessian[size_t(i * n + i)] == 0.0f;
+    mean += f.dead[i] ? 1.0 : hessian[size_t(i * n + i)];
+  }
+  mean /= double(n);
+  for (f.damp = damp;; f.damp *= 10) {
+    if (f.damp > 1.0) {
+      throw Error(fmt::format("gptq: the inputs' Hessian is not positive definite, even damped by {} of its mean diagonal",
+                              f.damp / 10));
+    }
+    std::vector<double> r(size_t(n * n));  // J H J, damped
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t si = n - 1 - i, sj = n - 1 - j;
+        const bool dead = f.dead[si] || f.dead[sj];
+        r[size_t(i * n + j)] = dead ? double(si == sj) : double(hessian[size_t(si * n + sj)]);
+      }
+      r[size_t(i * n + i)] += f.damp * mean;
+    }
+    if (!cholesky_lower(r, n)) continue;
+    for (int64_t i = 0; i < n; ++i) std::fill(r.begin() + i * n + i + 1, r.begin() + (i + 1) * n, 0.0);
+    const std::vector<double> m = invert_lower(r, n);
+    f.u.assign(size_t(n * n), 0.0f);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = i; j < n; ++j) f.u[size_t(i * n + j)] = float(m[size_t((n - 1 - i) * n + (n - 1 - j))]);
+    }
+    return f;
+  }
+}
+
+std::vector<uint8_t> gptq_quantize(const BlockGrid& grid, std::span<const float> w, int64_t rows, int64_t cols,
+                                   const GptqFactor& factor, std::vector<float>* quantized) {
+  if (factor.cols != cols || cols % kGridBlock != 0 || w.size() != size_t(rows * cols)) {
+    throw Error(fmt::format("gptq: a [{}, {}] weight does not fit a factor of {} columns in blocks of {}", rows, cols,
+                            factor.cols, kGridBlock));
+  }
+  if (!std::all_of(w.begin(), w.end(), [](float v) { return std::isfinite(v); })) {
+    throw Error("gptq: the weight holds NaN or infinity");
+  }
+  // Columns contiguous: every step reads one column of all rows and updates later ones.
+  std::vector<float> wt(w.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) wt[size_t(c * rows + r)] = factor.dead[c] ? 0.0f : w[size_t(r * cols + c)];
+  }
+  const int64_t n_blocks = cols / kGridBlock;
+  std::vector<BlockFit> fits(size_t(rows * n_blocks));
+  std::vector<int16_t> codes(w.size());  // [rows, cols]
+  std::vector<float> values(quantized ? w.size() : 0);
+  constexpr int64_t kLazy = 128;
+  std::vector<float> err(size_t(kLazy * rows)), group(kGridBlock);
+  const float* u = factor.u.data();
+  for (int64_t b0 = 0; b0 < cols; b0 += kLazy) {
+    const int64_t b1 = std::min(cols, b0 + kLazy);
+    for (int64_t i = b0; i < b1; ++i) {
+      float* col = &wt[size_t(i * rows)];
+      if (i % kGridBlock == 0) {
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t j = 0; j < kGridBlock; ++j) group[size_t(j)] = wt[size_t((i + j) * rows + r)];
+          fits[size_t(r * n_blocks + i / kGridBlock)] = grid.fit(group.data());
+        }
+      }
+      const float d = u[i * cols + i];
+      float* e = &err[size_t((i - b0) * rows)];
+      for (int64_t r = 0; r < rows; ++r) {
+        const int q = grid.code(col[r], fits[size_t(r * n_blocks + i / kGridBlock)]);
+        const float v = grid.value(q, fits[size_t(r * n_blocks + i / kGridBlock)]);
+        codes[size_t(r * cols + i)] = static_cast<int16_t>(q);
+        if (quantized) values[size_t(r * cols + i)] = v;
+        e[r] = (col[r] - v) / d;
+      }
+      for (int64_t j = i + 1; j < b1; ++j) {
+        const float uij = u[i * cols + j];
+        float* cj = &wt[size_t(j * rows)];
+        for (int64_t r = 0; r < rows; ++r) cj[r] -= e[r] * uij;
+      }
+    }
+    // The block's errors reach every later column at once: W[b1:] -= U[b0:b1, b1:]^T E.
+    sgemm('T', 'N', cols - b1, rows, b1 - b0, -1.0f, u + b0 * cols + b1, cols, err.data(), rows, 1.0f,
+          &wt[size_t(b1 * rows)], rows);
+  }
+  const auto traits = ggml_type_traits(static_cast<uint32_t>(grid.type()));
+  std::vector<uint8_t> out(size_t(rows * n_blocks) * traits->block_bytes);
+  int block_codes[kGridBlock];
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      for (int j = 0; j < kGridBlock; ++j) block_codes[j] = codes[size_t(r * cols + b * kGridBlock + j)];
+      grid.write(fits[size_t(r * n_blocks + b)], block_codes, &out[size_t((r * n_blocks + b) * traits->block_bytes)]);
+    }
+  }
+  if (quantized) *quantized = std::move(values);
+  return out;
+}
+
+}  // namespace tsr::quant
