@@ -2,17 +2,21 @@
 // whole blocks of TYPE (like `llama-quantize --pure`: one type for all of them) and keeps the
 // rest as stored; a mix (q4_k_m, q5_k_m, q6_k) gives each tensor the type llama-quantize's
 // file type would (core/quant/quant_mix.h). Copies the metadata and says what it converted.
+// `--method gptq|awq --calib TEXT` calibrates on a text first (quantize_calibrated.h).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
-#include <cstdio>
+#include <algorithm>
+#include <cctype>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <map>
 
 #include "apps/tessera/commands.h"
+#include "apps/tessera/progress_bar.h"
+#include "apps/tessera/quantize_calibrated.h"
 #include "base/error.h"
 #include "core/model/gguf.h"
 #include "core/model/gguf_writer.h"
@@ -26,6 +30,7 @@ namespace {
 struct QuantizeFlags {
   std::string in, out, type;
   bool allow_requantize = false;
+  CalibratedFlags calibrated;
 };
 
 std::string type_name(GgmlType t) {
@@ -69,6 +74,15 @@ struct Plan {
   std::vector<std::string> fallbacks;
   uint32_t file_type = 0;
 };
+
+// Every tensor in its stored type: AWQ for the load-time int4_g128 scheme rescales weights
+// and norms but leaves rounding to the scheme.
+Plan stored_plan(const GgufFile& in) {
+  const GgufValue* ft = in.find("general.file_type");
+  Plan plan{"int4_g128", {}, {}, {}, ft ? static_cast<uint32_t>(ft->u64) : 0};
+  for (const GgufTensorInfo& t : in.tensors()) plan.types.push_back(t.type);
+  return plan;
+}
 
 Plan plan_for(const GgufFile& in, const std::string& type) {
   Plan plan{type, {}, {}, {}, 0};
@@ -138,25 +152,6 @@ void copy_metadata(const GgufFile& in, GgufWriter& w, const Plan& plan) {
   }
 }
 
-// A bar on stderr, redrawn in place on a terminal and printed at each 10% elsewhere.
-class ProgressBar {
- public:
-  explicit ProgressBar(uint64_t total) : total_(std::max<uint64_t>(total, 1)), tty_(isatty(STDERR_FILENO) != 0) {}
-  void update(uint64_t done) {
-    const int percent = static_cast<int>(done * 100 / total_);
-    if (percent == shown_ || (!tty_ && percent / 10 == shown_ / 10)) return;
-    shown_ = percent;
-    const std::string bar(static_cast<size_t>(percent / 2), '#');
-    std::fprintf(stderr, "%s[%-50s] %3d%%%s", tty_ ? "\r" : "", bar.c_str(), percent, tty_ ? "" : "\n");
-    if (tty_ && percent == 100) std::fputc('\n', stderr);
-  }
-
- private:
-  uint64_t total_;
-  bool tty_;
-  int shown_ = -1;
-};
-
 void report(const std::map<std::string, std::vector<std::string>>& converted, const Plan& plan) {
   for (const auto& [type, names] : converted) {
     spdlog::info("converted {} tensors to {}: {}", names.size(), type, fmt::join(names, ", "));
@@ -166,10 +161,26 @@ void report(const std::map<std::string, std::vector<std::string>>& converted, co
   for (const std::string& k : plan.kept) spdlog::info("  {}", k);
 }
 
+bool iequals(const std::string& a, const char* b) {
+  return std::equal(a.begin(), a.end(), b, b + std::strlen(b), [](char x, char y) { return std::tolower(x) == y; });
+}
+
 int quantize_file(const QuantizeFlags& f) {
   const auto in = GgufFile::open(f.in);
-  const Plan plan = plan_for(*in, f.type);
+  const std::string& method = f.calibrated.method;
+  const bool awq_int4 = iequals(f.type, "int4_g128");
+  if (awq_int4 && method != "awq") {
+    throw Error("int4_g128 is a load-time scheme ([quant] scheme = \"int4_g128\"), not a GGUF tensor type: "
+                "--method awq writes a model scaled for it; gptq and rtn write GGUF types (q4_0, q4_1, ...)");
+  }
+  if (method != "rtn" && method != "gptq" && method != "awq") {
+    throw Error("--method must be rtn, gptq or awq, not '" + method + "'");
+  }
+  if (method == "rtn" && !f.calibrated.calib.empty()) throw Error("--calib is for --method gptq or awq");
+  const Plan plan = awq_int4 ? stored_plan(*in) : plan_for(*in, f.type);
   check_requantize(*in, plan.types, f.allow_requantize);
+  const std::map<std::string, CalibratedTensor> calibrated =
+      method == "rtn" ? std::map<std::string, CalibratedTensor>{} : quantize_calibrated(*in, plan.types, f.calibrated, awq_int4);
   GgufWriter w;
   copy_metadata(*in, w, plan);
   uint64_t total = 0, done = 0;
@@ -179,7 +190,10 @@ int quantize_file(const QuantizeFlags& f) {
   for (size_t i = 0; i < in->tensors().size(); ++i) {
     const GgufTensorInfo& t = in->tensors()[i];
     const GgmlType to = plan.types[i];
-    if (to != t.type) {
+    if (const auto c = calibrated.find(t.name); c != calibrated.end()) {
+      w.add_tensor(t.name, c->second.type, t.ne, c->second.bytes);
+      converted[c->second.type == t.type ? "their type, scaled by " + method : type_name(to) + " by " + method].push_back(t.name);
+    } else if (to != t.type) {
       w.add_tensor(t.name, to, t.ne, convert(*in, t, to));
       converted[type_name(to)].push_back(t.name);
     } else {
@@ -203,6 +217,17 @@ std::function<int()> register_quantize(CLI::App& app) {
                  "a tensor type (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs) "
                  "or a llama.cpp mix (q4_k_m, q5_k_m, q6_k)")->required();
   app.add_flag("--allow-requantize", f->allow_requantize, "convert tensors that are already quantized too");
+  CalibratedFlags& c = f->calibrated;
+  app.add_option("--method", c.method,
+                 "rtn (round to nearest), gptq (error compensation; q4_0, q4_1, q5_0, q5_1, q8_0) or awq "
+                 "(activation-aware scales, then round to nearest; any type, or int4_g128 for the load-time scheme)")
+      ->capture_default_str();
+  app.add_option("--calib", c.calib, "calibration text for gptq and awq");
+  app.add_option("--calib-ctx", c.ctx, "tokens per calibration chunk (each opens with BOS)")->capture_default_str()->check(CLI::Range(2, 1 << 20));
+  app.add_option("--calib-chunks", c.chunks, "calibration chunks to run; 0: all the text fills")->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  app.add_option("--damp", c.damp, "gptq: damping added to the Hessian's diagonal, as a fraction of its mean")->capture_default_str()->check(CLI::Range(1e-6, 1.0));
+  app.add_option("--awq-grid", c.awq_grid, "awq: scale exponents tried per group")->capture_default_str()->check(CLI::Range(1, 1000));
+  app.add_option("-t,--threads", c.threads, "threads for calibration; 0: every core")->capture_default_str()->check(CLI::Range(0, 1024));
   return [f]() -> int {
     try {
       return quantize_file(*f);

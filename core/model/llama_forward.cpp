@@ -45,8 +45,8 @@ int64_t ffn_floats_per_token(const LlamaHParams& hp) {
 LlamaForward::LlamaForward(const LlamaModel& model, Backend& backend, KvCache& cache,
                            const ForwardOptions& options)
     : model_(model), backend_(backend), cache_(cache), rope_factors_(model.rope_factors(options.context)),
-      eager_(std::make_unique<Scratch>()) {
-  if (!options.graphs) return;
+      observer_(options.matmul_observer), eager_(std::make_unique<Scratch>()) {
+  if (!options.graphs || observer_) return;
   if (!backend.has_graphs()) {
     spdlog::warn("graphs: backend '{}' cannot record graphs; decode steps run eagerly", backend.name());
   } else {
@@ -265,6 +265,10 @@ void LlamaForward::output_hidden(Scratch& s, int64_t n_hidden) {
 // y = x · wᵀ on the backend (on a quant plugin's kernels registered into it, for a
 // scheme the backend does not multiply itself).
 void LlamaForward::matmul(tsr_tensor& y, const tsr_tensor& x, const tsr_tensor& w) {
+  if (observer_) {
+    backend_.synchronize();
+    observer_(x, w);
+  }
   backend_.matmul({sizeof(tsr_matmul_params), &y, &x, &w});
 }
 

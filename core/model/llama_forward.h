@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -19,6 +20,10 @@ struct ForwardOptions {
   int32_t graph_max_batch = 64;    // larger decode batches run eagerly
   int32_t graph_max_blocks = 0;    // block-table width recorded; longer sequences run eagerly
   int32_t context = 0;             // tokens per sequence (picks LongRoPE's factors); 0: the trained context
+  // Called before every matmul with its input and weight, once the backend has finished
+  // the work before it, so `x` is readable where the backend's memory is host-visible:
+  // what calibration (`quantize --method gptq|awq`) reads. Steps run eagerly with it.
+  std::function<void(const tsr_tensor& x, const tsr_tensor& w)> matmul_observer;
 };
 
 class DecodeGraphs;
@@ -61,7 +66,8 @@ class LlamaForward {
   const LlamaModel& model_;
   Backend& backend_;
   KvCache& cache_;
-  const tsr_tensor* rope_factors_;  // for this forward's context (LongRoPE picks by it)
+  const tsr_tensor* rope_factors_;
+  std::function<void(const tsr_tensor&, const tsr_tensor&)> observer_;  // ForwardOptions::matmul_observer  // for this forward's context (LongRoPE picks by it)
   std::unique_ptr<Scratch> eager_;
   std::unique_ptr<Scratch> graph_scratch_;  // fixed addresses: the graphs' operands
   std::unique_ptr<DecodeGraphs> graphs_;

@@ -1,0 +1,198 @@
+#include "apps/tessera/quantize_calibrated.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "apps/tessera/progress_bar.h"
+#include "base/error.h"
+#include "core/model/llama_model.h"
+#include "core/plugin_host/backend.h"
+#include "core/plugin_host/plugin_loader.h"
+#include "core/quant/awq.h"
+#include "core/quant/calibration.h"
+#include "core/quant/gptq.h"
+#include "core/quant/layer_error.h"
+#include "core/quant/quant.h"
+#include "core/tokenizer/tokenizer.h"
+#include "quant_formats/int4_g128.h"
+
+namespace tsr::app {
+
+namespace {
+
+using quant::CalibrationStats;
+
+bool is_float(GgmlType t) { return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16; }
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("--calib: cannot open " + path, TSR_STATUS_IO_ERROR);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The model in f32 on the CPU backend, run over the calibration text.
+CalibrationStats calibration_stats(const GgufFile& in, const CalibratedFlags& f) {
+  std::shared_ptr<const GgufFile> gguf = GgufFile::open(in.path());
+  const int32_t threads = f.threads > 0 ? f.threads : int32_t(std::max(1u, std::thread::hardware_concurrency()));
+  auto backend = Backend::create(Plugin::find(TSR_PLUGIN_BACKEND, "cpu", plugin_search_dirs("")), 0, threads);
+  const auto model = LlamaModel::load(gguf, *backend, {}, nullptr, /*pack_weights=*/false);
+  const auto tokenizer = Tokenizer::create(vocab_from_gguf(*gguf));
+  const std::vector<int32_t> tokens = tokenizer->encode(read_text(f.calib), false, false);
+  const int32_t ctx = std::min(f.ctx, model->hparams().n_ctx_train);
+  spdlog::info("calibration: {} tokens of {} in chunks of {}", tokens.size(), f.calib, ctx);
+  ProgressBar bar(1, "calibration");
+  quant::CalibrationStats stats = quant::calibrate(
+      *gguf, *model, *backend, tokens, tokenizer->vocab().bos_id, {ctx, f.chunks},
+      [&bar](int64_t done, int64_t total) { bar.update(uint64_t(done * 100 / total)); });
+  bar.update(100);
+  spdlog::info("calibration: statistics of {} weights' inputs", stats.size());
+  return stats;
+}
+
+std::vector<float> floats(const GgufFile& in, const GgufTensorInfo& t) {
+  return quant::dequantize(t.type, {in.tensor_data(t), t.nbytes}, t.nelements);
+}
+
+// "blk.12.attn_q.weight" -> 12; -1 for tensors outside the layers.
+int layer_of(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  return std::atoi(name.c_str() + 4);
+}
+
+std::map<std::string, CalibratedTensor> run_gptq(const GgufFile& in, const std::vector<GgmlType>& types,
+                                                 const CalibrationStats& stats, const CalibratedFlags& f) {
+  std::map<std::string, CalibratedTensor> out;
+  std::map<const quant::InputStats*, quant::GptqFactor> factors;  // Q, K and V share one
+  double err_gptq = 0, err_rtn = 0, layer_gptq = 0, layer_rtn = 0;
+  int layer = -1;
+  auto end_layer = [&]() {
+    if (layer < 0 || layer_rtn == 0) return;
+    spdlog::info("gptq: blk.{}: output error {:.3g} of round-to-nearest's", layer, layer_gptq / layer_rtn);
+    layer_gptq = layer_rtn = 0;
+  };
+  for (size_t i = 0; i < in.tensors().size(); ++i) {
+    const GgufTensorInfo& t = in.tensors()[i];
+    const auto st = stats.find(t.name);
+    if (types[i] == t.type || st == stats.end() || t.ne.size() != 2) continue;
+    const std::optional<quant::BlockGrid> grid = quant::BlockGrid::of(types[i]);
+    if (!grid) continue;  // the plan's planned fallbacks: round to nearest
+    if (layer_of(t.name) != layer) end_layer(), layer = layer_of(t.name);
+    const quant::InputStats& s = *st->second;
+    auto fit = factors.find(&s);
+    if (fit == factors.end()) fit = factors.emplace(&s, quant::gptq_factor(s.hessian, s.cols, f.damp)).first;
+    const std::vector<float> w = floats(in, t);
+    std::vector<float> q;
+    std::vector<uint8_t> bytes = quant::gptq_quantize(*grid, w, t.ne[1], t.ne[0], fit->second, &q);
+    const std::vector<float> rtn = quant::dequantize(types[i], quant::quantize(types[i], w), t.nelements);
+    const double e = quant::layer_output_error(w, q, t.ne[1], t.ne[0], s.hessian);
+    const double r = quant::layer_output_error(w, rtn, t.ne[1], t.ne[0], s.hessian);
+    err_gptq += e, err_rtn += r, layer_gptq += e, layer_rtn += r;
+    out[t.name] = {types[i], std::move(bytes)};
+  }
+  end_layer();
+  if (err_rtn > 0) {
+    spdlog::info("gptq: {} weights; output error on the calibration text {:.3g} of round-to-nearest's", out.size(),
+                 err_gptq / err_rtn);
+  }
+  return out;
+}
+
+quant::RoundTrip ggml_round_trip(GgmlType type) {
+  return [type](std::span<const float> w, int64_t rows, int64_t cols, std::span<float> out) {
+    quant::dequantize(type, quant::quantize(type, w), out.first(size_t(rows * cols)));
+  };
+}
+
+void int4_g128_round_trip(std::span<const float> w, int64_t rows, int64_t cols, std::span<float> out) {
+  std::vector<quant::GroupInt4> g(size_t(cols / quant::kGroupInt4));
+  for (int64_t r = 0; r < rows; ++r) {
+    quant::quantize_row_int4_g128(w.data() + r * cols, g.data(), cols);
+    quant::dequantize_row_int4_g128(g.data(), out.data() + r * cols, cols);
+  }
+}
+
+// The tensors AWQ reads or scales: the layers' norms, dense weights and the biases of the
+// matrices whose rows it scales.
+bool awq_touches(const std::string& name) {
+  static const char* const kSuffixes[] = {
+      "attn_norm.weight", "ffn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight",
+      "attn_qkv.weight", "attn_output.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight",
+      "attn_v.bias", "ffn_up.bias"};
+  if (layer_of(name) < 0) return false;
+  for (const char* s : kSuffixes) {
+    const size_t n = std::strlen(s);
+    if (name.size() > n && name.compare(name.size() - n, n, s) == 0) return true;
+  }
+  return false;
+}
+
+std::map<std::string, CalibratedTensor> run_awq(const GgufFile& in, const std::vector<GgmlType>& types,
+                                                const CalibrationStats& stats, const CalibratedFlags& f,
+                                                bool int4_g128) {
+  quant::FloatTensors t;
+  std::map<std::string, size_t> index;
+  int n_layer = 0;
+  for (size_t i = 0; i < in.tensors().size(); ++i) {
+    const GgufTensorInfo& info = in.tensors()[i];
+    if (!awq_touches(info.name) || !quant::is_supported(info.type) || info.ne.size() > 2) continue;
+    t[info.name] = {info.ne.size() == 2 ? info.ne[1] : 1, info.ne[0], floats(in, info)};
+    index[info.name] = i;
+    n_layer = std::max(n_layer, layer_of(info.name) + 1);
+  }
+  auto round_trip_for = [&](const std::string& name) -> quant::RoundTrip {
+    const size_t i = index.at(name);
+    const GgufTensorInfo& info = in.tensors()[i];
+    if (int4_g128) return info.ne[0] % quant::kGroupInt4 == 0 ? quant::RoundTrip(int4_g128_round_trip) : nullptr;
+    return types[i] != info.type ? ggml_round_trip(types[i]) : nullptr;
+  };
+  ProgressBar bar(uint64_t(std::max(n_layer, 1)), "awq");
+  const std::vector<quant::AwqGroup> groups =
+      quant::awq_apply(t, stats, n_layer, round_trip_for, f.awq_grid, [&bar](int done, int) { bar.update(uint64_t(done)); });
+  double err = 0, rtn = 0;
+  std::map<std::string, CalibratedTensor> out;
+  for (const quant::AwqGroup& g : groups) {
+    err += g.search.error, rtn += g.search.rtn_error;
+    spdlog::debug("awq: {} -> {}: alpha {:.2f}, output error {:.3g} of round-to-nearest's", g.scaled_down,
+                  fmt::join(g.weights, ", "), g.search.alpha, g.search.rtn_error > 0 ? g.search.error / g.search.rtn_error : 1.0);
+    std::vector<std::string> changed = g.weights;
+    changed.push_back(g.scaled_down);
+    const std::string bias = g.scaled_down.substr(0, g.scaled_down.rfind('.') + 1) + "bias";  // a matrix's
+    if (t.count(bias)) changed.push_back(bias);
+    for (const std::string& name : changed) {
+      const GgmlType to = types[index.at(name)];
+      out[name] = {to, quant::quantize(to, t.at(name).data)};
+    }
+  }
+  spdlog::info("awq: {} groups scaled; output error on the calibration text {:.3g} of round-to-nearest's", groups.size(),
+               rtn > 0 ? err / rtn : 1.0);
+  return out;
+}
+
+}  // namespace
+
+std::map<std::string, CalibratedTensor> quantize_calibrated(const GgufFile& in, const std::vector<GgmlType>& types,
+                                                            const CalibratedFlags& f, bool awq_int4_g128) {
+  if (f.method != "gptq" && f.method != "awq") throw Error("--method must be rtn, gptq or awq, not '" + f.method + "'");
+  if (f.calib.empty()) throw Error("--method " + f.method + " needs a calibration text: --calib FILE");
+  if (f.method == "gptq") {
+    for (size_t i = 0; i < types.size(); ++i) {
+      const GgmlType to = types[i];
+      if (to != in.tensors()[i].type && !is_float(to) && !quant::BlockGrid::of(to)) {
+        throw Error(fmt::format("--method gptq writes q4_0, q4_1, q5_0, q5_1 or q8_0; {} would be {}", in.tensors()[i].name,
+                                ggml_type_traits(uint32_t(to))->name));
+      }
+    }
+  }
+  const CalibrationStats stats = calibration_stats(in, f);
+  return f.method == "gptq" ? run_gptq(in, types, stats, f) : run_awq(in, types, stats, f, awq_int4_g128);
+}
+
+}  // namespace tsr::app

@@ -1,0 +1,39 @@
+// `tessera quantize --method gptq|awq --calib TEXT`: the weights of a calibrated method.
+// The model runs over the text on the CPU backend (core/quant/calibration.h); GPTQ then
+// quantizes each calibrated weight with error compensation (core/quant/gptq.h), and AWQ
+// scales weights and the ops before them (core/quant/awq.h) before rounding to nearest.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/model/gguf.h"
+
+namespace tsr::app {
+
+struct CalibratedFlags {
+  std::string method = "rtn";  // rtn | gptq | awq
+  std::string calib;           // the calibration text
+  int32_t ctx = 512;           // tokens per calibration chunk
+  int32_t chunks = 0;          // 0: all the text fills
+  double damp = 0.01;          // GPTQ's damping, a fraction of the Hessian's mean diagonal
+  int32_t awq_grid = 20;       // AWQ's alpha candidates
+  int32_t threads = 0;         // the CPU backend's; 0: every core
+};
+
+// A tensor as a calibrated method wrote it.
+struct CalibratedTensor {
+  GgmlType type;
+  std::vector<uint8_t> bytes;
+};
+
+// The tensors of `in` the method wrote, by name; `types` is the plan (the type each tensor
+// is written in). `awq_int4_g128`: AWQ searches for the load-time `int4_g128` scheme and the
+// weights stay in their stored float type, scaled. Tensors not returned are converted as
+// round-to-nearest converts them. Throws tsr::Error naming what does not fit the method.
+std::map<std::string, CalibratedTensor> quantize_calibrated(const GgufFile& in, const std::vector<GgmlType>& types,
+                                                            const CalibratedFlags& f, bool awq_int4_g128);
+
+}  // namespace tsr::app
