@@ -2,7 +2,8 @@
 // whole blocks of TYPE (like `llama-quantize --pure`: one type for all of them) and keeps the
 // rest as stored; a mix (q4_k_m, q5_k_m, q6_k) gives each tensor the type llama-quantize's
 // file type would (core/quant/quant_mix.h). Copies the metadata and says what it converted.
-// `--method gptq|awq --calib TEXT` calibrates on a text first (quantize_calibrated.h).
+// `--method gptq|awq --calib TEXT` calibrates on a text first (quantize_calibrated.h), as
+// TYPE w8a8_smooth (SmoothQuant) does.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
@@ -75,11 +76,11 @@ struct Plan {
   uint32_t file_type = 0;
 };
 
-// Every tensor in its stored type: AWQ for the load-time int4_g128 scheme rescales weights
-// and norms but leaves rounding to the scheme.
-Plan stored_plan(const GgufFile& in) {
+// Every tensor in its stored type: AWQ for the load-time int4_g128 scheme and SmoothQuant for
+// w8a8_smooth rescale weights and norms but leave rounding to the scheme.
+Plan stored_plan(const GgufFile& in, const std::string& scheme) {
   const GgufValue* ft = in.find("general.file_type");
-  Plan plan{"int4_g128", {}, {}, {}, ft ? static_cast<uint32_t>(ft->u64) : 0};
+  Plan plan{scheme, {}, {}, {}, ft ? static_cast<uint32_t>(ft->u64) : 0};
   for (const GgufTensorInfo& t : in.tensors()) plan.types.push_back(t.type);
   return plan;
 }
@@ -165,19 +166,30 @@ bool iequals(const std::string& a, const char* b) {
   return std::equal(a.begin(), a.end(), b, b + std::strlen(b), [](char x, char y) { return std::tolower(x) == y; });
 }
 
-int quantize_file(const QuantizeFlags& f) {
+// TYPE w8a8_smooth is SmoothQuant's (the method implied); --method smoothquant takes no other.
+std::string method_for(const QuantizeFlags& f) {
+  const std::string& m = f.calibrated.method;
+  if (!iequals(f.type, "w8a8_smooth")) {
+    if (m == "smoothquant") throw Error("--method smoothquant writes a model for the w8a8_smooth scheme: TYPE w8a8_smooth");
+    return m;
+  }
+  if (m != "rtn" && m != "smoothquant") throw Error("w8a8_smooth is SmoothQuant's: --method " + m + " does not write it");
+  return "smoothquant";
+}
+
+int quantize_file(QuantizeFlags f) {
   const auto in = GgufFile::open(f.in);
-  const std::string& method = f.calibrated.method;
+  const std::string method = f.calibrated.method = method_for(f);
   const bool awq_int4 = iequals(f.type, "int4_g128");
   if (awq_int4 && method != "awq") {
     throw Error("int4_g128 is a load-time scheme ([quant] scheme = \"int4_g128\"), not a GGUF tensor type: "
                 "--method awq writes a model scaled for it; gptq and rtn write GGUF types (q4_0, q4_1, ...)");
   }
-  if (method != "rtn" && method != "gptq" && method != "awq") {
-    throw Error("--method must be rtn, gptq or awq, not '" + method + "'");
+  if (method != "rtn" && method != "gptq" && method != "awq" && method != "smoothquant") {
+    throw Error("--method must be rtn, gptq, awq or smoothquant, not '" + method + "'");
   }
-  if (method == "rtn" && !f.calibrated.calib.empty()) throw Error("--calib is for --method gptq or awq");
-  const Plan plan = awq_int4 ? stored_plan(*in) : plan_for(*in, f.type);
+  if (method == "rtn" && !f.calibrated.calib.empty()) throw Error("--calib is for --method gptq, awq or smoothquant");
+  const Plan plan = awq_int4 || method == "smoothquant" ? stored_plan(*in, f.type) : plan_for(*in, f.type);
   check_requantize(*in, plan.types, f.allow_requantize);
   const std::map<std::string, CalibratedTensor> calibrated =
       method == "rtn" ? std::map<std::string, CalibratedTensor>{} : quantize_calibrated(*in, plan.types, f.calibrated, awq_int4);
@@ -220,13 +232,16 @@ std::function<int()> register_quantize(CLI::App& app) {
   CalibratedFlags& c = f->calibrated;
   app.add_option("--method", c.method,
                  "rtn (round to nearest), gptq (error compensation; q4_0, q4_1, q5_0, q5_1, q8_0) or awq "
-                 "(activation-aware scales, then round to nearest; any type, or int4_g128 for the load-time scheme)")
+                 "(activation-aware scales, then round to nearest; any type, or int4_g128 for the load-time scheme); "
+                 "TYPE w8a8_smooth is smoothquant's")
       ->capture_default_str();
   app.add_option("--calib", c.calib, "calibration text for gptq and awq");
   app.add_option("--calib-ctx", c.ctx, "tokens per calibration chunk (each opens with BOS)")->capture_default_str()->check(CLI::Range(2, 1 << 20));
   app.add_option("--calib-chunks", c.chunks, "calibration chunks to run; 0: all the text fills")->capture_default_str()->check(CLI::Range(0, 1 << 20));
   app.add_option("--damp", c.damp, "gptq: damping added to the Hessian's diagonal, as a fraction of its mean")->capture_default_str()->check(CLI::Range(1e-6, 1.0));
   app.add_option("--awq-grid", c.awq_grid, "awq: scale exponents tried per group")->capture_default_str()->check(CLI::Range(1, 1000));
+  app.add_option("--smooth-alpha", c.smooth_alpha, "smoothquant: how much of the activations' range moves into the weights")
+      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
   app.add_option("-t,--threads", c.threads, "threads for calibration; 0: every core")->capture_default_str()->check(CLI::Range(0, 1024));
   return [f]() -> int {
     try {

@@ -18,6 +18,7 @@
 #include "core/quant/calibration.h"
 #include "core/quant/gptq.h"
 #include "core/quant/layer_error.h"
+#include "core/quant/smoothquant.h"
 #include "core/quant/quant.h"
 #include "core/tokenizer/tokenizer.h"
 #include "quant_formats/int4_g128.h"
@@ -119,34 +120,39 @@ void int4_g128_round_trip(std::span<const float> w, int64_t rows, int64_t cols, 
   }
 }
 
-// The tensors AWQ reads or scales: the layers' norms, dense weights and the biases of the
-// matrices whose rows it scales.
-bool awq_touches(const std::string& name) {
-  static const char* const kSuffixes[] = {
-      "attn_norm.weight", "ffn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight",
-      "attn_qkv.weight", "attn_output.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight",
-      "attn_v.bias", "ffn_up.bias"};
-  if (layer_of(name) < 0) return false;
-  for (const char* s : kSuffixes) {
-    const size_t n = std::strlen(s);
-    if (name.size() > n && name.compare(name.size() - n, n, s) == 0) return true;
+// The tensors a channel scaling reads or scales (channel_scales.h), as f32, and each one's
+// index in the file; `n_layer` gets the layer count they span.
+quant::FloatTensors scalable_tensors(const GgufFile& in, std::map<std::string, size_t>& index, int& n_layer) {
+  quant::FloatTensors t;
+  n_layer = 0;
+  for (size_t i = 0; i < in.tensors().size(); ++i) {
+    const GgufTensorInfo& info = in.tensors()[i];
+    if (!quant::scale_group_tensor(info.name) || !quant::is_supported(info.type) || info.ne.size() > 2) continue;
+    t[info.name] = {info.ne.size() == 2 ? info.ne[1] : 1, info.ne[0], floats(in, info)};
+    index[info.name] = i;
+    n_layer = std::max(n_layer, layer_of(info.name) + 1);
   }
-  return false;
+  return t;
+}
+
+// The tensors a scaling changed, in the plan's types; a matrix's bias goes with its rows.
+void write_scaled(const quant::ScaleGroup& g, const quant::FloatTensors& t, const std::map<std::string, size_t>& index,
+                  const std::vector<GgmlType>& types, std::map<std::string, CalibratedTensor>& out) {
+  std::vector<std::string> changed = g.weights;
+  changed.push_back(g.down);
+  if (!g.bias.empty() && t.count(g.bias)) changed.push_back(g.bias);
+  for (const std::string& name : changed) {
+    const GgmlType to = types[index.at(name)];
+    out[name] = {to, quant::quantize(to, t.at(name).data)};
+  }
 }
 
 std::map<std::string, CalibratedTensor> run_awq(const GgufFile& in, const std::vector<GgmlType>& types,
                                                 const CalibrationStats& stats, const CalibratedFlags& f,
                                                 bool int4_g128) {
-  quant::FloatTensors t;
   std::map<std::string, size_t> index;
   int n_layer = 0;
-  for (size_t i = 0; i < in.tensors().size(); ++i) {
-    const GgufTensorInfo& info = in.tensors()[i];
-    if (!awq_touches(info.name) || !quant::is_supported(info.type) || info.ne.size() > 2) continue;
-    t[info.name] = {info.ne.size() == 2 ? info.ne[1] : 1, info.ne[0], floats(in, info)};
-    index[info.name] = i;
-    n_layer = std::max(n_layer, layer_of(info.name) + 1);
-  }
+  quant::FloatTensors t = scalable_tensors(in, index, n_layer);
   auto round_trip_for = [&](const std::string& name) -> quant::RoundTrip {
     const size_t i = index.at(name);
     const GgufTensorInfo& info = in.tensors()[i];
@@ -160,19 +166,25 @@ std::map<std::string, CalibratedTensor> run_awq(const GgufFile& in, const std::v
   std::map<std::string, CalibratedTensor> out;
   for (const quant::AwqGroup& g : groups) {
     err += g.search.error, rtn += g.search.rtn_error;
-    spdlog::debug("awq: {} -> {}: alpha {:.2f}, output error {:.3g} of round-to-nearest's", g.scaled_down,
-                  fmt::join(g.weights, ", "), g.search.alpha, g.search.rtn_error > 0 ? g.search.error / g.search.rtn_error : 1.0);
-    std::vector<std::string> changed = g.weights;
-    changed.push_back(g.scaled_down);
-    const std::string bias = g.scaled_down.substr(0, g.scaled_down.rfind('.') + 1) + "bias";  // a matrix's
-    if (t.count(bias)) changed.push_back(bias);
-    for (const std::string& name : changed) {
-      const GgmlType to = types[index.at(name)];
-      out[name] = {to, quant::quantize(to, t.at(name).data)};
-    }
+    spdlog::debug("awq: {} -> {}: alpha {:.2f}, output error {:.3g} of round-to-nearest's", g.group.down,
+                  fmt::join(g.group.weights, ", "), g.search.alpha, g.search.rtn_error > 0 ? g.search.error / g.search.rtn_error : 1.0);
+    write_scaled(g.group, t, index, types, out);
   }
   spdlog::info("awq: {} groups scaled; output error on the calibration text {:.3g} of round-to-nearest's", groups.size(),
                rtn > 0 ? err / rtn : 1.0);
+  return out;
+}
+
+std::map<std::string, CalibratedTensor> run_smoothquant(const GgufFile& in, const std::vector<GgmlType>& types,
+                                                        const CalibrationStats& stats, const CalibratedFlags& f) {
+  std::map<std::string, size_t> index;
+  int n_layer = 0;
+  quant::FloatTensors t = scalable_tensors(in, index, n_layer);
+  const std::vector<quant::SmoothGroup> groups = quant::smooth_apply(t, stats, n_layer, f.smooth_alpha);
+  std::map<std::string, CalibratedTensor> out;
+  for (const quant::SmoothGroup& g : groups) write_scaled(g.group, t, index, types, out);
+  spdlog::info("smoothquant: {} inputs smoothed (alpha {}); run the model with [quant] scheme = \"w8a8_smooth\"",
+               groups.size(), f.smooth_alpha);
   return out;
 }
 
@@ -180,7 +192,9 @@ std::map<std::string, CalibratedTensor> run_awq(const GgufFile& in, const std::v
 
 std::map<std::string, CalibratedTensor> quantize_calibrated(const GgufFile& in, const std::vector<GgmlType>& types,
                                                             const CalibratedFlags& f, bool awq_int4_g128) {
-  if (f.method != "gptq" && f.method != "awq") throw Error("--method must be rtn, gptq or awq, not '" + f.method + "'");
+  if (f.method != "gptq" && f.method != "awq" && f.method != "smoothquant") {
+    throw Error("--method must be rtn, gptq, awq or smoothquant, not '" + f.method + "'");
+  }
   if (f.calib.empty()) throw Error("--method " + f.method + " needs a calibration text: --calib FILE");
   if (f.method == "gptq") {
     for (size_t i = 0; i < types.size(); ++i) {
@@ -192,6 +206,7 @@ std::map<std::string, CalibratedTensor> quantize_calibrated(const GgufFile& in, 
     }
   }
   const CalibrationStats stats = calibration_stats(in, f);
+  if (f.method == "smoothquant") return run_smoothquant(in, types, stats, f);
   return f.method == "gptq" ? run_gptq(in, types, stats, f) : run_awq(in, types, stats, f, awq_int4_g128);
 }
 

@@ -1,7 +1,9 @@
-// `tessera quantize --method gptq|awq --calib TEXT`: the weights of a calibrated method.
-// The model runs over the text on the CPU backend (core/quant/calibration.h); GPTQ then
-// quantizes each calibrated weight with error compensation (core/quant/gptq.h), and AWQ
-// scales weights and the ops before them (core/quant/awq.h) before rounding to nearest.
+// `tessera quantize --method gptq|awq --calib TEXT` and `quantize IN OUT w8a8_smooth
+// --calib TEXT`: the weights of a calibrated method. The model runs over the text on the CPU
+// backend (core/quant/calibration.h); GPTQ then quantizes each calibrated weight with error
+// compensation (core/quant/gptq.h), AWQ scales weights and the ops before them
+// (core/quant/awq.h) before rounding to nearest, and SmoothQuant migrates activation
+// outliers into the weights (core/quant/smoothquant.h) for the w8a8_smooth scheme.
 #pragma once
 
 #include <cstdint>
@@ -14,12 +16,13 @@
 namespace tsr::app {
 
 struct CalibratedFlags {
-  std::string method = "rtn";  // rtn | gptq | awq
+  std::string method = "rtn";  // rtn | gptq | awq | smoothquant
   std::string calib;           // the calibration text
   int32_t ctx = 512;           // tokens per calibration chunk
   int32_t chunks = 0;          // 0: all the text fills
   double damp = 0.01;          // GPTQ's damping, a fraction of the Hessian's mean diagonal
   int32_t awq_grid = 20;       // AWQ's alpha candidates
+  double smooth_alpha = 0.5;   // SmoothQuant's migration strength
   int32_t threads = 0;         // the CPU backend's; 0: every core
 };
 
@@ -31,7 +34,7 @@ struct CalibratedTensor {
 
 // The tensors of `in` the method wrote, by name; `types` is the plan (the type each tensor
 // is written in). `awq_int4_g128`: AWQ searches for the load-time `int4_g128` scheme and the
-// weights stay in their stored float type, scaled. Tensors not returned are converted as
+// weights stay in their stored float type, scaled, as SmoothQuant's always do. Tensors not returned are converted as
 // round-to-nearest converts them. Throws tsr::Error naming what does not fit the method.
 std::map<std::string, CalibratedTensor> quantize_calibrated(const GgufFile& in, const std::vector<GgmlType>& types,
                                                             const CalibratedFlags& f, bool awq_int4_g128);

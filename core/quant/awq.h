@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/quant/calibration.h"
+#include "core/quant/channel_scales.h"
 
 namespace tsr::quant {
 
@@ -41,24 +42,14 @@ struct AwqSearch {
 // the calibration inputs.
 AwqSearch awq_search(const std::vector<AwqWeight>& weights, const InputStats& stats, int grid = 20);
 
-// A model's f32 tensors by GGUF name: rows = ne[1] (1 for a vector), cols = ne[0].
-struct FloatTensor {
-  int64_t rows = 0, cols = 0;
-  std::vector<float> data;
-};
-using FloatTensors = std::map<std::string, FloatTensor>;
-
-// One group AWQ scaled: what was divided (a norm's weights, or a matrix's rows and bias) and
-// the weights multiplied, with the search's outcome.
+// One group AWQ scaled, with the search's outcome.
 struct AwqGroup {
-  std::string scaled_down;
-  std::vector<std::string> weights;
+  ScaleGroup group;
   AwqSearch search;
 };
 
-// Applies AWQ to every layer of a llama-family model in `t` (which must hold each name the
-// groups use, as f32): attn_norm before Q/K/V, ffn_norm before gate/up, up's rows before
-// down, and V's rows before the output projection where every head has its own V (MHA).
+// Applies AWQ to every layer of a llama-family model in `t` (holding the tensors
+// scale_group_tensor names, as f32), over every group of channel_scales.h.
 // A group is searched only where every weight in it is quantized (round_trip_for gives a
 // round trip). `done` (can be empty) is called after each layer with (layers done, total).
 std::vector<AwqGroup> awq_apply(FloatTensors& t, const CalibrationStats& stats, int n_layer,

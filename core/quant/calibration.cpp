@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "base/error.h"
@@ -59,8 +60,11 @@ class Collector {
     }
     prev_name_ = name;
     std::shared_ptr<InputStats>& s = stats_[name];
-    if (!s) s = std::make_shared<InputStats>(InputStats{x.shape[1], 0, std::vector<float>(size_t(x.shape[1] * x.shape[1])),
-                                                        std::vector<double>(size_t(x.shape[1]))});
+    if (!s) {
+      const auto cols = size_t(x.shape[1]);
+      s = std::make_shared<InputStats>(
+          InputStats{x.shape[1], 0, std::vector<float>(cols * cols), std::vector<double>(cols), std::vector<float>(cols)});
+    }
     accumulate(*s, static_cast<const float*>(x.data), x.shape[0]);
   }
 
@@ -70,7 +74,11 @@ class Collector {
   static void accumulate(InputStats& s, const float* x, int64_t rows) {
     sgemm('T', 'N', s.cols, s.cols, rows, 1.0f, x, s.cols, x, s.cols, 1.0f, s.hessian.data(), s.cols);
     for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < s.cols; ++c) s.abs_sum[size_t(c)] += std::fabs(x[r * s.cols + c]);
+      for (int64_t c = 0; c < s.cols; ++c) {
+        const float a = std::fabs(x[r * s.cols + c]);
+        s.abs_sum[size_t(c)] += a;
+        s.abs_max[size_t(c)] = std::max(s.abs_max[size_t(c)], a);
+      }
     }
     s.tokens += rows;
   }

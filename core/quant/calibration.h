@@ -1,6 +1,6 @@
 // What a model's matmul weights see on a calibration text: per input, the sum of x x^T over
-// the tokens (the Hessian GPTQ and AWQ's search weigh errors with) and the mean magnitude of
-// each input channel (AWQ's activation statistic). Collected from the model as the engine
+// the tokens (the Hessian GPTQ and AWQ's search weigh errors with) and the mean and largest
+// magnitude of each input channel (AWQ's and SmoothQuant's activation statistics). Collected from the model as the engine
 // runs it (every matmul's input, ForwardOptions::matmul_observer), in f32 on the CPU backend.
 // Weights that read the same input (Q, K and V; gate and up) share one InputStats.
 #pragma once
@@ -24,6 +24,7 @@ struct InputStats {
   int64_t tokens = 0;
   std::vector<float> hessian;   // [cols, cols]
   std::vector<double> abs_sum;  // [cols]: sum of |x|
+  std::vector<float> abs_max;   // [cols]: max of |x| (SmoothQuant's statistic)
   std::vector<float> abs_mean() const;
 };
 

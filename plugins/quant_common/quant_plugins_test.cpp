@@ -1,10 +1,12 @@
-// The four quant plugins through the host's loader: round trips within each format's
+// The quant plugins through the host's loader: round trips within each format's
 // error bound, Q8_0/Q4_0 bytes equal to the GGUF reference, the reference dot product, the
 // CPU kernels against the reference on odd shapes and strides, kernels offered only where
 // they exist, and bad arguments refused with a message.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -121,6 +123,50 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"int4_g128", TSR_DTYPE_INT4_G128, 2.0 / 15 * 0.51 + 1e-3, true},
                       Case{"fp8_e4m3", TSR_DTYPE_FP8_E4M3, 1.0 / 16 + 1e-3, true}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// w8a8_smooth's kernel (SmoothQuant's W8A8) and llm_int8's without outliers are int8 × int8
+// with one absmax scale per activation row and per weight row: exactly, up to the f32
+// sums, the product of the two int8 matrices. (The conformance kit's f32 reference allows
+// 1e-2 of the block rounding llama.cpp's kernels do; a per-token scale over rows with
+// outliers rounds coarser, which is what SmoothQuant's smoothing is for.)
+TEST(QuantPluginsW8A8, KernelMultipliesPerTokenInt8ActivationsByInt8Rows) {
+  for (const char* name : {"w8a8_smooth", "llm_int8"}) {
+    const QuantScheme q = scheme(name);
+    if (std::string(name) == "llm_int8") q.set_option("outlier_threshold", INFINITY);
+    const tsr_quant_kernels* k = q.kernels("cpu", true);
+    ASSERT_NE(k, nullptr) << name;
+    const int64_t n = 24, kdim = 384, m = 5;
+    const std::vector<float> w = gaussian(n * kdim, 3), x = gaussian(m * kdim, 4);
+    std::vector<uint8_t> packed(n * q.row_bytes(kdim));
+    q.quantize(w.data(), n, kdim, packed.data());
+    std::vector<float> y(m * n);
+    tsr_tensor tx = tensor_make(TSR_DTYPE_F32, const_cast<float*>(x.data()), {m, kdim});
+    tsr_tensor tw = tensor_make(TSR_DTYPE_I8, packed.data(), {n, kdim});
+    tw.dtype = q.dtype();
+    tw.strides[0] = q.row_bytes(kdim);
+    tsr_tensor ty = tensor_make(TSR_DTYPE_F32, y.data(), {m, n});
+    const tsr_matmul_params p{sizeof(p), &ty, &tx, &tw};
+    const tsr_quant_matmul_args args{sizeof(args), k, &p, nullptr, 2, 0};
+    tsr_error* e = nullptr;
+    ASSERT_EQ(k->matmul(&args, &e), TSR_STATUS_OK);
+    for (int64_t i = 0; i < m; ++i) {
+      float amax = 0;
+      for (int64_t c = 0; c < kdim; ++c) amax = std::max(amax, std::fabs(x[i * kdim + c]));
+      for (int64_t j = 0; j < n; ++j) {
+        const uint8_t* row = packed.data() + j * q.row_bytes(kdim);
+        float w_scale;
+        std::memcpy(&w_scale, row, 4);
+        int64_t acc = 0;
+        for (int64_t c = 0; c < kdim; ++c) {
+          const auto qx = static_cast<int64_t>(std::clamp(std::nearbyint(x[i * kdim + c] * (127.0f / amax)), -127.0f, 127.0f));
+          acc += qx * static_cast<int8_t>(row[8 + c]);
+        }
+        const double ref = double(acc) * (amax / 127.0f) * w_scale;
+        EXPECT_NEAR(y[i * n + j], ref, 1e-5 * (1 + std::fabs(ref))) << name << " " << i << "," << j;
+      }
+    }
+  }
+}
 
 TEST(QuantPluginsGguf, Q8_0AndQ4_0AreTheGgufBlocks) {
   const std::vector<float> x = gaussian(4 * 64, 3);

@@ -261,7 +261,7 @@ TEST_P(GpuOpTest, MatmulMatchesCpuOnEveryWeightDtype) {
 // codecs, so the scales are sane): GEMV and GEMM widths as above, and get_rows decodes them
 // exactly.
 TEST_P(GpuOpTest, KquantAndMxfp4WeightsMatchCpu) {
-  for (const auto [dtype, type] : {std::pair{TSR_DTYPE_Q4_K, GgmlType::Q4_K}, {TSR_DTYPE_Q6_K, GgmlType::Q6_K},
+  for (const auto& [dtype, type] : {std::pair{TSR_DTYPE_Q4_K, GgmlType::Q4_K}, {TSR_DTYPE_Q6_K, GgmlType::Q6_K},
                                    {TSR_DTYPE_MXFP4, GgmlType::MXFP4}}) {
     ASSERT_TRUE(gpu_->supports(TSR_OP_MATMUL, dtype)) << dtype_name(dtype);
     for (const int64_t n : {1, 3, 8, 16, 40}) {
@@ -351,8 +351,8 @@ TEST_P(GpuOpTest, RopeMatchesCpuInBothLayouts) {
       const Twin x = upload(TSR_DTYPE_F32, {n, heads, hd}, randoms(size_t(n * heads * hd)), 16);
       const Twin dp = upload(TSR_DTYPE_I32, {n}, pos);
       const Twin df = upload(TSR_DTYPE_F32, {n_rot / 2}, factors);
-      cpu_->rope({sizeof(tsr_rope_params), &x.cpu, &dp.cpu, n_rot, mode, 500000.0f, 1.0f, with_factors ? &df.cpu : nullptr});
-      gpu_->rope({sizeof(tsr_rope_params), &x.gpu, &dp.gpu, n_rot, mode, 500000.0f, 1.0f, with_factors ? &df.gpu : nullptr});
+      cpu_->rope({sizeof(tsr_rope_params), &x.cpu, &dp.cpu, n_rot, mode, 500000.0f, 1.0f, with_factors ? &df.cpu : nullptr, 0, 0, 0, 0});
+      gpu_->rope({sizeof(tsr_rope_params), &x.gpu, &dp.gpu, n_rot, mode, 500000.0f, 1.0f, with_factors ? &df.gpu : nullptr, 0, 0, 0, 0});
       EXPECT_LT(error(x), 1e-5) << "mode " << mode << (with_factors ? " with factors" : "");
     }
   }
@@ -420,7 +420,7 @@ TEST_P(GpuOpTest, PagedAttentionMatchesCpu) {
     for (int side = 0; side < 2; ++side) {
       auto t = [&](const Twin& x) { return side == 0 ? &x.cpu : &x.gpu; };
       (side == 0 ? *cpu_ : *gpu_).attention({sizeof(tsr_attention_params), t(out), t(q), t(kc), t(vc), t(dt), t(dl),
-                                             t(dq), t(dp), sh.block_size, scale});
+                                             t(dq), t(dp), sh.block_size, scale, 0, 0.0f, nullptr});
     }
     EXPECT_LT(error(out), 1e-4) << "attention";
   }
