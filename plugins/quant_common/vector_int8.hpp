@@ -4,10 +4,13 @@
 // their own; inf for none), then n int8 values. At a matmul the activations' feature
 // dimensions where any row reaches the threshold in magnitude multiply in f32 against their
 // weight columns (decoded with the row's scale); the rest run as int8 × int8 with one absmax
-// scale per activation row, in int32.
+// scale per activation row, in int32, through oneDNN's u8 × s8 GEMM (the activations shifted
+// by its zero point 128, which maps to VNNI's unsigned × signed dot products); decode steps
+// of under 4 rows take a dot product per output instead.
 #pragma once
 
 #include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <cmath>
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "tessera/sdk/quant.hpp"
+#include "tessera/sdk/status.hpp"
 
 namespace tsr::quant_int8 {
 
@@ -60,9 +64,12 @@ inline void dequantize_row(const uint8_t* row, float* y, int64_t n) {
 struct SplitActivations {
   std::vector<uint8_t> is_outlier;  // [k]
   std::vector<int64_t> outliers;    // feature dims that any row reaches the threshold in
-  std::vector<int8_t> q;            // [m][k], 0 in the outlier dims
+  std::vector<uint8_t> u;           // [m][k]: the int8 value + 128; 128 (zero) in the outlier dims
   std::vector<float> scale;         // [m]
+  std::vector<int32_t> acc;         // [m][n]: the int8 products
 };
+
+inline constexpr uint8_t kZeroPoint = 128;
 
 inline void split(const tsr::sdk::QuantMatmul& a, float threshold, SplitActivations& s) {
   s.is_outlier.assign(static_cast<size_t>(a.k), 0);
@@ -78,7 +85,7 @@ inline void split(const tsr::sdk::QuantMatmul& a, float threshold, SplitActivati
       if (s.is_outlier[size_t(c)]) s.outliers.push_back(c);
     }
   }
-  s.q.resize(static_cast<size_t>(a.m * a.k));
+  s.u.resize(static_cast<size_t>(a.m * a.k));
   s.scale.resize(static_cast<size_t>(a.m));
   for (int64_t i = 0; i < a.m; ++i) {
     const float* x = a.x + i * a.x_stride;
@@ -88,15 +95,36 @@ inline void split(const tsr::sdk::QuantMatmul& a, float threshold, SplitActivati
     }
     s.scale[size_t(i)] = amax / 127.0f;
     const float inverse = amax > 0.0f ? 127.0f / amax : 0.0f;
-    int8_t* q = &s.q[size_t(i * a.k)];
-    for (int64_t c = 0; c < a.k; ++c) q[c] = s.is_outlier[size_t(c)] ? 0 : quantize_value(x[c], inverse);
+    uint8_t* u = &s.u[size_t(i * a.k)];
+    for (int64_t c = 0; c < a.k; ++c) {
+      u[c] = static_cast<uint8_t>((s.is_outlier[size_t(c)] ? 0 : quantize_value(x[c], inverse)) + kZeroPoint);
+    }
   }
 }
 
-inline int32_t dot_i8(const int8_t* a, const int8_t* b, int64_t n) {
+// sum (u - 128) * w: one output of a decode step, where a GEMM call costs more than it saves.
+inline int32_t dot_u8s8(const uint8_t* u, const int8_t* w, int64_t n) {
   int32_t acc = 0;
-  for (int64_t c = 0; c < n; ++c) acc += int32_t(a[c]) * int32_t(b[c]);
+  for (int64_t c = 0; c < n; ++c) acc += (int32_t(u[c]) - kZeroPoint) * int32_t(w[c]);
   return acc;
+}
+
+// acc = (u - 128) * W^T: the weight rows, past their headers, are W's rows a row stride apart.
+inline void int8_products(const tsr::sdk::QuantMatmul& a, SplitActivations& s, int threads) {
+  s.acc.resize(static_cast<size_t>(a.m * a.n));
+  if (a.m < 4) {
+#pragma omp parallel for num_threads(threads) schedule(static) if (a.n * a.k * a.m >= (int64_t(1) << 16))
+    for (int64_t j = 0; j < a.n; ++j) {
+      const auto* w = reinterpret_cast<const int8_t*>(a.w + j * a.w_row_bytes + kHeader);
+      for (int64_t i = 0; i < a.m; ++i) s.acc[size_t(i * a.n + j)] = dot_u8s8(&s.u[size_t(i * a.k)], w, a.k);
+    }
+    return;
+  }
+  const int32_t no_offset = 0;
+  const dnnl_status_t st = dnnl_gemm_u8s8s32('N', 'T', 'F', a.m, a.n, a.k, 1.0f, s.u.data(), a.k, kZeroPoint,
+                                             reinterpret_cast<const int8_t*>(a.w + kHeader), a.w_row_bytes, 0, 0.0f,
+                                             s.acc.data(), a.n, &no_offset);
+  tsr::sdk::require(st == dnnl_success, "int8 matmul: oneDNN's u8s8s32 GEMM failed");
 }
 
 inline void cpu_matmul(const tsr::sdk::QuantMatmul& a) {
@@ -107,13 +135,14 @@ inline void cpu_matmul(const tsr::sdk::QuantMatmul& a) {
   SplitActivations& s = tls;
   split(a, load_f32(a.w + 4), s);
   const int threads = a.n_threads > 0 ? a.n_threads : omp_get_max_threads();
-#pragma omp parallel for num_threads(threads) schedule(static) if (a.n * a.k * a.m >= (int64_t(1) << 16))
+  int8_products(a, s, threads);
+#pragma omp parallel for num_threads(threads) schedule(static) if (a.n * a.m >= (int64_t(1) << 12))
   for (int64_t j = 0; j < a.n; ++j) {
     const uint8_t* row = a.w + j * a.w_row_bytes;
     const float w_scale = load_f32(row);
     const auto* w = reinterpret_cast<const int8_t*>(row + kHeader);
     for (int64_t i = 0; i < a.m; ++i) {
-      float sum = float(dot_i8(&s.q[size_t(i * a.k)], w, a.k)) * s.scale[size_t(i)] * w_scale;
+      float sum = float(s.acc[size_t(i * a.n + j)]) * s.scale[size_t(i)] * w_scale;
       const float* x = a.x + i * a.x_stride;
       for (const int64_t c : s.outliers) sum += x[c] * (float(w[c]) * w_scale);
       a.y[i * a.y_stride + j] = sum;
