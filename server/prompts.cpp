@@ -12,12 +12,17 @@ namespace {
 
 using nlohmann::json;
 
+// Prompts are tokenized only until they outnumber the context (Tokenizer::encode): a text
+// too long for it costs about a context's worth of tokenizing.
+size_t tokenize_limit(const Engine& engine) { return static_cast<size_t>(engine.context_length()); }
+
 // 400 with OpenAI's code, as OpenAI and vLLM answer; 413 is for bodies over --max-body.
 void check_fits(const std::vector<int32_t>& prompt, const Engine& engine, const std::string& param) {
   const int32_t n_ctx = engine.context_length();
   if (static_cast<int32_t>(prompt.size()) >= n_ctx) {
-    throw ApiError(400, "the prompt has " + std::to_string(prompt.size()) + " tokens; this model's context holds " +
-                            std::to_string(n_ctx) + " (prompt and output)",
+    const bool stopped = prompt.size() > tokenize_limit(engine);  // counted no further
+    throw ApiError(400, "the prompt has " + std::string(stopped ? "more than " + std::to_string(n_ctx) : std::to_string(prompt.size())) +
+                            " tokens; this model's context holds " + std::to_string(n_ctx) + " (prompt and output)",
                    "invalid_request_error", param, "context_length_exceeded");
   }
 }
@@ -35,7 +40,7 @@ std::vector<int32_t> token_prompt(const json& v, const std::string& param, const
 std::vector<int32_t> one_prompt(const json& v, const std::string& param, const Engine& engine) {
   if (v.is_string()) {
     check_text_fits(v.get_ref<const std::string&>().size(), engine, param);
-    return engine.tokenize(v.get<std::string>());
+    return engine.tokenize(v.get_ref<const std::string&>(), tokenize_limit(engine));
   }
   if (is_token_array(v)) return token_prompt(v, param, engine);
   throw bad_param(param, "'" + param + "' must be a string, an array of token ids, or an array of those");
@@ -198,7 +203,7 @@ std::vector<int32_t> chat_prompt(const json& body, const Engine& engine, bool ad
     tools = nullptr;
   }
   try {
-    ids = engine.chat_prompt(messages, add_generation_prompt, tools, kwargs);
+    ids = engine.chat_prompt(messages, add_generation_prompt, tools, kwargs, tokenize_limit(engine));
   } catch (const Error& e) {
     // raise_exception() in a template is how it rejects a conversation (roles, order).
     throw bad_param("messages", std::string("the chat template rejected the messages: ") + e.what());

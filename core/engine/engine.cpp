@@ -686,13 +686,13 @@ RequestParams Engine::request_defaults() const {
   return p;
 }
 
-std::vector<int32_t> Engine::tokenize(std::string_view text) const {
-  return impl_->tokenizer->encode(text, true, false);
+std::vector<int32_t> Engine::tokenize(std::string_view text, size_t max_tokens) const {
+  return impl_->tokenizer->encode(text, true, false, max_tokens);
 }
 
 std::vector<int32_t> Engine::chat_prompt(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                                          const nlohmann::ordered_json& tools,
-                                         const nlohmann::ordered_json& kwargs) const {
+                                         const nlohmann::ordered_json& kwargs, size_t max_tokens) const {
   const Vocab& vocab = impl_->tokenizer->vocab();
   const auto token_text = [&](int32_t id) {
     return id >= 0 && id < static_cast<int32_t>(vocab.tokens.size()) ? vocab.tokens[size_t(id)] : std::string();
@@ -701,7 +701,7 @@ std::vector<int32_t> Engine::chat_prompt(const std::vector<ChatMessage>& message
   ChatTemplateInputs inputs{messages, add_generation_prompt, bos, eos, tools, std::nullopt, kwargs};
   const std::string text = apply_chat_template(impl_->chat_template, inputs);
   const bool has_bos = !bos.empty() && text.starts_with(bos);
-  return impl_->tokenizer->encode(text, !has_bos, true);
+  return impl_->tokenizer->encode(text, !has_bos, true, max_tokens);
 }
 
 namespace {

@@ -119,15 +119,18 @@ class Engine {
   // Submits and waits for the result (stepping itself unless the background thread runs);
   // `on_output` (may be empty) also sees each increment as it comes.
   GenerateResult generate(RequestParams params, OutputCallback on_output = {});
-  std::vector<int32_t> tokenize(std::string_view text) const;  // with BOS as the model wants
+  // With BOS as the model wants; stops once the ids outnumber `max_tokens` (Tokenizer::encode).
+  std::vector<int32_t> tokenize(std::string_view text, size_t max_tokens = SIZE_MAX) const;
   // `messages` rendered with chat_template() (with add_generation_prompt, the next assistant
   // turn opened) and tokenized, special tokens parsed, BOS added unless the template wrote
   // it; `tools` (OpenAI's, or null) is the template's `tools`, and `kwargs` (an object, or
-  // null) more variables for it (ChatTemplateInputs::kwargs). Throws tsr::Error when the
-  // template rejects the messages (raise_exception) or fails.
+  // null) more variables for it (ChatTemplateInputs::kwargs); tokenizing stops once the ids
+  // outnumber `max_tokens`. Throws tsr::Error when the template rejects the messages
+  // (raise_exception) or fails.
   std::vector<int32_t> chat_prompt(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true,
                                    const nlohmann::ordered_json& tools = nullptr,
-                                   const nlohmann::ordered_json& kwargs = nullptr) const;
+                                   const nlohmann::ordered_json& kwargs = nullptr,
+                                   size_t max_tokens = SIZE_MAX) const;
 
   // Compiles a constraint now (waiting for the compile worker), so that a caller can
   // report a bad one before it streams anything; requests then find it cached. Throws

@@ -120,24 +120,22 @@ CharClass classify(uint32_t cp) {
 
 bool is_cr_or_lf(uint32_t cp) { return cp == '\r' || cp == '\n'; }
 
+// Characters are decoded as the matchers reach them (each looks only as far ahead as its
+// regex does), so a caller that stops after a few words never decodes the rest of a long
+// text.
 class Splitter {
  public:
-  explicit Splitter(std::string_view text) : text_(text) {
-    for (size_t pos = 0, len; pos < text.size(); pos += len) {
-      const uint32_t cp = decode_utf8(text.substr(pos), len);
-      chars_.push_back({cp, pos, classify(cp)});
-    }
-  }
+  explicit Splitter(std::string_view text) : text_(text) {}
 
-  std::vector<std::string_view> run(BpePre pre) const {
-    std::vector<std::string_view> words;
-    for (size_t pos = 0, end; pos < chars_.size(); pos = end) {
+  // Calls visit(word) for each word in order while it returns true.
+  template <class Visit>
+  void run(BpePre pre, Visit&& visit) const {
+    for (size_t pos = 0, end; has(pos); pos = end) {
       end = pre == BpePre::GPT2    ? match_gpt2(pos)
             : pre == BpePre::GPT4O ? match_gpt4o(pos)
                                    : match_llama3(pos, pre == BpePre::LLAMA3 ? 3 : 1);
-      words.push_back(text_.substr(offset(pos), offset(end) - offset(pos)));
+      if (!visit(text_.substr(offset(pos), offset(end) - offset(pos)))) return;
     }
-    return words;
   }
 
  private:
@@ -147,12 +145,20 @@ class Splitter {
     CharClass cls;
   };
 
-  // Past the end a character is kEnd with a code point no branch looks for.
-  uint32_t cp(size_t i) const { return i < chars_.size() ? chars_[i].cp : 0xFFFFFFFF; }
-  bool is(size_t i, uint8_t classes) const {
-    return i < chars_.size() && (chars_[i].cls & classes) != 0;
+  // Whether character i exists, decoding up to it.
+  bool has(size_t i) const {
+    while (chars_.size() <= i && decoded_ < text_.size()) {
+      size_t len = 0;
+      const uint32_t c = decode_utf8(text_.substr(decoded_), len);
+      chars_.push_back({c, decoded_, classify(c)});
+      decoded_ += len;
+    }
+    return i < chars_.size();
   }
-  size_t offset(size_t i) const { return i < chars_.size() ? chars_[i].offset : text_.size(); }
+  // Past the end a character is kEnd with a code point no branch looks for.
+  uint32_t cp(size_t i) const { return has(i) ? chars_[i].cp : 0xFFFFFFFF; }
+  bool is(size_t i, uint8_t classes) const { return has(i) && (chars_[i].cls & classes) != 0; }
+  size_t offset(size_t i) const { return has(i) ? chars_[i].offset : text_.size(); }
   size_t run_of(size_t i, CharClass cls) const {
     while (is(i, cls)) ++i;
     return i;
@@ -176,7 +182,7 @@ class Splitter {
   // character to start the next word.
   size_t whitespace(size_t pos) const {
     const size_t end = run_of(pos, kSpace);
-    return end - pos > 1 && end < chars_.size() ? end - 1 : end;
+    return end - pos > 1 && has(end) ? end - 1 : end;
   }
 
   size_t match_gpt2(size_t pos) const {
@@ -261,7 +267,8 @@ class Splitter {
   }
 
   std::string_view text_;
-  std::vector<Char> chars_;
+  mutable std::vector<Char> chars_;  // decoded so far
+  mutable size_t decoded_ = 0;       // bytes of text_ they cover
 };
 
 // --- BPE merging --------------------------------------------------------------------
@@ -358,7 +365,12 @@ BpePre bpe_pre_from_name(std::string_view pre) {
 bool bpe_pre_adds_bos(std::string_view pre) { return is_llama3_name(pre); }
 
 std::vector<std::string_view> bpe_pre_split(BpePre pre, std::string_view text) {
-  return Splitter(text).run(pre);
+  std::vector<std::string_view> words;
+  Splitter(text).run(pre, [&words](std::string_view w) {
+    words.push_back(w);
+    return true;
+  });
+  return words;
 }
 
 BpeTokenizer::BpeTokenizer(Vocab vocab)
@@ -423,29 +435,33 @@ int32_t BpeTokenizer::find_token(std::string_view text) const {
   return it == text_to_id_.end() ? -1 : it->second;
 }
 
-std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_special,
-                                          bool parse_special) const {
+std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_special, bool parse_special,
+                                          size_t max_tokens) const {
   std::vector<int32_t> out;
-  out.reserve(text.size() / 3 + 2);
+  out.reserve(std::min(text.size() / 3, max_tokens) + 2);
   if (add_special && vocab_.add_bos) out.push_back(vocab_.bos_id);
   for (const TextFragment& f : split_special(vocab_, special_ids_, text, parse_special)) {
+    if (out.size() > max_tokens) return out;
     if (f.token >= 0) {
       out.push_back(f.token);
     } else if (vocab_.add_space_prefix && !f.text.starts_with(' ')) {
       // Hugging Face's ByteLevel add_prefix_space, applied to each text segment.
       std::string prefixed(1, ' ');
       prefixed.append(f.text);
-      tokenize_fragment(prefixed, out);
+      tokenize_fragment(prefixed, out, max_tokens);
     } else {
-      tokenize_fragment(f.text, out);
+      tokenize_fragment(f.text, out, max_tokens);
     }
   }
   if (add_special && vocab_.add_eos) out.push_back(vocab_.eos_id);
   return out;
 }
 
-void BpeTokenizer::tokenize_fragment(std::string_view text, std::vector<int32_t>& out) const {
-  for (std::string_view word : bpe_pre_split(pre_, text)) tokenize_word(word, out);
+void BpeTokenizer::tokenize_fragment(std::string_view text, std::vector<int32_t>& out, size_t max_tokens) const {
+  Splitter(text).run(pre_, [&](std::string_view word) {
+    tokenize_word(word, out);
+    return out.size() <= max_tokens;
+  });
 }
 
 void BpeTokenizer::tokenize_word(std::string_view word, std::vector<int32_t>& out) const {

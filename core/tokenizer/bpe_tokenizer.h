@@ -40,8 +40,9 @@ class BpeTokenizer final : public Tokenizer {
   BpeTokenizer(const BpeTokenizer&) = delete;
   BpeTokenizer& operator=(const BpeTokenizer&) = delete;
 
-  std::vector<int32_t> encode(std::string_view text, bool add_special,
-                              bool parse_special) const override;
+  using Tokenizer::encode;
+  std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special,
+                              size_t max_tokens) const override;
 
   // A merge of two adjacent symbols: its rank (lower merges first) and resulting token.
   struct Merge {
@@ -54,7 +55,8 @@ class BpeTokenizer final : public Tokenizer {
   void init_merges();
   void init_pieces();
   int32_t find_token(std::string_view text) const;
-  void tokenize_fragment(std::string_view text, std::vector<int32_t>& out) const;
+  // Stops after the word that takes `out` past max_tokens.
+  void tokenize_fragment(std::string_view text, std::vector<int32_t>& out, size_t max_tokens) const;
   void tokenize_word(std::string_view word, std::vector<int32_t>& out) const;
 
   BpePre pre_;

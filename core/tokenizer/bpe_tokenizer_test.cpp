@@ -165,6 +165,21 @@ TEST(BpeTokenizer, SpecialTokensAndDecode) {
   EXPECT_EQ(tok->decode(Ids{4, 8, 7}, true, /*render_special=*/true), "ab<|end|> a");
 }
 
+// A bound on the ids stops tokenizing after the word that passes it: the ids so far are the
+// full tokenization's first ones, more than the bound; a text within it is tokenized whole.
+TEST(BpeTokenizer, MaxTokensStopsAfterTheWordPastIt) {
+  const auto tok = Tokenizer::create(small_vocab({"a b", "b c", "ab c", "\xC4\xA0 a"}));
+  std::string text;
+  for (int i = 0; i < 1000; ++i) text += i % 3 ? " abc" : " acb";
+  const Ids full = tok->encode(text, false, false);
+  const Ids bounded = tok->encode(text, false, false, 10);
+  EXPECT_GT(bounded.size(), 10u);
+  EXPECT_LE(bounded.size(), 13u);  // one word ( acb: Ġa c b) past the bound at most
+  EXPECT_TRUE(std::equal(bounded.begin(), bounded.end(), full.begin()));
+  EXPECT_EQ(tok->encode(text, false, false, full.size()), full);
+  EXPECT_EQ(tok->encode("ab<|end|>ab<|end|>ab", false, true, 2).size(), 3u);  // between special tokens too
+}
+
 // Hugging Face's ByteLevel add_prefix_space: a space before each text segment, which
 // decode removes again from the first.
 TEST(BpeTokenizer, SpacePrefix) {

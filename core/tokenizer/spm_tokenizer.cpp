@@ -196,14 +196,15 @@ int32_t SpmTokenizer::find_token(std::string_view text) const {
   return it == text_to_id_.end() ? -1 : it->second;
 }
 
-std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_special,
-                                          bool parse_special) const {
+std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_special, bool parse_special,
+                                          size_t max_tokens) const {
   std::vector<int32_t> out;
-  out.reserve(text.size() / 3 + 2);
+  out.reserve(std::min(text.size() / 3, max_tokens) + 2);
   if (add_special && vocab_.add_bos) out.push_back(vocab_.bos_id);
   // Like llama.cpp, the space prefix goes before the text and after every special token.
   bool after_special = true;
   for (const TextFragment& f : split_special(vocab_, special_ids_, text, parse_special)) {
+    if (out.size() > max_tokens) return out;
     if (f.token >= 0) {
       out.push_back(f.token);
       after_special = true;

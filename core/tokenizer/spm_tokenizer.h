@@ -36,8 +36,9 @@ class SpmTokenizer final : public Tokenizer {
   SpmTokenizer(const SpmTokenizer&) = delete;
   SpmTokenizer& operator=(const SpmTokenizer&) = delete;
 
-  std::vector<int32_t> encode(std::string_view text, bool add_special,
-                              bool parse_special) const override;
+  using Tokenizer::encode;
+  std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special,
+                              size_t max_tokens) const override;
 
  private:
   void init_byte_ids();

@@ -1,6 +1,7 @@
 // Text <-> token ids. Created from a Vocab; immutable and thread-safe afterwards.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -22,8 +23,16 @@ class Tokenizer {
   // parse_special: text that spells a control/unknown token becomes that token;
   // otherwise such text is tokenized as plain text. Text spelling a user-defined token
   // always becomes that token, as in llama.cpp.
-  virtual std::vector<int32_t> encode(std::string_view text, bool add_special,
-                                      bool parse_special) const = 0;
+  std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const {
+    return encode(text, add_special, parse_special, SIZE_MAX);
+  }
+  // The same, stopping once the ids outnumber `max_tokens`: a text too long for a context is
+  // known after tokenizing about a context's worth of it, not all of it (the result then
+  // holds more than max_tokens ids, and is not the text's whole tokenization). Byte-level
+  // BPE stops after any pre-tokenized word; SentencePiece merges a text between special
+  // tokens as a whole, as llama.cpp does, so it stops only between those.
+  virtual std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special,
+                                      size_t max_tokens) const = 0;
 
   // The bytes a token stands for when it follows other text: control tokens give ""
   // (unless render_special), byte tokens <0xXX> their byte, "▁" becomes a space.
