@@ -17,6 +17,8 @@ CompileBudget::CompileBudget(std::function<bool()> should_stop)
 
 CompileBudget::~CompileBudget() { t_budget = outer_; }
 
+bool CompileBudget::installed() { return t_budget != nullptr; }
+
 void CompileBudget::charge(size_t units) {
   CompileBudget* b = t_budget;
   if (b == nullptr) return;

@@ -19,6 +19,15 @@ class CompileStopped : public CompileError {
   CompileStopped() : CompileError("the constraint's compile was stopped: it ran out of its work budget") {}
 };
 
+// A token's worth of work past its own budget after the compile (CompiledGrammar's step
+// budget): the grammar is too ambiguous at that point to serve.
+class StepStopped : public CompileError {
+ public:
+  StepStopped()
+      : CompileError("the constraint needs more work for one token than its budget allows (the grammar is too "
+                     "ambiguous at this point); it is refused from here on") {}
+};
+
 class CompileBudget {
  public:
   // Installs itself on this thread until destroyed (budgets nest: the outer one returns).
@@ -30,11 +39,13 @@ class CompileBudget {
   // Counts `units` of work (roughly: states created, stacks expanded, trie nodes walked)
   // against this thread's budget. Throws CompileStopped once should_stop says so.
   static void charge(size_t units);
+  // Whether a budget is installed on this thread.
+  static bool installed();
 
- private:
   // About a millisecond of the cheapest work between two polls.
   static constexpr size_t kPollUnits = size_t{1} << 16;
 
+ private:
   std::function<bool()> should_stop_;
   size_t units_ = 0;
   CompileBudget* outer_;

@@ -1,8 +1,10 @@
 #include "constraints/compiled_grammar.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "constraints/compile_budget.h"
 #include "constraints/errors.h"
 #include "constraints/internal/gbnf.h"
 #include "constraints/internal/json_schema.h"
@@ -21,23 +23,45 @@ CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const Vocabula
   if (recognizer_.initial() == Recognizer::kDead) throw CompileError("the grammar matches no text at all");
 }
 
+template <class F>
+auto CompiledGrammar::bounded(F&& f) {
+  if (poisoned_) throw StepStopped();
+  if (CompileBudget::installed()) return f();
+  size_t polls = 0;
+  const size_t max_polls = std::max<size_t>(1, step_units_ / CompileBudget::kPollUnits);
+  const CompileBudget budget([&polls, max_polls] { return ++polls >= max_polls; });
+  try {
+    return f();
+  } catch (const CompileStopped&) {
+    poisoned_ = true;
+    throw StepStopped();
+  }
+}
+
+void CompiledGrammar::set_step_units(size_t units) {
+  std::lock_guard lock(mutex_);
+  step_units_ = units;
+}
+
 int32_t CompiledGrammar::step_bytes(int32_t state, std::string_view bytes) {
   std::lock_guard lock(mutex_);
-  for (char c : bytes) {
-    state = recognizer_.step(state, static_cast<uint8_t>(c));
-    if (state == Recognizer::kDead) break;
-  }
-  return state;
+  return bounded([&] {
+    for (char c : bytes) {
+      state = recognizer_.step(state, static_cast<uint8_t>(c));
+      if (state == Recognizer::kDead) break;
+    }
+    return state;
+  });
 }
 
 bool CompiledGrammar::can_terminate(int32_t state) {
   std::lock_guard lock(mutex_);
-  return recognizer_.can_terminate(state);
+  return bounded([&] { return recognizer_.can_terminate(state); });
 }
 
 void CompiledGrammar::fill_mask(int32_t state, uint32_t* bitmask) {
   std::lock_guard lock(mutex_);
-  std::memcpy(bitmask, recognizer_.mask(state), vocab_->mask_words() * sizeof(uint32_t));
+  bounded([&] { std::memcpy(bitmask, recognizer_.mask(state), vocab_->mask_words() * sizeof(uint32_t)); });
 }
 
 size_t CompiledGrammar::bytes() const {

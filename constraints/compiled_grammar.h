@@ -23,11 +23,19 @@ class CompiledGrammar {
 
   const Vocabulary& vocab() const { return *vocab_; }
 
-  // Each call locks the caches once; all recognizer access goes through these.
+  // Each call locks the caches once; all recognizer access goes through these. Outside a
+  // compile (which charges its own budget), each call runs under a step budget of
+  // step_units of work (about a second of the cheapest; counted, not timed, so that a
+  // grammar fares alike on every machine and build): past it the call throws StepStopped
+  // and the grammar is poisoned, every later call throwing it too, since the recognizer's
+  // caches may hold the interrupted work half done. A grammar too ambiguous somewhere thus
+  // fails the requests that reach that point, and never fails open.
   int32_t initial_state() const { return recognizer_.initial(); }
   int32_t step_bytes(int32_t state, std::string_view bytes);
   bool can_terminate(int32_t state);
   void fill_mask(int32_t state, uint32_t* bitmask);
+  static constexpr size_t kStepUnits = size_t{1} << 26;
+  void set_step_units(size_t units);
   // The heap memory this grammar holds now, its caches included but not the vocabulary
   // and trie it shares.
   size_t bytes() const;
@@ -36,8 +44,14 @@ class CompiledGrammar {
   Grammar grammar_;
   std::shared_ptr<const Vocabulary> vocab_;
   std::shared_ptr<const TokenTrie> trie_;
+  // Runs f (under mutex_) within the step budget unless a compile's budget is installed.
+  template <class F>
+  auto bounded(F&& f);
+
   mutable std::mutex mutex_;
   Recognizer recognizer_;
+  size_t step_units_ = kStepUnits;
+  bool poisoned_ = false;
 };
 
 // Compiles a GBNF grammar, a regex (whole-output match), a JSON Schema (JSON text),

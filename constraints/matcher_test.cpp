@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "constraints/compile_budget.h"
+#include "constraints/internal/gbnf.h"
+#include "constraints/internal/regex.h"
 #include "constraints/internal/test_support.h"
 
 namespace tsr::constraints {
@@ -94,6 +97,42 @@ TEST(Matcher, RejectedTokenLeavesStateUnchanged) {
   EXPECT_TRUE(m.accept(tokenize("ab")[0]));
   EXPECT_FALSE(m.accept(tokenize("abc")[0]));
   EXPECT_TRUE(m.can_terminate());
+}
+
+}  // namespace
+}  // namespace tsr::constraints
+namespace tsr::constraints {
+namespace {
+
+// (.*){100}: its first mask expands about 55 polls' worth of stacks (3.6M units). Outside a
+// compile, a call past the grammar's step budget throws StepStopped and poisons the grammar
+// (its caches may hold the interrupted work): every later call throws too, never a mask
+// that lets anything through. Within a compile's budget, that budget alone counts.
+TEST(CompiledGrammarStepBudget, AStepPastItFailsAndPoisonsTheGrammar) {
+  auto vocab = testing::synthetic_vocab();
+  auto trie = std::make_shared<const TokenTrie>(*vocab);
+  const auto grammar = [&] {
+    return std::make_shared<CompiledGrammar>(parse_gbnf("root ::= " + regex_to_gbnf("(.*){100}", RegexMode::full_match)),
+                                             vocab, trie);
+  };
+  std::vector<uint32_t> mask(vocab->mask_words());
+  auto fits = grammar();  // the default budget (2^26 units) holds it
+  fits->fill_mask(fits->initial_state(), mask.data());
+  EXPECT_TRUE(testing::mask_has(mask, testing::tokenize("a")[0]));
+  auto big = grammar();
+  big->set_step_units(CompileBudget::kPollUnits);
+  EXPECT_THROW(big->fill_mask(big->initial_state(), mask.data()), StepStopped);
+  big->set_step_units(CompiledGrammar::kStepUnits);
+  EXPECT_THROW(big->fill_mask(big->initial_state(), mask.data()), StepStopped);
+  EXPECT_THROW(big->step_bytes(big->initial_state(), "a"), StepStopped);
+  EXPECT_THROW(Matcher(big).can_terminate(), StepStopped);
+  auto within = grammar();
+  within->set_step_units(CompileBudget::kPollUnits);
+  {
+    const CompileBudget compile_budget([] { return false; });
+    within->fill_mask(within->initial_state(), mask.data());
+  }
+  EXPECT_TRUE(testing::mask_has(mask, testing::tokenize("a")[0]));
 }
 
 }  // namespace

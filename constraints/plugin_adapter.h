@@ -21,17 +21,34 @@ struct PluginVocab {
   std::shared_ptr<const TokenTrie> trie;
 };
 
+// A step past its work budget (CompiledGrammar) fails the call, and with it the request,
+// with the library's message.
+template <class F>
+auto step_checked(F&& f) {
+  try {
+    return f();
+  } catch (const StepStopped& e) {
+    throw sdk::Failure(TSR_STATUS_CANCELLED, e.what());
+  }
+}
+
 // A Matcher with the SDK's calling conventions.
 class PluginMatcher {
  public:
   explicit PluginMatcher(std::shared_ptr<CompiledGrammar> g) : m_(std::move(g)) {}
-  void fill_mask(std::span<uint32_t> words) { m_.fill_mask(words.data()); }
-  bool accept(int32_t token) { return m_.accept(token); }
+  void fill_mask(std::span<uint32_t> words) {
+    step_checked([&] { m_.fill_mask(words.data()); });
+  }
+  bool accept(int32_t token) {
+    return step_checked([&] { return m_.accept(token); });
+  }
   bool rollback(size_t n) { return m_.rollback(n); }
   bool is_terminated() const { return m_.is_terminated(); }
-  bool can_terminate() const { return m_.can_terminate(); }
+  bool can_terminate() const {
+    return step_checked([&] { return m_.can_terminate(); });
+  }
   size_t forced_bytes(std::span<char> buf) {
-    const std::string forced = m_.forced_bytes(buf.size());
+    const std::string forced = step_checked([&] { return m_.forced_bytes(buf.size()); });
     std::copy(forced.begin(), forced.end(), buf.begin());
     return forced.size();
   }
