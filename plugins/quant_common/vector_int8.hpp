@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "tessera/sdk/quant.hpp"
@@ -59,8 +61,8 @@ inline void dequantize_row(const uint8_t* row, float* y, int64_t n) {
   for (int64_t c = 0; c < n; ++c) y[c] = float(q[c]) * scale;
 }
 
-// The activations of one matmul split as LLM.int8() splits them. Kept per thread, so that a
-// stream's matmuls reuse the buffers instead of allocating at every call.
+// The activations of one matmul split as LLM.int8() splits them. Pooled (SplitPool), so that
+// a stream's matmuls reuse the buffers instead of allocating at every call.
 struct SplitActivations {
   std::vector<uint8_t> is_outlier;  // [k]
   std::vector<int64_t> outliers;    // feature dims that any row reaches the threshold in
@@ -70,6 +72,45 @@ struct SplitActivations {
 };
 
 inline constexpr uint8_t kZeroPoint = 128;
+
+// Buffers for the matmuls in flight, one set each. A pool rather than thread_local: a
+// plugin's dynamic TLS outlives its dlclose in the threads that called it, where
+// LeakSanitizer's exit scan crashed (see constraints/compile_budget.cpp).
+class SplitPool {
+ public:
+  class Lease {
+   public:
+    explicit Lease(SplitPool& pool) : pool_(pool), s_(pool.take()) {}
+    ~Lease() { pool_.give(std::move(s_)); }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    SplitActivations& get() { return *s_; }
+
+   private:
+    SplitPool& pool_;
+    std::unique_ptr<SplitActivations> s_;
+  };
+
+  static SplitPool& instance() {
+    static SplitPool pool;
+    return pool;
+  }
+
+ private:
+  std::unique_ptr<SplitActivations> take() {
+    std::lock_guard lock(mutex_);
+    if (free_.empty()) return std::make_unique<SplitActivations>();
+    std::unique_ptr<SplitActivations> s = std::move(free_.back());
+    free_.pop_back();
+    return s;
+  }
+  void give(std::unique_ptr<SplitActivations> s) {
+    std::lock_guard lock(mutex_);
+    free_.push_back(std::move(s));
+  }
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<SplitActivations>> free_;
+};
 
 inline void split(const tsr::sdk::QuantMatmul& a, float threshold, SplitActivations& s) {
   s.is_outlier.assign(static_cast<size_t>(a.k), 0);
@@ -129,10 +170,8 @@ inline void int8_products(const tsr::sdk::QuantMatmul& a, SplitActivations& s, i
 
 inline void cpu_matmul(const tsr::sdk::QuantMatmul& a) {
   if (a.n == 0 || a.m == 0) return;
-  // The calling thread's buffers, referenced by name so that the OpenMP workers below share
-  // them (inside the region, `tls` would name each worker's own, empty instance).
-  thread_local SplitActivations tls;
-  SplitActivations& s = tls;
+  SplitPool::Lease lease(SplitPool::instance());
+  SplitActivations& s = lease.get();
   split(a, load_f32(a.w + 4), s);
   const int threads = a.n_threads > 0 ? a.n_threads : omp_get_max_threads();
   int8_products(a, s, threads);
