@@ -13,12 +13,11 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "apps/tessera/app_config.h"
 #include "apps/tessera/commands.h"
+#include "apps/tessera/text_file.h"
 #include "core/config/config.h"
 #include "base/error.h"
 #include "core/model/llama_model.h"
@@ -150,14 +149,6 @@ void score(const std::vector<int32_t>& chunk, const std::vector<float>& logits, 
   }
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open " + path, TSR_STATUS_IO_ERROR);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 int run_perplexity(const PerplexityFlags& f) {
   Config c = load_app_config(f.engine);
   if (c.model.path.empty()) throw Error("no model: pass -m MODEL");
@@ -174,7 +165,7 @@ int run_perplexity(const PerplexityFlags& f) {
     if (base->n_vocab() != model.n_vocab()) throw Error("--kl-base: the vocabularies differ");
     base->reserve(ctx);
   }
-  const std::vector<int32_t> all = model.tokenizer().encode(read_text(f.text_file), false, false);
+  const std::vector<int32_t> all = model.tokenizer().encode(read_text_file(f.text_file, "-f"), false, false);
   int64_t n_chunks = static_cast<int64_t>(all.size()) / (ctx - 1);
   if (f.chunks > 0) n_chunks = std::min<int64_t>(n_chunks, f.chunks);
   if (n_chunks == 0) throw Error(fmt::format("{} has {} tokens; one chunk needs {}", f.text_file, all.size(), ctx - 1));

@@ -5,11 +5,10 @@
 #include <spdlog/spdlog.h>
 
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "apps/tessera/progress_bar.h"
+#include "apps/tessera/text_file.h"
 #include "base/error.h"
 #include "core/model/llama_model.h"
 #include "core/plugin_host/backend.h"
@@ -31,14 +30,6 @@ using quant::CalibrationStats;
 
 bool is_float(GgmlType t) { return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16; }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("--calib: cannot open " + path, TSR_STATUS_IO_ERROR);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // The model in f32 on the CPU backend, run over the calibration text.
 CalibrationStats calibration_stats(const GgufFile& in, const CalibratedFlags& f) {
   std::shared_ptr<const GgufFile> gguf = GgufFile::open(in.path());
@@ -46,7 +37,7 @@ CalibrationStats calibration_stats(const GgufFile& in, const CalibratedFlags& f)
   auto backend = Backend::create(Plugin::find(TSR_PLUGIN_BACKEND, "cpu", plugin_search_dirs("")), 0, threads);
   const auto model = LlamaModel::load(gguf, *backend, {}, nullptr, /*pack_weights=*/false);
   const auto tokenizer = Tokenizer::create(vocab_from_gguf(*gguf));
-  const std::vector<int32_t> tokens = tokenizer->encode(read_text(f.calib), false, false);
+  const std::vector<int32_t> tokens = tokenizer->encode(read_text_file(f.calib, "--calib"), false, false);
   const int32_t ctx = std::min(f.ctx, model->hparams().n_ctx_train);
   spdlog::info("calibration: {} tokens of {} in chunks of {}", tokens.size(), f.calib, ctx);
   ProgressBar bar(1, "calibration");
