@@ -62,7 +62,9 @@ int layer_of(const std::string& name) {
 std::map<std::string, CalibratedTensor> run_gptq(const GgufFile& in, const std::vector<GgmlType>& types,
                                                  const CalibrationStats& stats, const CalibratedFlags& f) {
   std::map<std::string, CalibratedTensor> out;
-  std::map<const quant::InputStats*, quant::GptqFactor> factors;  // Q, K and V share one
+  // Q, K and V share one factor; a layer's are dropped when the next layer starts (each as
+  // large as its input's Hessian).
+  std::map<const quant::InputStats*, quant::GptqFactor> factors;
   double err_gptq = 0, err_rtn = 0, layer_gptq = 0, layer_rtn = 0;
   int layer = -1;
   auto end_layer = [&]() {
@@ -76,7 +78,11 @@ std::map<std::string, CalibratedTensor> run_gptq(const GgufFile& in, const std::
     if (types[i] == t.type || st == stats.end() || t.ne.size() != 2) continue;
     const std::optional<quant::BlockGrid> grid = quant::BlockGrid::of(types[i]);
     if (!grid) continue;  // the plan's planned fallbacks: round to nearest
-    if (layer_of(t.name) != layer) end_layer(), layer = layer_of(t.name);
+    if (layer_of(t.name) != layer) {
+      end_layer();
+      layer = layer_of(t.name);
+      factors.clear();
+    }
     const quant::InputStats& s = *st->second;
     auto fit = factors.find(&s);
     if (fit == factors.end()) fit = factors.emplace(&s, quant::gptq_factor(s.hessian, s.cols, f.damp)).first;
