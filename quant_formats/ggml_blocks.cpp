@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "quant_formats/float_convert.h"
+#include "quant_formats/kquant_search.h"
 
 namespace tsr::quant {
 
@@ -180,6 +181,60 @@ void dequantize_row_q5_1(const BlockQ5_1* x, float* y, int64_t k) {
   for (int64_t i = 0; i < k / 32; ++i, y += 32) {
     const float d = f16_to_f32(x[i].d), m = f16_to_f32(x[i].m);
     for (int j = 0; j < 32; ++j) y[j] = q5_value(x[i].qs, x[i].qh, j) * d + m;
+  }
+}
+
+namespace {
+
+void pack_nibbles(const uint8_t* q, uint8_t* qs) {
+  for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>(q[j] | (q[j + 16] << 4));
+}
+
+}  // namespace
+
+void quantize_row_q4_0_imatrix(const float* x, BlockQ4_0* y, int64_t n_per_row, const float* qw) {
+  const float sigma2 = detail::sum_squares(x, n_per_row) / n_per_row;
+  for (int64_t i = 0; i < n_per_row / 32; ++i, x += 32, qw += 32) {
+    float w[32];
+    int8_t L[32];
+    detail::importance_weights(x, qw, sigma2, 32, w);
+    y[i].d = f32_to_f16(detail::make_qx_quants(32, 8, x, L, w));
+    pack_nibbles(reinterpret_cast<const uint8_t*>(L), y[i].qs);
+  }
+}
+
+void quantize_row_q4_1_imatrix(const float* x, BlockQ4_1* y, int64_t n_per_row, const float* qw) {
+  const float sigma2 = detail::sum_squares(x, n_per_row) / n_per_row;
+  for (int64_t i = 0; i < n_per_row / 32; ++i, x += 32, qw += 32) {
+    float w[32], min;
+    uint8_t L[32], Laux[32];
+    detail::importance_weights(x, qw, sigma2, 32, w);
+    y[i].d = f32_to_f16(detail::make_qkx_quants(32, 15, x, w, L, &min, Laux, detail::kWeightedQkx));
+    y[i].m = f32_to_f16(-min);
+    pack_nibbles(L, y[i].qs);
+  }
+}
+
+void quantize_row_q5_0_imatrix(const float* x, BlockQ5_0* y, int64_t n_per_row, const float* qw) {
+  const float sigma2 = detail::sum_squares(x, n_per_row) / n_per_row;
+  for (int64_t i = 0; i < n_per_row / 32; ++i, x += 32, qw += 32) {
+    float w[32];
+    int8_t L[32];
+    detail::importance_weights(x, qw, sigma2, 32, w);
+    y[i].d = f32_to_f16(detail::make_qx_quants(32, 16, x, L, w));
+    store_q5(reinterpret_cast<const uint8_t*>(L), y[i].qs, y[i].qh);
+  }
+}
+
+void quantize_row_q5_1_imatrix(const float* x, BlockQ5_1* y, int64_t n_per_row, const float* qw) {
+  const float sigma2 = detail::sum_squares(x, n_per_row) / n_per_row;
+  for (int64_t i = 0; i < n_per_row / 32; ++i, x += 32, qw += 32) {
+    float w[32], min;
+    uint8_t L[32], Laux[32];
+    detail::importance_weights(x, qw, sigma2, 32, w);
+    y[i].d = f32_to_f16(detail::make_qkx_quants(32, 31, x, w, L, &min, Laux, detail::kWeightedQkx));
+    y[i].m = f32_to_f16(-min);
+    store_q5(L, y[i].qs, y[i].qh);
   }
 }
 

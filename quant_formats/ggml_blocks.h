@@ -63,4 +63,14 @@ void dequantize_row_q4_1(const BlockQ4_1* x, float* y, int64_t k);
 void dequantize_row_q5_0(const BlockQ5_0* x, float* y, int64_t k);
 void dequantize_row_q5_1(const BlockQ5_1* x, float* y, int64_t k);
 
+// The quantizers under an importance matrix, as llama-quantize --imatrix runs them
+// (ggml-quants.c's quantize_row_q*_impl): one row of `n_per_row` elements (a multiple of
+// 32) with `qw` its n_per_row importances (non-negative, finite). Each block's scale (and
+// min) is searched to minimize the error weighted by qw·sqrt(σ² + x²), σ² the row's mean
+// square. (Q8_0 has no weighted form: llama-quantize ignores the matrix for it.)
+void quantize_row_q4_0_imatrix(const float* x, BlockQ4_0* y, int64_t n_per_row, const float* qw);
+void quantize_row_q4_1_imatrix(const float* x, BlockQ4_1* y, int64_t n_per_row, const float* qw);
+void quantize_row_q5_0_imatrix(const float* x, BlockQ5_0* y, int64_t n_per_row, const float* qw);
+void quantize_row_q5_1_imatrix(const float* x, BlockQ5_1* y, int64_t n_per_row, const float* qw);
+
 }  // namespace tsr::quant

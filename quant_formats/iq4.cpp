@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "quant_formats/float_convert.h"
+#include "quant_formats/kquant_search.h"
 
 namespace tsr::quant {
 
@@ -30,9 +31,9 @@ int nearest_level(float v) {
   return v - t[hi - 1] < t[hi] - v ? hi - 1 : hi;
 }
 
-// The x²-weighted least-squares scale of 32 values over 2 * kTries + 1 candidate grids.
-// Zero for an all-zero block.
-float best_scale(const float* x) {
+// The weighted least-squares scale of 32 values over 2 * kTries + 1 candidate grids;
+// `weights` null: x². Zero for an all-zero block.
+float best_scale(const float* x, const float* weights) {
   float amax = 0, max = 0;
   for (int j = 0; j < 32; ++j) {
     const float ax = std::fabs(x[j]);
@@ -46,7 +47,7 @@ float best_scale(const float* x) {
     sumqx = sumq2 = 0;
     for (int j = 0; j < 32; ++j) {
       const float q = kIQ4Values[nearest_level(id * x[j])];
-      const float w = x[j] * x[j];
+      const float w = weights ? weights[j] : x[j] * x[j];
       sumqx += w * q * x[j];
       sumq2 += w * q * q;
     }
@@ -72,22 +73,28 @@ void pack_indices(const float* x, float id, uint8_t* qs) {
   }
 }
 
-}  // namespace
+// ggml's σ² of a super-block: twice its mean square (quantize_row_iq4_nl_impl).
+float twice_mean_square(const float* x, int n) { return detail::sum_squares(x, n) * (2.f / n); }
 
-void quantize_row_iq4_nl(const float* x, BlockIQ4_NL* y, int64_t k) {
+void quantize_iq4_nl_blocks(const float* x, BlockIQ4_NL* y, int64_t k, const float* qw) {
   for (int64_t i = 0; i < k / kBlockIQ4_NL; ++i, x += kBlockIQ4_NL) {
-    const float d = best_scale(x);
+    float w[kBlockIQ4_NL];
+    if (qw) detail::importance_weights(x, qw + kBlockIQ4_NL * i, twice_mean_square(x, kBlockIQ4_NL), kBlockIQ4_NL, w);
+    const float d = best_scale(x, qw ? w : nullptr);
     y[i].d = f32_to_f16(d);
     pack_indices(x, d ? 1 / d : 0, y[i].qs);
   }
 }
 
-void quantize_row_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t k) {
+void quantize_iq4_xs_blocks(const float* x, BlockIQ4_XS* y, int64_t k, const float* qw) {
   for (int64_t i = 0; i < k / 256; ++i, x += 256) {
     float scales[8];
     float max_scale = 0, amax_scale = 0;
+    const float sigma2 = qw ? twice_mean_square(x, 256) : 0.f;
     for (int ib = 0; ib < 8; ++ib) {
-      scales[ib] = best_scale(x + 32 * ib);
+      float w[32];
+      if (qw) detail::importance_weights(x + 32 * ib, qw + 256 * i + 32 * ib, sigma2, 32, w);
+      scales[ib] = best_scale(x + 32 * ib, qw ? w : nullptr);
       if (std::fabs(scales[ib]) > amax_scale) {
         amax_scale = std::fabs(scales[ib]);
         max_scale = scales[ib];
@@ -112,6 +119,17 @@ void quantize_row_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t k) {
       b.scales_h = static_cast<uint16_t>(b.scales_h | ((l >> 4) << 2 * ib));
     }
   }
+}
+
+}  // namespace
+
+void quantize_row_iq4_nl(const float* x, BlockIQ4_NL* y, int64_t k) { quantize_iq4_nl_blocks(x, y, k, nullptr); }
+void quantize_row_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t k) { quantize_iq4_xs_blocks(x, y, k, nullptr); }
+void quantize_row_iq4_nl_imatrix(const float* x, BlockIQ4_NL* y, int64_t n_per_row, const float* qw) {
+  quantize_iq4_nl_blocks(x, y, n_per_row, qw);
+}
+void quantize_row_iq4_xs_imatrix(const float* x, BlockIQ4_XS* y, int64_t n_per_row, const float* qw) {
+  quantize_iq4_xs_blocks(x, y, n_per_row, qw);
 }
 
 void dequantize_row_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t k) {

@@ -36,6 +36,10 @@ inline int iq4_xs_scale(const BlockIQ4_XS& b, int ib) {
 // `k` is the element count: a multiple of 32 (IQ4_NL) or 256 (IQ4_XS).
 void quantize_row_iq4_nl(const float* x, BlockIQ4_NL* y, int64_t k);
 void quantize_row_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t k);
+// Under an importance matrix (llama-quantize --imatrix): one row of n_per_row elements, `qw`
+// its n_per_row importances; the scale search weighs errors by qw·sqrt(σ² + x²).
+void quantize_row_iq4_nl_imatrix(const float* x, BlockIQ4_NL* y, int64_t n_per_row, const float* qw);
+void quantize_row_iq4_xs_imatrix(const float* x, BlockIQ4_XS* y, int64_t n_per_row, const float* qw);
 void dequantize_row_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t k);
 void dequantize_row_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t k);
 

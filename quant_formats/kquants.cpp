@@ -6,179 +6,13 @@
 #include <iterator>
 
 #include "quant_formats/float_convert.h"
+#include "quant_formats/kquant_search.h"
 
 namespace tsr::quant {
 
 namespace {
 
-// A sub-block whose largest magnitude is below this is all zeros (ggml's GROUP_MAX_EPS).
-constexpr float kGroupMaxEps = 1e-15f;
-
-// Round half to even, as ggml's nearest_int (its magic-number addition) for |v| < 2^22,
-// the range every caller stays in.
-inline int nearest_int(float v) { return static_cast<int>(std::nearbyint(v)); }
-
-// The value of largest magnitude, the first of equals, as ggml's scans keep it.
-float signed_max(const float* v, int n) {
-  float amax = 0, max = 0;
-  for (int i = 0; i < n; ++i) {
-    if (std::fabs(v[i]) > amax) {
-      amax = std::fabs(v[i]);
-      max = v[i];
-    }
-  }
-  return max;
-}
-
-// Symmetric quants in [-nmax, nmax) of n values, stored biased by nmax, and their scale:
-// the scale minimizing the x²-weighted error over 19 candidate grids around nmax / max
-// (ggml's make_qx_quants with rmse_type 1, the variant Q6_K uses).
-float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
-  const float max = signed_max(x, n);
-  if (std::fabs(max) < kGroupMaxEps) {
-    std::fill(L, L + n, int8_t{0});
-    return 0.f;
-  }
-  const auto quant = [&](float iscale, int i) { return std::max(-nmax, std::min(nmax - 1, nearest_int(iscale * x[i]))); };
-  const auto sums = [&](float iscale, float& sumlx, float& suml2) {
-    sumlx = suml2 = 0;
-    for (int i = 0; i < n; ++i) {
-      const int l = quant(iscale, i);
-      const float w = x[i] * x[i];
-      sumlx += w * x[i] * l;
-      suml2 += w * l * l;
-    }
-  };
-  float iscale = -nmax / max;
-  float sumlx, suml2;
-  sums(iscale, sumlx, suml2);
-  for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(quant(iscale, i) + nmax);
-  float scale = suml2 ? sumlx / suml2 : 0.0f;
-  float best = scale * sumlx;
-  for (int is = -9; is <= 9; ++is) {
-    if (is == 0) continue;
-    iscale = -(nmax + 0.1f * is) / max;
-    sums(iscale, sumlx, suml2);
-    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-      for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(nmax + quant(iscale, i));
-      scale = sumlx / suml2;
-      best = scale * sumlx;
-    }
-  }
-  return scale;
-}
-
-// Symmetric 3-bit-style quants refined one value at a time to maximize (Σwxl)²/Σwl²
-// (ggml's make_q3_quants with do_rmse): L holds l + nmax on return.
-float make_q3_quants(int n, int nmax, const float* x, int8_t* L) {
-  const float max = signed_max(x, n);
-  if (std::fabs(max) < kGroupMaxEps) {
-    std::fill(L, L + n, int8_t{0});
-    return 0.f;
-  }
-  const float iscale = -nmax / max;
-  float sumlx = 0, suml2 = 0;
-  for (int i = 0; i < n; ++i) {
-    const int l = std::max(-nmax, std::min(nmax - 1, nearest_int(iscale * x[i])));
-    L[i] = static_cast<int8_t>(l);
-    const float w = x[i] * x[i];
-    sumlx += w * x[i] * l;
-    suml2 += w * l * l;
-  }
-  for (int itry = 0; itry < 5; ++itry) {
-    int n_changed = 0;
-    for (int i = 0; i < n; ++i) {
-      const float w = x[i] * x[i];
-      float slx = sumlx - w * x[i] * L[i];
-      if (slx <= 0) continue;
-      float sl2 = suml2 - w * L[i] * L[i];
-      const int new_l = std::max(-nmax, std::min(nmax - 1, nearest_int(x[i] * sl2 / slx)));
-      if (new_l == L[i]) continue;
-      slx += w * x[i] * new_l;
-      sl2 += w * new_l * new_l;
-      if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
-        L[i] = static_cast<int8_t>(new_l);
-        sumlx = slx;
-        suml2 = sl2;
-        ++n_changed;
-      }
-    }
-    if (!n_changed) break;
-  }
-  for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(L[i] + nmax);
-  return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
-}
-
-// Asymmetric quants in [0, nmax] with a min: scale and min fitted by weighted least
-// squares over nstep + 1 candidate grids (ggml's make_qkx2_quants). Returns the scale and
-// stores the negated min in *the_min.
-struct QkxSearch {
-  float rmin, rdelta;
-  int nstep;
-  bool use_mad;  // absolute instead of squared errors
-};
-
-float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* the_min,
-                       uint8_t* Laux, const QkxSearch& s) {
-  float min = x[0], max = x[0];
-  float sum_w = weights[0];
-  float sum_x = sum_w * x[0];
-  for (int i = 1; i < n; ++i) {
-    if (x[i] < min) min = x[i];
-    if (x[i] > max) max = x[i];
-    const float w = weights[i];
-    sum_w += w;
-    sum_x += w * x[i];
-  }
-  if (min > 0) min = 0;
-  if (max == min) {
-    std::fill(L, L + n, uint8_t{0});
-    *the_min = -min;
-    return 0.f;
-  }
-  const auto error = [&](float scale, float mn, const uint8_t* q) {
-    float e = 0;
-    for (int i = 0; i < n; ++i) {
-      float diff = scale * q[i] + mn - x[i];
-      diff = s.use_mad ? std::fabs(diff) : diff * diff;
-      e += weights[i] * diff;
-    }
-    return e;
-  };
-  float iscale = nmax / (max - min);
-  float scale = 1 / iscale;
-  for (int i = 0; i < n; ++i) L[i] = static_cast<uint8_t>(std::max(0, std::min(nmax, nearest_int(iscale * (x[i] - min)))));
-  float best_error = error(scale, min, L);
-  for (int is = 0; is <= s.nstep; ++is) {
-    iscale = (s.rmin + s.rdelta * is + nmax) / (max - min);
-    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-    for (int i = 0; i < n; ++i) {
-      const int l = std::max(0, std::min(nmax, nearest_int(iscale * (x[i] - min))));
-      Laux[i] = static_cast<uint8_t>(l);
-      const float w = weights[i];
-      sum_l += w * l;
-      sum_l2 += w * l * l;
-      sum_xl += w * l * x[i];
-    }
-    const float D = sum_w * sum_l2 - sum_l * sum_l;
-    if (D <= 0) continue;
-    float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-    float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-    if (this_min > 0) {
-      this_min = 0;
-      this_scale = sum_xl / sum_l2;
-    }
-    const float cur_error = error(this_scale, this_min, Laux);
-    if (cur_error < best_error) {
-      std::copy(Laux, Laux + n, L);
-      best_error = cur_error;
-      scale = this_scale;
-      min = this_min;
-    }
-  }
-  *the_min = -min;
-  return scale;
-}
+using namespace detail;
 
 // Packs 256 2-bit values (Q2_K's quants, Q3_K's low bits): byte 32h + l holds elements
 // 128h + l, +32, +64, +96 from the low bits up.
@@ -204,6 +38,66 @@ void pack_scale_min(const uint8_t ls[8], const uint8_t lm[8], uint8_t* scales) {
   }
 }
 
+// Q2_K's quants from its stored scales and mins (both quantizers requantize), packed.
+void finish_q2_k(const float* x, BlockQ2_K& b, uint8_t* L) {
+  for (int j = 0; j < 16; ++j) {
+    const float d = f16_to_f32(b.d) * (b.scales[j] & 0xF);
+    if (!d) continue;
+    const float dm = f16_to_f32(b.dmin) * (b.scales[j] >> 4);
+    for (int ii = 0; ii < 16; ++ii) {
+      L[16 * j + ii] = static_cast<uint8_t>(std::max(0, std::min(3, nearest_int((x[16 * j + ii] + dm) / d))));
+    }
+  }
+  pack_2bit(L, b.qs);
+}
+
+// Stores Q3_K sub-block j's 6-bit scale `l` (biased by 32) into b.scales, which starts zeroed.
+void pack_q3_k_scale(BlockQ3_K& b, int j, int l) {
+  if (j < 8) {
+    b.scales[j] = static_cast<uint8_t>(l & 0xF);
+  } else {
+    b.scales[j - 8] |= static_cast<uint8_t>((l & 0xF) << 4);
+  }
+  b.scales[j % 4 + 8] |= static_cast<uint8_t>((l >> 4) << (2 * (j / 4)));
+}
+
+// Q3_K's quants (biased by 4) from its stored scales, split into hmask and the packed
+// low bits. A sub-block whose scale is zero keeps the search's quants in L, as ggml's.
+void finish_q3_k(const float* x, BlockQ3_K& b, int8_t* L) {
+  int8_t sc[16];
+  q3_k_scales(b, sc);
+  for (int j = 0; j < 16; ++j) {
+    const float d = f16_to_f32(b.d) * sc[j];
+    if (!d) continue;
+    for (int ii = 0; ii < 16; ++ii) {
+      L[16 * j + ii] = static_cast<int8_t>(std::max(-4, std::min(3, nearest_int(x[16 * j + ii] / d))) + 4);
+    }
+  }
+  // The third bit of element j goes to bit j / 32 of hmask[j % 32].
+  std::fill(std::begin(b.hmask), std::end(b.hmask), uint8_t{0});
+  uint8_t low[kQK_K];
+  for (int j = 0; j < kQK_K; ++j) {
+    if (L[j] > 3) b.hmask[j % 32] |= static_cast<uint8_t>(1 << (j / 32));
+    low[j] = static_cast<uint8_t>(L[j] > 3 ? L[j] - 4 : L[j]);
+  }
+  pack_2bit(low, b.qs);
+}
+
+// Q4_K's and Q5_K's quants in [0, nmax] from the stored 6-bit scales and mins.
+template <class Block>
+void requantize_qkx(const float* x, const Block& y, int nmax, uint8_t* L) {
+  for (int j = 0; j < 8; ++j) {
+    uint8_t sc, m;
+    kquant_scale_min(j, y.scales, &sc, &m);
+    const float d = f16_to_f32(y.d) * sc;
+    if (!d) continue;
+    const float dm = f16_to_f32(y.dmin) * m;
+    for (int ii = 0; ii < 32; ++ii) {
+      L[32 * j + ii] = static_cast<uint8_t>(std::max(0, std::min(nmax, nearest_int((x[32 * j + ii] + dm) / d))));
+    }
+  }
+}
+
 // Q4_K and Q5_K share their scale search: eight sub-blocks of 32 with a 6-bit scale and
 // min each, under two f16 super-scales; L receives the final quants in [0, nmax].
 template <class Block>
@@ -212,11 +106,9 @@ void quantize_super_block_qkx(const float* x, Block& y, int nmax, const QkxSearc
   uint8_t Laux[32];
   float max_scale = 0, max_min = 0;
   for (int j = 0; j < 8; ++j) {
-    float sum_x2 = 0;
-    for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
-    const float av_x = std::sqrt(sum_x2 / 32);
+    const float av_x = std::sqrt(sum_squares(x + 32 * j, 32) / 32);
     for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
-    scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, search);
+    scales[j] = make_qkx_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, search);
     if (scales[j] > max_scale) max_scale = scales[j];
     if (mins[j] > max_min) max_min = mins[j];
   }
@@ -230,145 +122,63 @@ void quantize_super_block_qkx(const float* x, Block& y, int nmax, const QkxSearc
   pack_scale_min(ls, lm, y.scales);
   y.d = f32_to_f16(max_scale / 63.f);
   y.dmin = f32_to_f16(max_min / 63.f);
+  requantize_qkx(x, y, nmax, L);
+}
+
+// The same layout under an importance matrix (ggml's quantize_row_q4_K_impl /
+// q5_K_impl): weights qw·sqrt(σ² + x²) with σ² twice the super-block's mean square, and
+// the sub-block scales and mins quantized by make_qp_quants weighted by each sub-block's
+// total weight instead of by the largest.
+template <class Block>
+void quantize_super_block_qkx_weighted(const float* x, const float* qw, Block& y, int nmax, uint8_t* L) {
+  float mins[8], scales[8], sw[8], weights[32];
+  uint8_t Laux[32];
+  const float sigma2 = 2 * sum_squares(x, kQK_K) / kQK_K;
   for (int j = 0; j < 8; ++j) {
-    uint8_t sc, m;
-    kquant_scale_min(j, y.scales, &sc, &m);
-    const float d = f16_to_f32(y.d) * sc;
-    if (!d) continue;
-    const float dm = f16_to_f32(y.dmin) * m;
-    for (int ii = 0; ii < 32; ++ii) {
-      L[32 * j + ii] = static_cast<uint8_t>(std::max(0, std::min(nmax, nearest_int((x[32 * j + ii] + dm) / d))));
+    importance_weights(x + 32 * j, qw + 32 * j, sigma2, 32, weights);
+    sw[j] = 0;
+    for (int l = 0; l < 32; ++l) sw[j] += weights[l];
+    scales[j] = make_qkx_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, kWeightedQkx);
+  }
+  uint8_t ls[8], lm[8];
+  const float d_block = make_qp_quants(8, 63, scales, ls, sw);
+  const float m_block = make_qp_quants(8, 63, mins, lm, sw);
+  pack_scale_min(ls, lm, y.scales);
+  y.d = f32_to_f16(d_block);
+  y.dmin = f32_to_f16(m_block);
+  requantize_qkx(x, y, nmax, L);
+}
+
+void pack_q4_k(const uint8_t* L, BlockQ4_K& y) {
+  uint8_t* q = y.qs;
+  for (int j = 0; j < kQK_K; j += 64, q += 32) {
+    for (int l = 0; l < 32; ++l) q[l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 4));
+  }
+}
+
+void pack_q5_k(const uint8_t* L, BlockQ5_K& y) {
+  uint8_t* qh = y.qh;
+  uint8_t* ql = y.qs;
+  std::fill(qh, qh + 32, uint8_t{0});
+  for (int n = 0, c = 0; n < kQK_K; n += 64, ++c, ql += 32) {
+    for (int j = 0; j < 32; ++j) {
+      const int l1 = L[n + j], l2 = L[n + j + 32];
+      if (l1 > 15) qh[j] |= static_cast<uint8_t>(1 << (2 * c));
+      if (l2 > 15) qh[j] |= static_cast<uint8_t>(2 << (2 * c));
+      ql[j] = static_cast<uint8_t>((l1 & 0xF) | ((l2 & 0xF) << 4));
     }
   }
 }
 
-}  // namespace
-
-void q3_k_scales(const BlockQ3_K& b, int8_t out[16]) {
-  for (int j = 0; j < 16; ++j) {
-    const int low = j < 8 ? b.scales[j] & 0xF : b.scales[j - 8] >> 4;
-    const int high = (b.scales[8 + j % 4] >> (2 * (j / 4))) & 3;
-    out[j] = static_cast<int8_t>((low | (high << 4)) - 32);
-  }
-}
-
-void quantize_row_q2_k_ref(const float* x, BlockQ2_K* y, int64_t k) {
-  constexpr float q4scale = 15.f;
-  constexpr QkxSearch search{-0.5f, 0.1f, 15, true};
-  for (int64_t i = 0; i < k / kQK_K; ++i, x += kQK_K) {
-    uint8_t L[kQK_K], Laux[16];
-    float weights[16], mins[16], scales[16];
-    float max_scale = 0, max_min = 0;
-    for (int j = 0; j < 16; ++j) {
-      for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
-      scales[j] = make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, search);
-      if (scales[j] > max_scale) max_scale = scales[j];
-      if (mins[j] > max_min) max_min = mins[j];
-    }
-    BlockQ2_K& b = y[i];
-    std::fill(std::begin(b.scales), std::end(b.scales), uint8_t{0});
-    b.d = f32_to_f16(0.f);
-    b.dmin = f32_to_f16(0.f);
-    if (max_scale > 0) {
-      const float iscale = q4scale / max_scale;
-      for (int j = 0; j < 16; ++j) b.scales[j] = static_cast<uint8_t>(nearest_int(iscale * scales[j]));
-      b.d = f32_to_f16(max_scale / q4scale);
-    }
-    if (max_min > 0) {
-      const float iscale = q4scale / max_min;
-      for (int j = 0; j < 16; ++j) b.scales[j] |= static_cast<uint8_t>(nearest_int(iscale * mins[j]) << 4);
-      b.dmin = f32_to_f16(max_min / q4scale);
-    }
-    for (int j = 0; j < 16; ++j) {
-      const float d = f16_to_f32(b.d) * (b.scales[j] & 0xF);
-      if (!d) continue;
-      const float dm = f16_to_f32(b.dmin) * (b.scales[j] >> 4);
-      for (int ii = 0; ii < 16; ++ii) {
-        L[16 * j + ii] = static_cast<uint8_t>(std::max(0, std::min(3, nearest_int((x[16 * j + ii] + dm) / d))));
-      }
-    }
-    pack_2bit(L, b.qs);
-  }
-}
-
-void quantize_row_q3_k_ref(const float* x, BlockQ3_K* y, int64_t k) {
+// Q6_K blocks; `qw` (can be null) weights each sub-block's scale search directly, without
+// ggml's σ² term (quantize_row_q6_K_impl's choice).
+void quantize_q6_k_blocks(const float* x, BlockQ6_K* y, int64_t k, const float* qw) {
   for (int64_t i = 0; i < k / kQK_K; ++i, x += kQK_K) {
     int8_t L[kQK_K];
     float scales[16];
-    for (int j = 0; j < 16; ++j) scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
-    const float max_scale = signed_max(scales, 16);
-    BlockQ3_K& b = y[i];
-    std::fill(std::begin(b.scales), std::end(b.scales), uint8_t{0});
-    b.d = f32_to_f16(0.f);
-    if (max_scale) {
-      const float iscale = -32.f / max_scale;
-      for (int j = 0; j < 16; ++j) {
-        // ggml narrows to int8_t before clamping; the value is within ±32 here anyway.
-        const auto narrowed = static_cast<int8_t>(nearest_int(iscale * scales[j]));
-        const int l = std::max<int>(-32, std::min<int>(31, narrowed)) + 32;
-        if (j < 8) {
-          b.scales[j] = static_cast<uint8_t>(l & 0xF);
-        } else {
-          b.scales[j - 8] |= static_cast<uint8_t>((l & 0xF) << 4);
-        }
-        b.scales[j % 4 + 8] |= static_cast<uint8_t>((l >> 4) << (2 * (j / 4)));
-      }
-      b.d = f32_to_f16(1 / iscale);
+    for (int ib = 0; ib < 16; ++ib) {
+      scales[ib] = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, qw ? qw + kQK_K * i + 16 * ib : nullptr);
     }
-    int8_t sc[16];
-    q3_k_scales(b, sc);
-    for (int j = 0; j < 16; ++j) {
-      const float d = f16_to_f32(b.d) * sc[j];
-      if (!d) continue;
-      for (int ii = 0; ii < 16; ++ii) {
-        L[16 * j + ii] = static_cast<int8_t>(std::max(-4, std::min(3, nearest_int(x[16 * j + ii] / d))) + 4);
-      }
-    }
-    // The third bit of element j goes to bit j / 32 of hmask[j % 32].
-    std::fill(std::begin(b.hmask), std::end(b.hmask), uint8_t{0});
-    uint8_t low[kQK_K];
-    for (int j = 0; j < kQK_K; ++j) {
-      if (L[j] > 3) b.hmask[j % 32] |= static_cast<uint8_t>(1 << (j / 32));
-      low[j] = static_cast<uint8_t>(L[j] > 3 ? L[j] - 4 : L[j]);
-    }
-    pack_2bit(low, b.qs);
-  }
-}
-
-void quantize_row_q4_k_ref(const float* x, BlockQ4_K* y, int64_t k) {
-  for (int64_t i = 0; i < k / kQK_K; ++i, x += kQK_K) {
-    uint8_t L[kQK_K];
-    quantize_super_block_qkx(x, y[i], 15, QkxSearch{-1.f, 0.1f, 20, false}, L);
-    uint8_t* q = y[i].qs;
-    for (int j = 0; j < kQK_K; j += 64, q += 32) {
-      for (int l = 0; l < 32; ++l) q[l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 4));
-    }
-  }
-}
-
-void quantize_row_q5_k_ref(const float* x, BlockQ5_K* y, int64_t k) {
-  for (int64_t i = 0; i < k / kQK_K; ++i, x += kQK_K) {
-    uint8_t L[kQK_K];
-    quantize_super_block_qkx(x, y[i], 31, QkxSearch{-0.5f, 0.1f, 15, false}, L);
-    uint8_t* qh = y[i].qh;
-    uint8_t* ql = y[i].qs;
-    std::fill(qh, qh + 32, uint8_t{0});
-    for (int n = 0, c = 0; n < kQK_K; n += 64, ++c, ql += 32) {
-      for (int j = 0; j < 32; ++j) {
-        const int l1 = L[n + j], l2 = L[n + j + 32];
-        if (l1 > 15) qh[j] |= static_cast<uint8_t>(1 << (2 * c));
-        if (l2 > 15) qh[j] |= static_cast<uint8_t>(2 << (2 * c));
-        ql[j] = static_cast<uint8_t>((l1 & 0xF) | ((l2 & 0xF) << 4));
-      }
-    }
-  }
-}
-
-void quantize_row_q6_k_ref(const float* x, BlockQ6_K* y, int64_t k) {
-  for (int64_t i = 0; i < k / kQK_K; ++i, x += kQK_K) {
-    int8_t L[kQK_K];
-    float scales[16];
-    for (int ib = 0; ib < 16; ++ib) scales[ib] = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib);
     const float max_scale = signed_max(scales, 16);
     BlockQ6_K& b = y[i];
     if (std::fabs(max_scale) < kGroupMaxEps) {
@@ -396,6 +206,146 @@ void quantize_row_q6_k_ref(const float* x, BlockQ6_K* y, int64_t k) {
       }
     }
   }
+}
+
+}  // namespace
+
+void q3_k_scales(const BlockQ3_K& b, int8_t out[16]) {
+  for (int j = 0; j < 16; ++j) {
+    const int low = j < 8 ? b.scales[j] & 0xF : b.scales[j - 8] >> 4;
+    const int high = (b.scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+    out[j] = static_cast<int8_t>((low | (high << 4)) - 32);
+  }
+}
+
+void quantize_row_q2_k_ref(const float* x, BlockQ2_K* y, int64_t k) {
+  constexpr float q4scale = 15.f;
+  constexpr QkxSearch search{-0.5f, 0.1f, 15, true};
+  for (int64_t i = 0; i < k / kQK_K; ++i, x += kQK_K) {
+    uint8_t L[kQK_K], Laux[16];
+    float weights[16], mins[16], scales[16];
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < 16; ++j) {
+      for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
+      scales[j] = make_qkx_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, search);
+      if (scales[j] > max_scale) max_scale = scales[j];
+      if (mins[j] > max_min) max_min = mins[j];
+    }
+    BlockQ2_K& b = y[i];
+    std::fill(std::begin(b.scales), std::end(b.scales), uint8_t{0});
+    b.d = f32_to_f16(0.f);
+    b.dmin = f32_to_f16(0.f);
+    if (max_scale > 0) {
+      const float iscale = q4scale / max_scale;
+      for (int j = 0; j < 16; ++j) b.scales[j] = static_cast<uint8_t>(nearest_int(iscale * scales[j]));
+      b.d = f32_to_f16(max_scale / q4scale);
+    }
+    if (max_min > 0) {
+      const float iscale = q4scale / max_min;
+      for (int j = 0; j < 16; ++j) b.scales[j] |= static_cast<uint8_t>(nearest_int(iscale * mins[j]) << 4);
+      b.dmin = f32_to_f16(max_min / q4scale);
+    }
+    finish_q2_k(x, b, L);
+  }
+}
+
+void quantize_row_q2_k_imatrix(const float* x, BlockQ2_K* y, int64_t n_per_row, const float* qw) {
+  for (int64_t i = 0; i < n_per_row / kQK_K; ++i, x += kQK_K, qw += kQK_K) {
+    uint8_t L[kQK_K], Laux[16], Ls[16], Lm[16];
+    float weights[16], mins[16], scales[16], sw[16];
+    const float sigma2 = sum_squares(x, kQK_K) / kQK_K;  // ggml's Q2_K alone omits the 2
+    for (int j = 0; j < 16; ++j) {
+      importance_weights(x + 16 * j, qw + 16 * j, sigma2, 16, weights);
+      sw[j] = 0;
+      for (int l = 0; l < 16; ++l) sw[j] += weights[l];
+      scales[j] = make_qkx_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, kWeightedQkx);
+    }
+    BlockQ2_K& b = y[i];
+    b.d = f32_to_f16(make_qp_quants(16, 15, scales, Ls, sw));
+    b.dmin = f32_to_f16(make_qp_quants(16, 15, mins, Lm, sw));
+    for (int j = 0; j < 16; ++j) b.scales[j] = static_cast<uint8_t>(Ls[j] | (Lm[j] << 4));
+    finish_q2_k(x, b, L);
+  }
+}
+
+void quantize_row_q3_k_ref(const float* x, BlockQ3_K* y, int64_t k) {
+  for (int64_t i = 0; i < k / kQK_K; ++i, x += kQK_K) {
+    int8_t L[kQK_K];
+    float scales[16];
+    for (int j = 0; j < 16; ++j) scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+    const float max_scale = signed_max(scales, 16);
+    BlockQ3_K& b = y[i];
+    std::fill(std::begin(b.scales), std::end(b.scales), uint8_t{0});
+    b.d = f32_to_f16(0.f);
+    if (max_scale) {
+      const float iscale = -32.f / max_scale;
+      for (int j = 0; j < 16; ++j) {
+        // ggml narrows to int8_t before clamping; the value is within ±32 here anyway.
+        const auto narrowed = static_cast<int8_t>(nearest_int(iscale * scales[j]));
+        pack_q3_k_scale(b, j, std::max<int>(-32, std::min<int>(31, narrowed)) + 32);
+      }
+      b.d = f32_to_f16(1 / iscale);
+    }
+    finish_q3_k(x, b, L);
+  }
+}
+
+void quantize_row_q3_k_imatrix(const float* x, BlockQ3_K* y, int64_t n_per_row, const float* qw) {
+  for (int64_t i = 0; i < n_per_row / kQK_K; ++i, x += kQK_K, qw += kQK_K) {
+    int8_t L[kQK_K], Ls[16];
+    float weights[16], scales[16], sw[16];
+    const float sigma2 = 2 * sum_squares(x, kQK_K) / kQK_K;
+    for (int j = 0; j < 16; ++j) {
+      importance_weights(x + 16 * j, qw + 16 * j, sigma2, 16, weights);
+      sw[j] = 0;
+      for (int l = 0; l < 16; ++l) sw[j] += weights[l];
+      scales[j] = make_qx_quants(16, 4, x + 16 * j, L + 16 * j, weights);
+    }
+    BlockQ3_K& b = y[i];
+    std::fill(std::begin(b.scales), std::end(b.scales), uint8_t{0});
+    const float d_block = make_qx_quants(16, 32, scales, Ls, sw);  // Ls: l + 32
+    for (int j = 0; j < 16; ++j) pack_q3_k_scale(b, j, Ls[j]);
+    b.d = f32_to_f16(d_block);
+    finish_q3_k(x, b, L);
+  }
+}
+
+void quantize_row_q4_k_ref(const float* x, BlockQ4_K* y, int64_t k) {
+  for (int64_t i = 0; i < k / kQK_K; ++i, x += kQK_K) {
+    uint8_t L[kQK_K];
+    quantize_super_block_qkx(x, y[i], 15, QkxSearch{-1.f, 0.1f, 20, false}, L);
+    pack_q4_k(L, y[i]);
+  }
+}
+
+void quantize_row_q4_k_imatrix(const float* x, BlockQ4_K* y, int64_t n_per_row, const float* qw) {
+  for (int64_t i = 0; i < n_per_row / kQK_K; ++i, x += kQK_K, qw += kQK_K) {
+    uint8_t L[kQK_K];
+    quantize_super_block_qkx_weighted(x, qw, y[i], 15, L);
+    pack_q4_k(L, y[i]);
+  }
+}
+
+void quantize_row_q5_k_ref(const float* x, BlockQ5_K* y, int64_t k) {
+  for (int64_t i = 0; i < k / kQK_K; ++i, x += kQK_K) {
+    uint8_t L[kQK_K];
+    quantize_super_block_qkx(x, y[i], 31, QkxSearch{-0.5f, 0.1f, 15, false}, L);
+    pack_q5_k(L, y[i]);
+  }
+}
+
+void quantize_row_q5_k_imatrix(const float* x, BlockQ5_K* y, int64_t n_per_row, const float* qw) {
+  for (int64_t i = 0; i < n_per_row / kQK_K; ++i, x += kQK_K, qw += kQK_K) {
+    uint8_t L[kQK_K];
+    quantize_super_block_qkx_weighted(x, qw, y[i], 31, L);
+    pack_q5_k(L, y[i]);
+  }
+}
+
+void quantize_row_q6_k_ref(const float* x, BlockQ6_K* y, int64_t k) { quantize_q6_k_blocks(x, y, k, nullptr); }
+
+void quantize_row_q6_k_imatrix(const float* x, BlockQ6_K* y, int64_t n_per_row, const float* qw) {
+  quantize_q6_k_blocks(x, y, n_per_row, qw);
 }
 
 void quantize_row_q8_k_ref(const float* x, BlockQ8_K* y, int64_t k) {

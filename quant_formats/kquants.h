@@ -83,6 +83,16 @@ void quantize_row_q5_k_ref(const float* x, BlockQ5_K* y, int64_t k);
 void quantize_row_q6_k_ref(const float* x, BlockQ6_K* y, int64_t k);
 void quantize_row_q8_k_ref(const float* x, BlockQ8_K* y, int64_t k);
 
+// The quantizers under an importance matrix, as llama-quantize --imatrix runs them
+// (ggml-quants.c's quantize_row_q*_K_impl): one row of `n_per_row` elements (a multiple of
+// 256) with `qw` its n_per_row importances (llama-imatrix's mean x² of each input column,
+// non-negative and finite).
+void quantize_row_q2_k_imatrix(const float* x, BlockQ2_K* y, int64_t n_per_row, const float* qw);
+void quantize_row_q3_k_imatrix(const float* x, BlockQ3_K* y, int64_t n_per_row, const float* qw);
+void quantize_row_q4_k_imatrix(const float* x, BlockQ4_K* y, int64_t n_per_row, const float* qw);
+void quantize_row_q5_k_imatrix(const float* x, BlockQ5_K* y, int64_t n_per_row, const float* qw);
+void quantize_row_q6_k_imatrix(const float* x, BlockQ6_K* y, int64_t n_per_row, const float* qw);
+
 void dequantize_row_q2_k(const BlockQ2_K* x, float* y, int64_t k);
 void dequantize_row_q3_k(const BlockQ3_K* x, float* y, int64_t k);
 void dequantize_row_q4_k(const BlockQ4_K* x, float* y, int64_t k);

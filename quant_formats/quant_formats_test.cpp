@@ -166,6 +166,28 @@ uint64_t fnv1a(const void* p, size_t n) {
   return h;
 }
 
+// The importance matrix digests.c draws after input(): rows of kRow columns.
+constexpr int64_t kRow = 1024;
+std::vector<float> imatrix() {
+  std::vector<float> qw(kRow);
+  for (float& v : qw) {
+    const float a = unit() + 1.0f;
+    v = a * (unit() + 1.0f);
+  }
+  for (int64_t j = 0; j < kRow; j += 97) qw[size_t(j)] = 0;
+  qw[3] *= 50;
+  return qw;
+}
+
+template <class Block, class Quantize>
+uint64_t weighted_digest(Quantize quantize, int64_t block_elems) {
+  const std::vector<float> x = input();
+  const std::vector<float> qw = imatrix();
+  std::vector<Block> q(size_t(kN / block_elems));
+  for (int64_t r = 0; r < kN / kRow; ++r) quantize(x.data() + r * kRow, q.data() + r * kRow / block_elems, kRow, qw.data());
+  return fnv1a(q.data(), q.size() * sizeof(Block));
+}
+
 template <class Block, class Quantize>
 uint64_t digest(Quantize quantize, int64_t block_elems) {
   const std::vector<float> x = input();
@@ -203,6 +225,23 @@ TEST(Kquants, BytesEqualGgmlsQuantizers) {
   quantize_row_mxfp4(x.data(), m.data(), kN);
   dequantize_row_mxfp4(m.data(), y.data(), kN);
   EXPECT_EQ(fnv1a(y.data(), y.size() * sizeof(float)), 0x7b2977eece67f1bcull);
+}
+
+// Byte equality with what llama-quantize --imatrix writes: ggml's quantize_q*(…, imatrix)
+// on rows of 1024 with an importance matrix that has unused columns and an outlier.
+TEST(Kquants, ImatrixBytesEqualGgmlsWeightedQuantizers) {
+  using namespace kquant_digests;
+  EXPECT_EQ(weighted_digest<BlockQ4_0>(quantize_row_q4_0_imatrix, 32), 0x90fa9bdbe48af061ull);
+  EXPECT_EQ(weighted_digest<BlockQ4_1>(quantize_row_q4_1_imatrix, 32), 0x6deb6550e417f244ull);
+  EXPECT_EQ(weighted_digest<BlockQ5_0>(quantize_row_q5_0_imatrix, 32), 0x3f58f609b6db0e9bull);
+  EXPECT_EQ(weighted_digest<BlockQ5_1>(quantize_row_q5_1_imatrix, 32), 0xeace2d8d16eda3faull);
+  EXPECT_EQ(weighted_digest<BlockQ2_K>(quantize_row_q2_k_imatrix, 256), 0xfd0f7404d507fb04ull);
+  EXPECT_EQ(weighted_digest<BlockQ3_K>(quantize_row_q3_k_imatrix, 256), 0x6b98a11738f0f0c3ull);
+  EXPECT_EQ(weighted_digest<BlockQ4_K>(quantize_row_q4_k_imatrix, 256), 0xd1dceecf35633e59ull);
+  EXPECT_EQ(weighted_digest<BlockQ5_K>(quantize_row_q5_k_imatrix, 256), 0x87487e52f631fe32ull);
+  EXPECT_EQ(weighted_digest<BlockQ6_K>(quantize_row_q6_k_imatrix, 256), 0xad482e34149c86daull);
+  EXPECT_EQ(weighted_digest<BlockIQ4_NL>(quantize_row_iq4_nl_imatrix, 32), 0x5805baeeaa75774full);
+  EXPECT_EQ(weighted_digest<BlockIQ4_XS>(quantize_row_iq4_xs_imatrix, 256), 0x22f672085469cc63ull);
 }
 
 // Each format's dequantized values stay within its resolution of the input: the error of

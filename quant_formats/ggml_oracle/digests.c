@@ -17,6 +17,15 @@ void quantize_row_q5_K_ref(const float*, void*, int64_t);
 void quantize_row_q6_K_ref(const float*, void*, int64_t);
 size_t quantize_iq4_nl(const float*, void*, int64_t, int64_t, const float*);
 size_t quantize_iq4_xs(const float*, void*, int64_t, int64_t, const float*);
+size_t quantize_q4_0(const float*, void*, int64_t, int64_t, const float*);
+size_t quantize_q4_1(const float*, void*, int64_t, int64_t, const float*);
+size_t quantize_q5_0(const float*, void*, int64_t, int64_t, const float*);
+size_t quantize_q5_1(const float*, void*, int64_t, int64_t, const float*);
+size_t quantize_q2_K(const float*, void*, int64_t, int64_t, const float*);
+size_t quantize_q3_K(const float*, void*, int64_t, int64_t, const float*);
+size_t quantize_q4_K(const float*, void*, int64_t, int64_t, const float*);
+size_t quantize_q5_K(const float*, void*, int64_t, int64_t, const float*);
+size_t quantize_q6_K(const float*, void*, int64_t, int64_t, const float*);
 void quantize_row_mxfp4_ref(const float*, void*, int64_t);
 void dequantize_row_mxfp4(const void*, float*, int64_t);
 void dequantize_row_q4_K(const void*, float*, int64_t);
@@ -24,7 +33,21 @@ void dequantize_row_q4_K(const void*, float*, int64_t);
 /* The stubs ggml-quants.c links against; the quantizers above call none of them. */
 void ggml_abort(const char* file, int line, const char* fmt, ...) { fprintf(stderr, "abort %s:%d\n", file, line); abort(); }
 void ggml_log_internal(int level, const char* fmt, ...) { (void)level; (void)fmt; }
-size_t ggml_row_size(int type, int64_t ne) { (void)type; (void)ne; abort(); }
+/* Row sizes of the types quantized with an importance matrix below (ggml type ids). */
+size_t ggml_row_size(int type, int64_t ne) {
+  switch (type) {
+    case 2: return (size_t)ne / 32 * 18;    /* Q4_0 */
+    case 3: return (size_t)ne / 32 * 20;    /* Q4_1 */
+    case 6: return (size_t)ne / 32 * 22;    /* Q5_0 */
+    case 7: return (size_t)ne / 32 * 24;    /* Q5_1 */
+    case 10: return (size_t)ne / 256 * 84;  /* Q2_K */
+    case 11: return (size_t)ne / 256 * 110; /* Q3_K */
+    case 12: return (size_t)ne / 256 * 144; /* Q4_K */
+    case 13: return (size_t)ne / 256 * 176; /* Q5_K */
+    case 14: return (size_t)ne / 256 * 210; /* Q6_K */
+    default: abort();
+  }
+}
 size_t ggml_type_size(int type) { (void)type; abort(); }
 const char* ggml_type_name(int type) { (void)type; return "?"; }
 
@@ -48,6 +71,15 @@ static void fill(float* x) {
   }
   for (int i = 0; i < 256; ++i) x[i] = 0;                 /* an all-zero super-block */
   for (int i = 512; i < 768; ++i) x[i] = fabsf(x[i]);     /* an all-positive one */
+}
+
+/* An importance matrix for rows of ROW elements, drawn after fill(): products of two
+ * uniforms in [0, 2), every 97th column unused (0) and column 3 fifty times the rest. */
+#define ROW 1024
+static void fill_imatrix(float* qw) {
+  for (int j = 0; j < ROW; ++j) qw[j] = (unit() + 1.0f) * (unit() + 1.0f);
+  for (int j = 0; j < ROW; j += 97) qw[j] = 0;
+  qw[3] *= 50;
 }
 
 static uint64_t fnv1a(const void* p, size_t n) {
@@ -74,5 +106,21 @@ int main(void) {
   quantize_iq4_xs(x, q, 1, N, NULL); printf("iq4_xs %016llx\n", (unsigned long long)fnv1a(q, N / 256 * 136));
   quantize_row_mxfp4_ref(x, q, N); printf("mxfp4 %016llx\n", (unsigned long long)fnv1a(q, N / 32 * 17));
   dequantize_row_mxfp4(q, y, N);   printf("mxfp4-dequant %016llx\n", (unsigned long long)fnv1a(y, sizeof y));
+
+  static float qw[ROW];
+  fill_imatrix(qw);
+  const int64_t rows = N / ROW;
+#define WEIGHTED(name, fn, bytes) fn(x, q, rows, ROW, qw); printf(name "-imatrix %016llx\n", (unsigned long long)fnv1a(q, bytes))
+  WEIGHTED("q4_0", quantize_q4_0, N / 32 * 18);
+  WEIGHTED("q4_1", quantize_q4_1, N / 32 * 20);
+  WEIGHTED("q5_0", quantize_q5_0, N / 32 * 22);
+  WEIGHTED("q5_1", quantize_q5_1, N / 32 * 24);
+  WEIGHTED("q2_K", quantize_q2_K, N / 256 * 84);
+  WEIGHTED("q3_K", quantize_q3_K, N / 256 * 110);
+  WEIGHTED("q4_K", quantize_q4_K, N / 256 * 144);
+  WEIGHTED("q5_K", quantize_q5_K, N / 256 * 176);
+  WEIGHTED("q6_K", quantize_q6_K, N / 256 * 210);
+  WEIGHTED("iq4_nl", quantize_iq4_nl, N / 32 * 18);
+  WEIGHTED("iq4_xs", quantize_iq4_xs, N / 256 * 136);
   return 0;
 }
