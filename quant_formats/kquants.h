@@ -2,8 +2,9 @@
 // with quantized per-sub-block scales (and minimums), byte for byte as ggml-common.h lays
 // them out, and their reference codecs. Dequantization evaluates ggml's expressions, so the
 // floats are ggml's; the quantizers follow ggml-quants.c's reference quantizers
-// (quantize_row_q*_K_ref, what llama-quantize runs without an importance matrix) operation
-// for operation, so a file written here holds llama.cpp's bytes. Inputs are finite: the
+// (quantize_row_q*_K_ref, what llama-quantize runs without an importance matrix, and
+// quantize_row_q*_K_impl, what it runs with one) operation for operation, so a file written
+// here holds llama.cpp's bytes. Inputs are finite: the
 // callers refuse NaN and infinity first (core/quant/quant.cpp), as llama-quantize's
 // validation of its output does.
 #pragma once

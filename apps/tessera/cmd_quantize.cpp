@@ -3,7 +3,8 @@
 // rest as stored; a mix (q4_k_m, q5_k_m, q6_k) gives each tensor the type llama-quantize's
 // file type would (core/quant/quant_mix.h). Copies the metadata and says what it converted.
 // `--method gptq|awq --calib TEXT` calibrates on a text first (quantize_calibrated.h), as
-// TYPE w8a8_smooth (SmoothQuant) does.
+// TYPE w8a8_smooth (SmoothQuant) does. `--imatrix FILE` quantizes each weight under its
+// importance matrix entry (llama.cpp's file, core/quant/imatrix.h), as llama-quantize does.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
@@ -21,6 +22,7 @@
 #include "base/error.h"
 #include "core/model/gguf.h"
 #include "core/model/gguf_writer.h"
+#include "core/quant/imatrix.h"
 #include "core/quant/quant.h"
 #include "core/quant/quant_mix.h"
 
@@ -29,7 +31,7 @@ namespace tsr::app {
 namespace {
 
 struct QuantizeFlags {
-  std::string in, out, type;
+  std::string in, out, type, imatrix;
   bool allow_requantize = false;
   CalibratedFlags calibrated;
 };
@@ -107,10 +109,12 @@ Plan plan_for(const GgufFile& in, const std::string& type) {
 }
 
 // Re-encodes chunks of rows on every core (rows are independent, so the bytes do not depend
-// on the thread count), so only the output tensor is held whole. Errors (a NaN) are
-// rethrown after the loop: none may leave an OpenMP region.
-std::vector<uint8_t> convert(const GgufFile& in, const GgufTensorInfo& t, GgmlType to) {
+// on the thread count), so only the output tensor is held whole. `imatrix` (can be NULL)
+// holds ne[0] importances per expert (ne[2] of them). Errors (a NaN) are rethrown after the
+// loop: none may leave an OpenMP region.
+std::vector<uint8_t> convert(const GgufFile& in, const GgufTensorInfo& t, GgmlType to, const float* imatrix) {
   const int64_t row = t.ne[0], rows = t.nelements / row;
+  const int64_t rows_per_expert = t.ne.size() > 1 ? t.ne[1] : rows;
   const int64_t chunk_rows = std::max<int64_t>(1, (int64_t{1} << 18) / row);
   const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
   const uint8_t* src = in.tensor_data(t);
@@ -119,10 +123,16 @@ std::vector<uint8_t> convert(const GgufFile& in, const GgufTensorInfo& t, GgmlTy
 #pragma omp parallel for schedule(dynamic)
   for (int64_t c = 0; c < chunks; ++c) {
     try {
-      const int64_t r = c * chunk_rows, n = std::min(chunk_rows, rows - r) * row;
-      std::vector<float> x(static_cast<size_t>(n));
-      quant::dequantize(t.type, {src + quant::byte_size(t.type, r * row), quant::byte_size(t.type, n)}, x);
-      quant::quantize(to, x, std::span(out).subspan(quant::byte_size(to, r * row), quant::byte_size(to, n)));
+      // A chunk splits where an expert ends: each expert's rows take that expert's importances.
+      for (int64_t r = c * chunk_rows, end = std::min(rows, r + chunk_rows); r < end;) {
+        const int64_t expert = r / rows_per_expert;
+        const int64_t n = (std::min(end, (expert + 1) * rows_per_expert) - r) * row;
+        std::vector<float> x(static_cast<size_t>(n));
+        quant::dequantize(t.type, {src + quant::byte_size(t.type, r * row), quant::byte_size(t.type, n)}, x);
+        quant::quantize_rows(to, x, row, imatrix ? imatrix + expert * row : nullptr,
+                             std::span(out).subspan(quant::byte_size(to, r * row), quant::byte_size(to, n)));
+        r += n / row;
+      }
     } catch (...) {
 #pragma omp critical
       if (!error) error = std::current_exception();
@@ -130,6 +140,38 @@ std::vector<uint8_t> convert(const GgufFile& in, const GgufTensorInfo& t, GgmlTy
   }
   if (error) std::rethrow_exception(error);
   return out;
+}
+
+// The importances of each weight, by name (empty without --imatrix).
+using Importances = std::map<std::string, std::vector<float>>;
+
+Importances load_importances(const std::string& path) {
+  if (path.empty()) return {};
+  const quant::Imatrix m = quant::imatrix_read(path);
+  spdlog::info("imatrix: {} entries from {} ({} format, {} chunks{}{})", m.entries.size(), path,
+               m.legacy ? "legacy" : "GGUF", m.chunk_count, m.datasets.empty() ? "" : " of ", fmt::join(m.datasets, ", "));
+  return quant::imatrix_importances(m);
+}
+
+// Tensor t's importances, as llama-quantize finds them: none when the matrix has no entry
+// (it says so), an error when the entry's size is not ne[0] per expert, except for the token
+// embedding (a lookup, which no matrix describes, and which llama-quantize skips).
+const float* importances_for(const Importances& imp, const GgufTensorInfo& t) {
+  if (imp.empty()) return nullptr;
+  const auto it = imp.find(t.name);
+  if (it == imp.end()) {
+    spdlog::info("imatrix: no entry for {}: quantized without", t.name);
+    return nullptr;
+  }
+  const int64_t expected = t.ne[0] * (t.ne.size() > 2 ? t.ne[2] : 1);
+  if (int64_t(it->second.size()) == expected) return it->second.data();
+  const std::string what = fmt::format("imatrix: the entry for {} has {} values, the tensor {} ({} columns x {} experts)",
+                                       t.name, it->second.size(), expected, t.ne[0], expected / t.ne[0]);
+  if (t.name == "token_embd.weight") {
+    spdlog::warn("{}: quantized without", what);
+    return nullptr;
+  }
+  throw Error(what);
 }
 
 // All metadata in order, general.file_type set to `to`'s; the alignment goes through
@@ -189,6 +231,10 @@ int quantize_file(QuantizeFlags f) {
     throw Error("--method must be rtn, gptq, awq or smoothquant, not '" + method + "'");
   }
   if (method == "rtn" && !f.calibrated.calib.empty()) throw Error("--calib is for --method gptq, awq or smoothquant");
+  if (method != "rtn" && !f.imatrix.empty()) {
+    throw Error("--imatrix weights round-to-nearest's quantizers (--method rtn); " + method + " calibrates with --calib");
+  }
+  const Importances importances = load_importances(f.imatrix);
   const Plan plan = awq_int4 || method == "smoothquant" ? stored_plan(*in, f.type) : plan_for(*in, f.type);
   check_requantize(*in, plan.types, f.allow_requantize);
   const std::map<std::string, CalibratedTensor> calibrated =
@@ -206,8 +252,9 @@ int quantize_file(QuantizeFlags f) {
       w.add_tensor(t.name, c->second.type, t.ne, c->second.bytes);
       converted[c->second.type == t.type ? "their type, scaled by " + method : type_name(to) + " by " + method].push_back(t.name);
     } else if (to != t.type) {
-      w.add_tensor(t.name, to, t.ne, convert(*in, t, to));
-      converted[type_name(to)].push_back(t.name);
+      const float* imatrix = is_float(to) ? nullptr : importances_for(importances, t);
+      w.add_tensor(t.name, to, t.ne, convert(*in, t, to, imatrix));
+      converted[type_name(to) + (imatrix ? " with the importance matrix" : "")].push_back(t.name);
     } else {
       w.add_tensor(t.name, t.type, t.ne, {in->tensor_data(t), t.nbytes});
     }
@@ -235,6 +282,9 @@ std::function<int()> register_quantize(CLI::App& app) {
                  "(activation-aware scales, then round to nearest; any type, or int4_g128 for the load-time scheme); "
                  "TYPE w8a8_smooth is smoothquant's")
       ->capture_default_str();
+  app.add_option("--imatrix", f->imatrix,
+                 "importance matrix (llama.cpp's GGUF or legacy .dat file; `tessera imatrix` writes one) weighting "
+                 "round-to-nearest's errors");
   app.add_option("--calib", c.calib, "calibration text for gptq and awq");
   app.add_option("--calib-ctx", c.ctx, "tokens per calibration chunk (each opens with BOS)")->capture_default_str()->check(CLI::Range(2, 1 << 20));
   app.add_option("--calib-chunks", c.chunks, "calibration chunks to run; 0: all the text fills")->capture_default_str()->check(CLI::Range(0, 1 << 20));

@@ -25,6 +25,9 @@ std::function<int()> register_synth(CLI::App& app);
 // `tessera quantize IN OUT TYPE`: converts a GGUF file's weight matrices.
 std::function<int()> register_quantize(CLI::App& app);
 
+// `tessera imatrix`: an importance matrix for `quantize --imatrix` (llama-imatrix's).
+std::function<int()> register_imatrix(CLI::App& app);
+
 // `tessera maskbench DIR --tokenizer tokenizer.json`: the MaskBench protocol.
 std::function<int()> register_maskbench(CLI::App& app);
 

@@ -31,6 +31,9 @@ int main(int argc, char** argv) {
   CLI::App* quantize = app.add_subcommand("quantize", "convert a GGUF file's weights to another type");
   std::function<int()> quantize_action = tsr::app::register_quantize(*quantize);
 
+  CLI::App* imatrix = app.add_subcommand("imatrix", "importance matrix of a model on a text (llama-imatrix's), for quantize --imatrix");
+  std::function<int()> imatrix_action = tsr::app::register_imatrix(*imatrix);
+
   CLI::App* maskbench = app.add_subcommand("maskbench", "constrained-decoding benchmark (MaskBench)");
   std::function<int()> maskbench_action = tsr::app::register_maskbench(*maskbench);
 
@@ -59,6 +62,7 @@ int main(int argc, char** argv) {
     if (serve->parsed()) return serve_action();
     if (synth->parsed()) return synth_action();
     if (quantize->parsed()) return quantize_action();
+    if (imatrix->parsed()) return imatrix_action();
     if (maskbench->parsed()) return maskbench_action();
     if (perplexity->parsed()) return perplexity_action();
     if (inspect->parsed()) return tsr::app::cmd_inspect(inspect_path, full_arrays);

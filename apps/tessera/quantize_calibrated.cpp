@@ -30,8 +30,9 @@ using quant::CalibrationStats;
 
 bool is_float(GgmlType t) { return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16; }
 
-// The model in f32 on the CPU backend, run over the calibration text.
-CalibrationStats calibration_stats(const GgufFile& in, const CalibratedFlags& f) {
+}  // namespace
+
+CalibrationStats calibration_stats(const GgufFile& in, const CalibratedFlags& f, bool hessian, int32_t* chunk_tokens) {
   std::shared_ptr<const GgufFile> gguf = GgufFile::open(in.path());
   const int32_t threads = f.threads > 0 ? f.threads : int32_t(std::max(1u, std::thread::hardware_concurrency()));
   auto backend = Backend::create(Plugin::find(TSR_PLUGIN_BACKEND, "cpu", plugin_search_dirs("")), 0, threads);
@@ -39,15 +40,18 @@ CalibrationStats calibration_stats(const GgufFile& in, const CalibratedFlags& f)
   const auto tokenizer = Tokenizer::create(vocab_from_gguf(*gguf));
   const std::vector<int32_t> tokens = tokenizer->encode(read_text_file(f.calib, "--calib"), false, false);
   const int32_t ctx = std::min(f.ctx, model->hparams().n_ctx_train);
+  if (chunk_tokens) *chunk_tokens = ctx;
   spdlog::info("calibration: {} tokens of {} in chunks of {}", tokens.size(), f.calib, ctx);
   ProgressBar bar(1, "calibration");
   quant::CalibrationStats stats = quant::calibrate(
-      *gguf, *model, *backend, tokens, tokenizer->vocab().bos_id, {ctx, f.chunks},
+      *gguf, *model, *backend, tokens, tokenizer->vocab().bos_id, {ctx, f.chunks, hessian},
       [&bar](int64_t done, int64_t total) { bar.update(uint64_t(done * 100 / total)); });
   bar.update(100);
   spdlog::info("calibration: statistics of {} weights' inputs", stats.size());
   return stats;
 }
+
+namespace {
 
 std::vector<float> floats(const GgufFile& in, const GgufTensorInfo& t) {
   return quant::dequantize(t.type, {in.tensor_data(t), t.nbytes}, t.nelements);
@@ -202,7 +206,7 @@ std::map<std::string, CalibratedTensor> quantize_calibrated(const GgufFile& in, 
       }
     }
   }
-  const CalibrationStats stats = calibration_stats(in, f);
+  const CalibrationStats stats = calibration_stats(in, f, /*hessian=*/f.method != "smoothquant");
   if (f.method == "smoothquant") return run_smoothquant(in, types, stats, f);
   return f.method == "gptq" ? run_gptq(in, types, stats, f) : run_awq(in, types, stats, f, awq_int4_g128);
 }

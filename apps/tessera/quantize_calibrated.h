@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/model/gguf.h"
+#include "core/quant/calibration.h"
 
 namespace tsr::app {
 
@@ -25,6 +26,13 @@ struct CalibratedFlags {
   double smooth_alpha = 0.5;   // SmoothQuant's migration strength
   int32_t threads = 0;         // the CPU backend's; 0: every core
 };
+
+// `in` in f32 on the CPU backend, run over the text f.calib in chunks of f.ctx (capped at
+// the model's training context): each weight input's statistics, the Hessians only where
+// `hessian`; *chunk_tokens (can be NULL) receives the chunk length used. A progress bar on
+// stderr; throws tsr::Error for an unreadable or too short text.
+quant::CalibrationStats calibration_stats(const GgufFile& in, const CalibratedFlags& f, bool hessian,
+                                          int32_t* chunk_tokens = nullptr);
 
 // A tensor as a calibrated method wrote it.
 struct CalibratedTensor {

@@ -44,7 +44,7 @@ std::map<const void*, std::string> weight_names(const GgufFile& gguf, const Llam
 
 class Collector {
  public:
-  explicit Collector(std::map<const void*, std::string> names) : names_(std::move(names)) {}
+  Collector(std::map<const void*, std::string> names, bool hessian) : names_(std::move(names)), hessian_(hessian) {}
 
   // Consecutive matmuls on one input buffer (Q, K, V) read the same values: the later ones
   // share the first one's statistics instead of adding the same tokens again.
@@ -62,8 +62,9 @@ class Collector {
     std::shared_ptr<InputStats>& s = stats_[name];
     if (!s) {
       const auto cols = size_t(x.shape[1]);
-      s = std::make_shared<InputStats>(
-          InputStats{x.shape[1], 0, std::vector<float>(cols * cols), std::vector<double>(cols), std::vector<float>(cols)});
+      s = std::make_shared<InputStats>(InputStats{x.shape[1], 0, std::vector<float>(hessian_ ? cols * cols : 0),
+                                                  std::vector<double>(cols), std::vector<float>(cols),
+                                                  std::vector<double>(cols)});
     }
     accumulate(*s, static_cast<const float*>(x.data), x.shape[0]);
   }
@@ -72,11 +73,12 @@ class Collector {
 
  private:
   static void accumulate(InputStats& s, const float* x, int64_t rows) {
-    sgemm('T', 'N', s.cols, s.cols, rows, 1.0f, x, s.cols, x, s.cols, 1.0f, s.hessian.data(), s.cols);
+    if (!s.hessian.empty()) sgemm('T', 'N', s.cols, s.cols, rows, 1.0f, x, s.cols, x, s.cols, 1.0f, s.hessian.data(), s.cols);
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t c = 0; c < s.cols; ++c) {
         const float a = std::fabs(x[r * s.cols + c]);
         s.abs_sum[size_t(c)] += a;
+        s.sq_sum[size_t(c)] += double(a) * a;
         s.abs_max[size_t(c)] = std::max(s.abs_max[size_t(c)], a);
       }
     }
@@ -84,6 +86,7 @@ class Collector {
   }
 
   std::map<const void*, std::string> names_;
+  bool hessian_;
   CalibrationStats stats_;
   const void* prev_x_ = nullptr;
   int64_t prev_rows_ = 0;
@@ -103,7 +106,7 @@ CalibrationStats calibrate(const GgufFile& gguf, const LlamaModel& model, Backen
   if (chunks == 0) {
     throw Error(fmt::format("calibration: the text has {} tokens, fewer than one chunk of {}", tokens.size(), opt.ctx));
   }
-  Collector collector(weight_names(gguf, model));
+  Collector collector(weight_names(gguf, model), opt.hessian);
   ModelRunnerOptions o;
   o.num_blocks = (opt.ctx + o.block_size - 1) / o.block_size;
   o.forward.matmul_observer = [&collector](const tsr_tensor& x, const tsr_tensor& w) { collector.observe(x, w); };

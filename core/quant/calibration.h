@@ -1,6 +1,7 @@
 // What a model's matmul weights see on a calibration text: per input, the sum of x x^T over
-// the tokens (the Hessian GPTQ and AWQ's search weigh errors with) and the mean and largest
-// magnitude of each input channel (AWQ's and SmoothQuant's activation statistics). Collected from the model as the engine
+// the tokens (the Hessian GPTQ and AWQ's search weigh errors with), the mean and largest
+// magnitude of each input channel (AWQ's and SmoothQuant's activation statistics) and its
+// sum of squares (an importance matrix's). Collected from the model as the engine
 // runs it (every matmul's input, ForwardOptions::matmul_observer), in f32 on the CPU backend.
 // Weights that read the same input (Q, K and V; gate and up) share one InputStats.
 #pragma once
@@ -22,9 +23,10 @@ namespace tsr::quant {
 struct InputStats {
   int64_t cols = 0;
   int64_t tokens = 0;
-  std::vector<float> hessian;   // [cols, cols]
+  std::vector<float> hessian;   // [cols, cols]; empty unless CalibrationOptions::hessian
   std::vector<double> abs_sum;  // [cols]: sum of |x|
   std::vector<float> abs_max;   // [cols]: max of |x| (SmoothQuant's statistic)
+  std::vector<double> sq_sum;   // [cols]: sum of x² (llama-imatrix's statistic)
   std::vector<float> abs_mean() const;
 };
 
@@ -35,6 +37,7 @@ using CalibrationStats = std::map<std::string, std::shared_ptr<InputStats>>;
 struct CalibrationOptions {
   int32_t ctx = 512;   // tokens per chunk; each chunk opens with BOS, as perplexity's do
   int32_t chunks = 0;  // 0: as many as the text fills
+  bool hessian = true;  // false: the per-column sums only (an importance matrix needs no more)
 };
 
 // Runs `model` (loaded from `gguf` on `backend`, whose memory must be host-visible, without

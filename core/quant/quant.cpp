@@ -104,6 +104,43 @@ void quantize(GgmlType to, std::span<const float> x, std::span<uint8_t> out) {
   }
 }
 
+namespace {
+
+// Calls fn (one row, its importances) on each row; blocks_per_row blocks of Block a row.
+template <class Block, class Fn>
+void weighted_rows(Fn fn, std::span<const float> x, void* y, int64_t row_len, int64_t blocks_per_row, const float* imatrix) {
+  auto* blocks = static_cast<Block*>(y);
+  for (int64_t r = 0; r < int64_t(x.size()) / row_len; ++r) {
+    fn(x.data() + r * row_len, blocks + r * blocks_per_row, row_len, imatrix);
+  }
+}
+
+}  // namespace
+
+void quantize_rows(GgmlType to, std::span<const float> x, int64_t row_len, const float* imatrix, std::span<uint8_t> out) {
+  const auto n = static_cast<int64_t>(x.size());
+  const bool weighted = imatrix != nullptr && row_len > 0 && n % row_len == 0 && row_fits(to, row_len);
+  if (!weighted) return quantize(to, x, out);  // also what refuses a size that does not fit
+  check(to, n, out.size());
+  const int64_t per_row = row_len / block_elems(to);
+  void* y = out.data();
+  const auto finite = [&] { check_finite(to, x); };
+  switch (to) {
+    case GgmlType::Q4_0: finite(); weighted_rows<BlockQ4_0>(quantize_row_q4_0_imatrix, x, y, row_len, per_row, imatrix); break;
+    case GgmlType::Q4_1: finite(); weighted_rows<BlockQ4_1>(quantize_row_q4_1_imatrix, x, y, row_len, per_row, imatrix); break;
+    case GgmlType::Q5_0: finite(); weighted_rows<BlockQ5_0>(quantize_row_q5_0_imatrix, x, y, row_len, per_row, imatrix); break;
+    case GgmlType::Q5_1: finite(); weighted_rows<BlockQ5_1>(quantize_row_q5_1_imatrix, x, y, row_len, per_row, imatrix); break;
+    case GgmlType::Q2_K: finite(); weighted_rows<BlockQ2_K>(quantize_row_q2_k_imatrix, x, y, row_len, per_row, imatrix); break;
+    case GgmlType::Q3_K: finite(); weighted_rows<BlockQ3_K>(quantize_row_q3_k_imatrix, x, y, row_len, per_row, imatrix); break;
+    case GgmlType::Q4_K: finite(); weighted_rows<BlockQ4_K>(quantize_row_q4_k_imatrix, x, y, row_len, per_row, imatrix); break;
+    case GgmlType::Q5_K: finite(); weighted_rows<BlockQ5_K>(quantize_row_q5_k_imatrix, x, y, row_len, per_row, imatrix); break;
+    case GgmlType::Q6_K: finite(); weighted_rows<BlockQ6_K>(quantize_row_q6_k_imatrix, x, y, row_len, per_row, imatrix); break;
+    case GgmlType::IQ4_NL: finite(); weighted_rows<BlockIQ4_NL>(quantize_row_iq4_nl_imatrix, x, y, row_len, per_row, imatrix); break;
+    case GgmlType::IQ4_XS: finite(); weighted_rows<BlockIQ4_XS>(quantize_row_iq4_xs_imatrix, x, y, row_len, per_row, imatrix); break;
+    default: quantize(to, x, out); break;  // no weighted form (F32/F16/BF16, Q8_0, MXFP4)
+  }
+}
+
 std::vector<uint8_t> quantize(GgmlType to, std::span<const float> x) {
   check(to, static_cast<int64_t>(x.size()), byte_size(to, static_cast<int64_t>(x.size())));
   std::vector<uint8_t> out(byte_size(to, static_cast<int64_t>(x.size())));

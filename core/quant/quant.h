@@ -1,7 +1,7 @@
 // Conversions between f32 and the weight formats GGUF files store: F32, F16, BF16, Q8_0,
 // Q4_0, Q4_1, Q5_0, Q5_1, the K-quants Q2_K ... Q6_K, IQ4_NL, IQ4_XS and MXFP4 (the block codecs are in
 // quant_formats/, bit-exact with ggml's quantizers, so files written here equal
-// llama.cpp's `llama-quantize` without an importance matrix).
+// llama.cpp's `llama-quantize`, with an importance matrix through quantize_rows()).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +31,12 @@ bool is_supported(GgmlType t);
 bool row_fits(GgmlType t, int64_t row_len);
 // Bytes of `n` elements of `t` (n a multiple of the block size).
 uint64_t byte_size(GgmlType t, int64_t n);
+
+// Rows of `row_len` elements, each quantized under the importance matrix `imatrix` (row_len
+// non-negative finite values, one per column: llama-imatrix's mean x² of that input; can be
+// null: none) as llama-quantize --imatrix does. F32/F16/BF16, Q8_0 and MXFP4 have no
+// weighted quantizer and ignore it, as ggml's do. Throws as quantize() does.
+void quantize_rows(GgmlType to, std::span<const float> x, int64_t row_len, const float* imatrix, std::span<uint8_t> out);
 
 // Whole-buffer conversions; x.size() must be a multiple of the block size of `to`.
 // Throw tsr::Error for an unsupported type or a size that does not fit.

@@ -180,5 +180,26 @@ TEST(QuantGeneric, RefusesWhatDoesNotFit) {
   EXPECT_EQ(llama_file_type(GgmlType::Q8_0), 7u);
 }
 
+// quantize_rows: each row under the same importances, through the type's weighted
+// quantizer; no matrix is plain quantize(), as is a type without a weighted form (Q8_0).
+TEST(QuantGeneric, RowsUnderAnImportanceMatrix) {
+  std::vector<float> x(512 * 3), qw(512);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(float(i) * 0.37f) * (i % 97 == 0 ? 9.0f : 1.0f);
+  for (size_t i = 0; i < qw.size(); ++i) qw[i] = 1.0f + float(i % 7);
+  std::vector<uint8_t> rows(byte_size(GgmlType::Q4_K, 512 * 3));
+  quantize_rows(GgmlType::Q4_K, x, 512, qw.data(), rows);
+  for (int r = 0; r < 3; ++r) {
+    BlockQ4_K one[2];
+    quantize_row_q4_k_imatrix(x.data() + 512 * r, one, 512, qw.data());
+    EXPECT_EQ(std::memcmp(rows.data() + sizeof one * size_t(r), one, sizeof one), 0) << r;
+  }
+  EXPECT_NE(rows, quantize(GgmlType::Q4_K, x));
+  quantize_rows(GgmlType::Q4_K, x, 512, nullptr, rows);
+  EXPECT_EQ(rows, quantize(GgmlType::Q4_K, x));
+  std::vector<uint8_t> q8(byte_size(GgmlType::Q8_0, 512 * 3));
+  quantize_rows(GgmlType::Q8_0, x, 512, qw.data(), q8);
+  EXPECT_EQ(q8, quantize(GgmlType::Q8_0, x));
+}
+
 }  // namespace
 }  // namespace tsr::quant

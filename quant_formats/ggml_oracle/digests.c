@@ -1,5 +1,5 @@
-/* Prints FNV-1a digests of ggml's own quantizers (ggml-quants.c) on the input that
- * quant_formats_test.cpp's KquantDigests generates, for that test to compare against.
+/* Prints FNV-1a digests of ggml's own quantizers (ggml-quants.c), without and with an
+ * importance matrix, on the input that quant_formats_test.cpp's KquantDigests generates, for that test to compare against.
  * Built by run.sh from the llama.cpp sources node-llama-cpp 3.21.1 ships; not part of the
  * build. */
 #include <math.h>

@@ -18,6 +18,7 @@
 #include "core/model/gguf_writer.h"
 #include "core/model/llama_model.h"
 #include "core/quant/quant.h"
+#include "tests/common/npm_dir.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/common/shared_data.h"
 
@@ -528,6 +529,96 @@ TEST_F(Calibrated, GptqWritesGgufBlocksAndRefusesWhatItCannotWrite) {
     EXPECT_NE(text.find(why), std::string::npos) << why;
   }
 }
+
+// `tessera imatrix` and `quantize --imatrix` against llama.cpp's own quantizer:
+// llama_model_quantize in node-llama-cpp's libllama (tests/e2e/llama_quantize_ref.cpp), fed
+// the same importance matrix file. Every tensor both write in the same type holds the same
+// bytes: the 32-block types and IQ4_NL on stories260K (--pure), the K-quants, IQ4_XS and the
+// Q4_K_M / Q5_K_M / Q6_K mixes (their whole tensor-type choice too) on a synth model with
+// rows of 256 and more. The importance matrix lowers KL against F32 (measured on stories260K,
+// held-out text: Q4_0 0.111 -> 0.103, Q4_1 0.089 -> 0.073, IQ4_NL 0.090 -> 0.084).
+class ImatrixOracle : public ::testing::TestWithParam<std::tuple<const char*, int, bool, bool>> {
+ protected:
+  static void SetUpTestSuite() {
+    if (!fs::exists(testing::shared_path("models/stories260K.samples.txt")) || !fs::exists(testing::shared_path(kStories))) return;
+    ASSERT_EQ(tessera("synth " + synth_model() + " --dim 256 --layers 8 --heads 4 --kv-heads 2 --ffn 512 --donor " +
+                      testing::shared_path(kDonor)), 0);
+    const std::string text = testing::shared_path("models/stories260K.samples.txt");
+    for (const std::string& m : {synth_model(), testing::shared_path(kStories)}) {
+      ASSERT_EQ(tessera("imatrix -m " + m + " -f " + text + " -c 128 --chunks 24 -o " + imatrix_of(m)), 0);
+    }
+  }
+  static std::string synth_model() { return (work_dir() / "imatrix-synth.gguf").string(); }
+  static std::string imatrix_of(const std::string& model) {
+    return (work_dir() / (fs::path(model).stem().string() + ".imatrix.gguf")).string();
+  }
+  static std::string lib_dir() { return testing::npm_dir() + "/@node-llama-cpp/linux-x64/bins/linux-x64"; }
+};
+
+TEST_P(ImatrixOracle, TensorsEqualLlamaQuantize) {
+  TSR_REQUIRE_SHARED(kStories);
+  TSR_REQUIRE_SHARED("models/stories260K.samples.txt");
+  if (!fs::exists(lib_dir() + "/libllama.v0.4.0.so")) {
+    GTEST_SKIP() << "no libllama in " << lib_dir() << ": run `npm ci` in tests/npm";
+  }
+  const auto [type, ftype, pure, on_synth] = GetParam();
+  const std::string model = on_synth ? synth_model() : testing::shared_path(kStories);
+  const std::string ours = (work_dir() / (std::string("imatrix-") + type + ".gguf")).string();
+  const std::string theirs = (work_dir() / (std::string("imatrix-") + type + "-llama.gguf")).string();
+  ASSERT_EQ(tessera("quantize " + model + " " + ours + " " + type + " --imatrix " + imatrix_of(model)), 0);
+  const std::string ref = std::string(TESSERA_LLAMA_QUANTIZE_REF) + " " + lib_dir() + " " + model + " " + theirs + " " +
+                          std::to_string(ftype) + " " + (pure ? "1" : "0") + " " + imatrix_of(model) + " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(ref.c_str()), 0) << ref;
+  const auto a = GgufFile::open(ours), b = GgufFile::open(theirs);
+  const auto in = GgufFile::open(model);
+  int same_type = 0, quantized = 0;
+  for (const GgufTensorInfo& t : a->tensors()) {
+    SCOPED_TRACE(t.name);
+    const GgufTensorInfo* u = b->find_tensor(t.name);
+    ASSERT_NE(u, nullptr);
+    // --pure keeps a tensor whose rows do not fill the type's blocks; llama.cpp falls back
+    // to another type. The mixes must agree on every tensor.
+    if (!pure) {
+      EXPECT_EQ(t.type, u->type);
+    }
+    if (t.type != u->type) continue;
+    ++same_type;
+    quantized += t.type != in->find_tensor(t.name)->type;
+    EXPECT_TRUE(std::ranges::equal(bytes_of(*a, t), bytes_of(*b, *u)));
+  }
+  EXPECT_GE(quantized, on_synth ? 56 : 25);  // every layer's matrices at least
+  EXPECT_GT(same_type, quantized);           // and the norms, copied
+}
+
+// An importance matrix of another model is refused by the tensor it does not fit, and
+// --imatrix takes no calibrated method.
+TEST_F(ImatrixOracle, RefusesAMatrixThatDoesNotFit) {
+  TSR_REQUIRE_SHARED(kStories);
+  TSR_REQUIRE_SHARED("models/stories260K.samples.txt");
+  const std::string out = (work_dir() / "imatrix-refused.gguf").string();
+  const std::string stories_im = imatrix_of(testing::shared_path(kStories));
+  EXPECT_NE(tessera("quantize " + synth_model() + " " + out + " q4_k --imatrix " + stories_im), 0);
+  EXPECT_NE(tessera("quantize " + synth_model() + " " + out + " q4_0 --method gptq --calib " + stories_im +
+                    " --imatrix " + imatrix_of(synth_model())), 0);
+  EXPECT_NE(tessera("quantize " + synth_model() + " " + out + " q4_0 --imatrix " + kStories), 0);  // no such file
+  std::ifstream log(work_dir() / "tessera.log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  for (const char* why : {"imatrix: the entry for blk.0.attn_q.weight has 64 values, the tensor 256 (256 columns x 1 experts)",
+                          "--imatrix weights round-to-nearest's quantizers (--method rtn); gptq calibrates"}) {
+    EXPECT_NE(text.find(why), std::string::npos) << why;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Types, ImatrixOracle,
+    ::testing::Values(std::tuple{"q4_0", 2, true, false}, std::tuple{"q4_1", 3, true, false},
+                      std::tuple{"q5_0", 8, true, false}, std::tuple{"q5_1", 9, true, false},
+                      std::tuple{"iq4_nl", 25, true, false}, std::tuple{"q2_k", 10, true, true},
+                      std::tuple{"q3_k", 12, true, true}, std::tuple{"q4_k", 15, true, true},
+                      std::tuple{"q5_k", 17, true, true}, std::tuple{"q6_k", 18, false, true},
+                      std::tuple{"iq4_xs", 30, true, true}, std::tuple{"q4_k_m", 15, false, true},
+                      std::tuple{"q5_k_m", 17, false, true}),
+    [](const auto& info) { return std::string(std::get<0>(info.param)); });
 
 // `tessera perplexity --kl-base` with the same file measures what a KV dtype costs (the
 // base runs with an F32 cache). stories260K's heads of 8 take f16, bf16 and fp8_e4m3 (q8_0
