@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every quantization scheme on one footing: perplexity and KL(F32 || scheme) on the second
 # half of ../shared/models/stories260K.samples.txt (chunks of 128 tokens), the calibrated
-# methods calibrated on the first half. Two models: stories260K (a real model, 64-wide rows:
+# methods (and the importance matrix) calibrated on the first half. Two models: stories260K (a real model, 64-wide rows:
 # only the blocks of 32 fit) and a 256-wide synth llama with moderate outlier features
 # (`synth --outlier-dims 4 --outlier-gain 4`, 4 layers, FFN 768: every format fits).
 # Prints a Markdown table per model. Usage: bench/quant_quality.sh [CHUNKS] (default 80).
@@ -53,6 +53,10 @@ table() {
   quantize smooth w8a8_smooth --calib "$work/calib.txt" && row "w8a8_smooth, SmoothQuant-smoothed" "$work/smooth.gguf" --quant w8a8_smooth
   for type in q4_0 q4_1 q5_0 q8_0; do
     quantize "gptq-$type" "$type" --method gptq --calib "$work/calib.txt" && row "$type, GPTQ" "$work/gptq-$type.gguf"
+  done
+  "$T" imatrix -m "$base" -f "$work/calib.txt" -c 128 -o "$work/imatrix.gguf" >/dev/null 2>&1
+  for type in q4_0 q4_1 "${KQUANTS[@]:0:1}"; do
+    quantize "im-$type" "$type" --imatrix "$work/imatrix.gguf" && row "$type, imatrix" "$work/im-$type.gguf"
   done
   for type in q4_0 q4_1 "${KQUANTS[@]:0:1}"; do
     quantize "awq-$type" "$type" --method awq --calib "$work/calib.txt" && row "$type, AWQ" "$work/awq-$type.gguf"

@@ -290,6 +290,9 @@ std::function<int()> register_quantize(CLI::App& app) {
   app.add_option("--calib-chunks", c.chunks, "calibration chunks to run; 0: all the text fills")->capture_default_str()->check(CLI::Range(0, 1 << 20));
   app.add_option("--damp", c.damp, "gptq: damping added to the Hessian's diagonal, as a fraction of its mean")->capture_default_str()->check(CLI::Range(1e-6, 1.0));
   app.add_option("--awq-grid", c.awq_grid, "awq: scale exponents tried per group")->capture_default_str()->check(CLI::Range(1, 1000));
+  app.add_flag("--awq-clip,!--no-awq-clip", c.awq_clip,
+               "awq: clamp each block's largest weights where that lowers the output error (formats with blocks of "
+               "up to 128: q4_0 q4_1 q5_0 q5_1 q8_0 iq4_nl int4_g128)")->capture_default_str();
   app.add_option("--smooth-alpha", c.smooth_alpha, "smoothquant: how much of the activations' range moves into the weights")
       ->capture_default_str()->check(CLI::Range(0.0, 1.0));
   app.add_option("-t,--threads", c.threads, "threads for calibration; 0: every core")->capture_default_str()->check(CLI::Range(0, 1024));

@@ -14,6 +14,7 @@
 #include "core/plugin_host/backend.h"
 #include "core/plugin_host/plugin_loader.h"
 #include "core/quant/awq.h"
+#include "core/quant/awq_clip.h"
 #include "core/quant/calibration.h"
 #include "core/quant/gptq.h"
 #include "core/quant/layer_error.h"
@@ -136,16 +137,66 @@ quant::FloatTensors scalable_tensors(const GgufFile& in, std::map<std::string, s
   return t;
 }
 
-// The tensors a scaling changed, in the plan's types; a matrix's bias goes with its rows.
+// A tensor in the plan's type (the stored one where a scaling only rescales it).
+void write_tensor(const std::string& name, const quant::FloatTensors& t, const std::map<std::string, size_t>& index,
+                  const std::vector<GgmlType>& types, std::map<std::string, CalibratedTensor>& out) {
+  const GgmlType to = types[index.at(name)];
+  out[name] = {to, quant::quantize(to, t.at(name).data)};
+}
+
+// The tensors a scaling changed; a matrix's bias goes with its rows.
 void write_scaled(const quant::ScaleGroup& g, const quant::FloatTensors& t, const std::map<std::string, size_t>& index,
                   const std::vector<GgmlType>& types, std::map<std::string, CalibratedTensor>& out) {
   std::vector<std::string> changed = g.weights;
   changed.push_back(g.down);
   if (!g.bias.empty() && t.count(g.bias)) changed.push_back(g.bias);
-  for (const std::string& name : changed) {
-    const GgmlType to = types[index.at(name)];
-    out[name] = {to, quant::quantize(to, t.at(name).data)};
+  for (const std::string& name : changed) write_tensor(name, t, index, types, out);
+}
+
+// The block a format fits its grid to, for clipping: 0 where clipping does not apply (the
+// K-quants' 256-blocks fit their sub-block scales by a weighted search of their own, and a
+// 256-wide block's Hessian per candidate costs too much).
+int64_t clip_block(const GgufTensorInfo& info, GgmlType to, bool int4_g128) {
+  if (int4_g128) return info.ne[0] % quant::kGroupInt4 == 0 ? quant::kGroupInt4 : 0;
+  if (to == info.type || to == GgmlType::F32 || to == GgmlType::F16 || to == GgmlType::BF16) return 0;
+  const int64_t block = ggml_type_traits(uint32_t(to))->block_elems;
+  return block <= 128 && info.ne[0] % block == 0 ? block : 0;
+}
+
+// AWQ's clipping of every calibrated matrix but the attention's queries and keys (whose
+// errors the softmax amplifies; the reference implementation skips them too), after the
+// scales: returns the names it changed.
+std::vector<std::string> awq_clip_all(const GgufFile& in, quant::FloatTensors& t, const std::map<std::string, size_t>& index,
+                                      const std::vector<GgmlType>& types, const CalibrationStats& stats,
+                                      const std::vector<quant::AwqGroup>& groups, bool int4_g128,
+                                      const std::function<quant::RoundTrip(const std::string&)>& round_trip_for) {
+  std::map<std::string, const std::vector<float>*> scales;
+  for (const quant::AwqGroup& g : groups) {
+    for (const std::string& w : g.group.weights) scales[w] = &g.search.scales;
   }
+  std::vector<std::string> changed;
+  double err = 0, rtn = 0;
+  int64_t clipped = 0;
+  for (auto& [name, ft] : t) {
+    const auto st = stats.find(name);
+    if (st == stats.end() || ft.rows <= 1 || name.find("attn_q") != std::string::npos ||
+        name.find("attn_k") != std::string::npos) {
+      continue;
+    }
+    const size_t i = index.at(name);
+    const int64_t block = clip_block(in.tensors()[i], types[i], int4_g128);
+    const quant::RoundTrip rt = block > 0 ? round_trip_for(name) : nullptr;
+    if (!rt || st->second->cols != ft.cols) continue;
+    const auto s = scales.find(name);
+    const quant::ClipResult r = quant::awq_clip(ft.data, ft.rows, ft.cols, rt, st->second->hessian,
+                                                s == scales.end() ? std::span<const float>{} : std::span<const float>(*s->second),
+                                                {block, 20, 0.5});
+    err += r.error, rtn += r.rtn_error, clipped += r.clipped;
+    if (r.clipped > 0) changed.push_back(name);
+  }
+  spdlog::info("awq: clipping: {} blocks of {} matrices clamped; their output error {:.3g} of unclipped", clipped,
+               changed.size(), rtn > 0 ? err / rtn : 1.0);
+  return changed;
 }
 
 std::map<std::string, CalibratedTensor> run_awq(const GgufFile& in, const std::vector<GgmlType>& types,
@@ -169,10 +220,13 @@ std::map<std::string, CalibratedTensor> run_awq(const GgufFile& in, const std::v
     err += g.search.error, rtn += g.search.rtn_error;
     spdlog::debug("awq: {} -> {}: alpha {:.2f}, output error {:.3g} of round-to-nearest's", g.group.down,
                   fmt::join(g.group.weights, ", "), g.search.alpha, g.search.rtn_error > 0 ? g.search.error / g.search.rtn_error : 1.0);
-    write_scaled(g.group, t, index, types, out);
   }
   spdlog::info("awq: {} groups scaled; output error on the calibration text {:.3g} of round-to-nearest's", groups.size(),
                rtn > 0 ? err / rtn : 1.0);
+  const std::vector<std::string> clipped =
+      f.awq_clip ? awq_clip_all(in, t, index, types, stats, groups, int4_g128, round_trip_for) : std::vector<std::string>{};
+  for (const quant::AwqGroup& g : groups) write_scaled(g.group, t, index, types, out);
+  for (const std::string& name : clipped) write_tensor(name, t, index, types, out);
   return out;
 }
 

@@ -23,6 +23,7 @@ struct CalibratedFlags {
   int32_t chunks = 0;          // 0: all the text fills
   double damp = 0.01;          // GPTQ's damping, a fraction of the Hessian's mean diagonal
   int32_t awq_grid = 20;       // AWQ's alpha candidates
+  bool awq_clip = true;        // AWQ's weight clipping after the scales
   double smooth_alpha = 0.5;   // SmoothQuant's migration strength
   int32_t threads = 0;         // the CPU backend's; 0: every core
 };
