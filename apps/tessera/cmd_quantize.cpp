@@ -1,6 +1,6 @@
-// `tessera quantize IN OUT TYPE`: a tensor type converts every 2-D weight whose rows fill
-// whole blocks of TYPE (like `llama-quantize --pure`: one type for all of them) and keeps the
-// rest as stored; a mix (q4_k_m, q5_k_m, q6_k) gives each tensor the type llama-quantize's
+// `tessera quantize IN OUT TYPE`: a tensor type converts every weight matrix (and MoE expert
+// stack) whose rows fill whole blocks of TYPE (like `llama-quantize --pure`: one type for all
+// of them) and keeps the rest as stored; a mix (q4_k_m, q5_k_m, q6_k) gives each tensor the type llama-quantize's
 // file type would (core/quant/quant_mix.h). Copies the metadata and says what it converted.
 // `--method gptq|awq --calib TEXT` calibrates on a text first (quantize_calibrated.h), as
 // TYPE w8a8_smooth (SmoothQuant) does. `--imatrix FILE` quantizes each weight under its
@@ -41,9 +41,12 @@ std::string type_name(GgmlType t) {
   return traits ? traits->name : fmt::format("type {}", static_cast<uint32_t>(t));
 }
 
-// Empty when `t` converts to `to`, else why it keeps its type.
+// Empty when `t` converts to `to`, else why it keeps its type. The tensors converted are
+// those llama-quantize --pure converts: weight matrices and MoE expert stacks, not norms,
+// routers or position embeddings.
 std::string keep_reason(const GgufTensorInfo& t, GgmlType to) {
-  if (t.ne.size() != 2) return fmt::format("{}-D, not a weight matrix", t.ne.size());
+  if (t.ne.size() != 2 && t.ne.size() != 3) return fmt::format("{}-D, not a weight matrix", t.ne.size());
+  if (!quant::mix_allows(t)) return "a norm, router or position table, which llama-quantize keeps";
   if (t.type == to) return "already " + type_name(to);
   if (!quant::is_supported(t.type)) return type_name(t.type) + " cannot be read";
   if (!quant::row_fits(to, t.ne[0])) {
@@ -289,6 +292,9 @@ std::function<int()> register_quantize(CLI::App& app) {
   app.add_option("--calib-ctx", c.ctx, "tokens per calibration chunk (each opens with BOS)")->capture_default_str()->check(CLI::Range(2, 1 << 20));
   app.add_option("--calib-chunks", c.chunks, "calibration chunks to run; 0: all the text fills")->capture_default_str()->check(CLI::Range(0, 1 << 20));
   app.add_option("--damp", c.damp, "gptq: damping added to the Hessian's diagonal, as a fraction of its mean")->capture_default_str()->check(CLI::Range(1e-6, 1.0));
+  app.add_flag("--act-order", c.act_order,
+               "gptq: quantize columns by decreasing input energy (desc_act; the blocks' grids fitted before any "
+               "update); the bytes stay in column order");
   app.add_option("--awq-grid", c.awq_grid, "awq: scale exponents tried per group")->capture_default_str()->check(CLI::Range(1, 1000));
   app.add_flag("--awq-clip,!--no-awq-clip", c.awq_clip,
                "awq: clamp each block's largest weights where that lowers the output error (formats with blocks of "

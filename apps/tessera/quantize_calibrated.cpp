@@ -90,7 +90,7 @@ std::map<std::string, CalibratedTensor> run_gptq(const GgufFile& in, const std::
     }
     const quant::InputStats& s = *st->second;
     auto fit = factors.find(&s);
-    if (fit == factors.end()) fit = factors.emplace(&s, quant::gptq_factor(s.hessian, s.cols, f.damp)).first;
+    if (fit == factors.end()) fit = factors.emplace(&s, quant::gptq_factor(s.hessian, s.cols, f.damp, f.act_order)).first;
     const std::vector<float> w = floats(in, t);
     std::vector<float> q;
     std::vector<uint8_t> bytes = quant::gptq_quantize(*grid, w, t.ne[1], t.ne[0], fit->second, &q);

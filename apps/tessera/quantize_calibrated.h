@@ -22,6 +22,7 @@ struct CalibratedFlags {
   int32_t ctx = 512;           // tokens per calibration chunk
   int32_t chunks = 0;          // 0: all the text fills
   double damp = 0.01;          // GPTQ's damping, a fraction of the Hessian's mean diagonal
+  bool act_order = false;      // GPTQ's desc_act: columns by decreasing H_ii, grids fitted first
   int32_t awq_grid = 20;       // AWQ's alpha candidates
   bool awq_clip = true;        // AWQ's weight clipping after the scales
   double smooth_alpha = 0.5;   // SmoothQuant's migration strength

@@ -45,8 +45,8 @@ int64_t ffn_floats_per_token(const LlamaHParams& hp) {
 LlamaForward::LlamaForward(const LlamaModel& model, Backend& backend, KvCache& cache,
                            const ForwardOptions& options)
     : model_(model), backend_(backend), cache_(cache), rope_factors_(model.rope_factors(options.context)),
-      observer_(options.matmul_observer), eager_(std::make_unique<Scratch>()) {
-  if (!options.graphs || observer_) return;
+      observer_(options.matmul_observer), id_observer_(options.matmul_id_observer), eager_(std::make_unique<Scratch>()) {
+  if (!options.graphs || observer_ || id_observer_) return;
   if (!backend.has_graphs()) {
     spdlog::warn("graphs: backend '{}' cannot record graphs; decode steps run eagerly", backend.name());
   } else {
@@ -405,6 +405,10 @@ void LlamaForward::moe_ffn(Scratch& s, const LlamaLayer& w) {
 // architecture has them (llama.cpp's ggml_add_id: gathered by get_rows, then one add).
 void LlamaForward::expert_matmul(Scratch& s, const tsr_tensor& out, const tsr_tensor& x, const tsr_tensor& w,
                                  const tsr_tensor& bias) {
+  if (id_observer_) {
+    backend_.synchronize();
+    id_observer_(x, w, s.expert_ids);
+  }
   backend_.matmul_id({sizeof(tsr_matmul_id_params), &out, &x, &w, &s.expert_ids});
   if (!model_.hparams().moe_biases) return;
   const int64_t rows = out.shape[0] * out.shape[1], m = out.shape[2];

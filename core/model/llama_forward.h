@@ -24,6 +24,10 @@ struct ForwardOptions {
   // the work before it, so `x` is readable where the backend's memory is host-visible:
   // what calibration (`quantize --method gptq|awq`) reads. Steps run eagerly with it.
   std::function<void(const tsr_tensor& x, const tsr_tensor& w)> matmul_observer;
+  // The same before every expert matmul of a MoE layer: `x` is [n, K] (each token's row
+  // goes to each of its experts) or [n, n_used, K] (a row per token and chosen expert),
+  // `w` the experts' [n_expert, M, K] weight and `ids` [n, n_used] the experts chosen.
+  std::function<void(const tsr_tensor& x, const tsr_tensor& w, const tsr_tensor& ids)> matmul_id_observer;
 };
 
 class DecodeGraphs;
@@ -66,8 +70,10 @@ class LlamaForward {
   const LlamaModel& model_;
   Backend& backend_;
   KvCache& cache_;
-  const tsr_tensor* rope_factors_;
-  std::function<void(const tsr_tensor&, const tsr_tensor&)> observer_;  // ForwardOptions::matmul_observer  // for this forward's context (LongRoPE picks by it)
+  const tsr_tensor* rope_factors_;  // for this forward's context (LongRoPE picks by it)
+  // ForwardOptions::matmul_observer and matmul_id_observer.
+  std::function<void(const tsr_tensor&, const tsr_tensor&)> observer_;
+  std::function<void(const tsr_tensor&, const tsr_tensor&, const tsr_tensor&)> id_observer_;
   std::unique_ptr<Scratch> eager_;
   std::unique_ptr<Scratch> graph_scratch_;  // fixed addresses: the graphs' operands
   std::unique_ptr<DecodeGraphs> graphs_;

@@ -35,7 +35,7 @@ std::vector<float> inputs(int64_t tokens, int64_t cols, float gain, uint32_t see
 InputStats stats_of(const std::vector<float>& x, int64_t cols) {
   const int64_t tokens = int64_t(x.size()) / cols;
   InputStats s{cols, tokens, std::vector<float>(size_t(cols * cols)), std::vector<double>(size_t(cols)),
-               std::vector<float>(size_t(cols)), {}};
+               std::vector<float>(size_t(cols)), {}, {}};
   sgemm('T', 'N', cols, cols, tokens, 1.0f, x.data(), cols, x.data(), cols, 0.0f, s.hessian.data(), cols);
   for (size_t i = 0; i < x.size(); ++i) {
     s.abs_sum[i % size_t(cols)] += std::fabs(x[i]);

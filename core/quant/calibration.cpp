@@ -37,6 +37,9 @@ std::map<const void*, std::string> weight_names(const GgufFile& gguf, const Llam
     add(w.w_gate, p + (model.hparams().fused_gate_up ? "ffn_up.weight" : "ffn_gate.weight"));
     if (!model.hparams().fused_gate_up) add(w.w_up, p + "ffn_up.weight");
     add(w.w_down, p + "ffn_down.weight");
+    add(w.gate_exps, p + "ffn_gate_exps.weight");
+    add(w.up_exps, p + "ffn_up_exps.weight");
+    add(w.down_exps, p + "ffn_down_exps.weight");
   }
   add(model.output(), model.output().data == model.tok_embd().data ? "token_embd.weight" : "output.weight");
   return names;
@@ -64,9 +67,39 @@ class Collector {
       const auto cols = size_t(x.shape[1]);
       s = std::make_shared<InputStats>(InputStats{x.shape[1], 0, std::vector<float>(hessian_ ? cols * cols : 0),
                                                   std::vector<double>(cols), std::vector<float>(cols),
-                                                  std::vector<double>(cols)});
+                                                  std::vector<double>(cols), {}});
     }
     accumulate(*s, static_cast<const float*>(x.data), x.shape[0]);
+  }
+
+  // A MoE layer's expert matmul: each token's row (x [n, K]: one row for all its experts;
+  // [n, n_used, K]: one per chosen expert) adds to the sums of the experts it was routed to.
+  void observe_experts(const tsr_tensor& x, const tsr_tensor& w, const tsr_tensor& ids) {
+    const auto it = names_.find(w.data);
+    if (it == names_.end() || x.dtype != TSR_DTYPE_F32 || ids.dtype != TSR_DTYPE_I32 || w.ndim != 3 || ids.ndim != 2) return;
+    const int64_t n_expert = w.shape[0], k = x.shape[x.ndim - 1], n = ids.shape[0], used = ids.shape[1];
+    const bool contiguous = x.strides[x.ndim - 2] == k * 4 && (x.ndim == 2 || (x.ndim == 3 && x.strides[0] == used * k * 4));
+    if (!contiguous || x.shape[0] != n) return;
+    std::shared_ptr<InputStats>& s = stats_[it->second];
+    if (!s) {
+      s = std::make_shared<InputStats>();
+      s->cols = k;
+      s->sq_sum.assign(size_t(n_expert * k), 0.0);
+      s->expert_tokens.assign(size_t(n_expert), 0);
+    }
+    const auto* xv = static_cast<const float*>(x.data);
+    const auto* id = static_cast<const int32_t*>(ids.data);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t u = 0; u < used; ++u) {
+        const int32_t e = id[t * used + u];
+        if (e < 0 || e >= n_expert) continue;
+        const float* row = xv + (x.ndim == 3 ? (t * used + u) * k : t * k);
+        double* sums = &s->sq_sum[size_t(e * k)];
+        for (int64_t c = 0; c < k; ++c) sums[c] += double(row[c]) * row[c];
+        ++s->expert_tokens[size_t(e)];
+      }
+    }
+    s->tokens += n;
   }
 
   CalibrationStats take() { return std::move(stats_); }
@@ -110,6 +143,9 @@ CalibrationStats calibrate(const GgufFile& gguf, const LlamaModel& model, Backen
   ModelRunnerOptions o;
   o.num_blocks = (opt.ctx + o.block_size - 1) / o.block_size;
   o.forward.matmul_observer = [&collector](const tsr_tensor& x, const tsr_tensor& w) { collector.observe(x, w); };
+  o.forward.matmul_id_observer = [&collector](const tsr_tensor& x, const tsr_tensor& w, const tsr_tensor& ids) {
+    collector.observe_experts(x, w, ids);
+  };
   ModelRunner runner(model, backend, o);
   constexpr SeqId kSeq = 1;
   if (!runner.kv().allocate(kSeq, opt.ctx, 0)) throw Error("calibration: no KV blocks for a chunk");

@@ -26,12 +26,15 @@ struct InputStats {
   std::vector<float> hessian;   // [cols, cols]; empty unless CalibrationOptions::hessian
   std::vector<double> abs_sum;  // [cols]: sum of |x|
   std::vector<float> abs_max;   // [cols]: max of |x| (SmoothQuant's statistic)
-  std::vector<double> sq_sum;   // [cols]: sum of x² (llama-imatrix's statistic)
+  std::vector<double> sq_sum;   // [cols]: sum of x² (llama-imatrix's statistic); MoE experts:
+                                // [n_expert * cols], each expert's over the tokens routed to it
+  std::vector<int64_t> expert_tokens;  // MoE experts: [n_expert] tokens routed to each; else empty
   std::vector<float> abs_mean() const;
 };
 
-// By GGUF tensor name ("blk.0.attn_q.weight", "output.weight"). Dense matmul weights only:
-// the experts of a MoE layer and its router are not calibrated.
+// By GGUF tensor name ("blk.0.attn_q.weight", "output.weight"). A MoE layer's experts
+// ("blk.0.ffn_up_exps.weight") have only the per-expert sums of squares and token counts
+// (no Hessian: GPTQ, AWQ and SmoothQuant leave experts to round-to-nearest).
 using CalibrationStats = std::map<std::string, std::shared_ptr<InputStats>>;
 
 struct CalibrationOptions {

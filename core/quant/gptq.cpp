@@ -54,7 +54,7 @@ std::vector<double> invert_lower(const std::vector<double>& l, int64_t n) {
 
 // With J the index reversal, J H J = L L^T gives H = R R^T for the upper R = J L J, so
 // H^-1 = R^-T R^-1 and U = R^-1 = J L^-1 J: one factorization and one triangular inverse.
-GptqFactor gptq_factor(std::span<const float> hessian, int64_t n, double damp) {
+GptqFactor gptq_factor(std::span<const float> hessian, int64_t n, double damp, bool act_order) {
   if (hessian.size() != size_t(n * n)) throw Error("gptq: the Hessian is not [cols, cols]");
   GptqFactor f;
   f.cols = n;
@@ -65,6 +65,14 @@ GptqFactor gptq_factor(std::span<const float> hessian, int64_t n, double damp) {
     mean += f.dead[i] ? 1.0 : hessian[size_t(i * n + i)];
   }
   mean /= double(n);
+  if (act_order) {
+    f.order.resize(size_t(n));
+    for (int64_t i = 0; i < n; ++i) f.order[size_t(i)] = i;
+    std::stable_sort(f.order.begin(), f.order.end(),
+                     [&](int64_t a, int64_t b) { return hessian[size_t(a * n + a)] > hessian[size_t(b * n + b)]; });
+  }
+  // Position p of the order is column col(p) of H.
+  const auto col = [&](int64_t p) { return f.order.empty() ? p : f.order[size_t(p)]; };
   for (f.damp = damp;; f.damp *= 10) {
     if (f.damp > 1.0) {
       throw Error(fmt::format("gptq: the inputs' Hessian is not positive definite, even damped by {} of its mean diagonal",
@@ -73,7 +81,7 @@ GptqFactor gptq_factor(std::span<const float> hessian, int64_t n, double damp) {
     std::vector<double> r(size_t(n * n));  // J H J, damped
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t j = 0; j < n; ++j) {
-        const int64_t si = n - 1 - i, sj = n - 1 - j;
+        const int64_t si = col(n - 1 - i), sj = col(n - 1 - j);
         const bool dead = f.dead[si] || f.dead[sj];
         r[size_t(i * n + j)] = dead ? double(si == sj) : double(hessian[size_t(si * n + sj)]);
       }
@@ -99,36 +107,55 @@ std::vector<uint8_t> gptq_quantize(const BlockGrid& grid, std::span<const float>
   if (!std::all_of(w.begin(), w.end(), [](float v) { return std::isfinite(v); })) {
     throw Error("gptq: the weight holds NaN or infinity");
   }
-  // Columns contiguous: every step reads one column of all rows and updates later ones.
+  // Columns contiguous, in the factor's order: every step reads one column of all rows and
+  // updates later ones. Position p holds column col(p).
+  const auto col = [&](int64_t p) { return factor.order.empty() ? p : factor.order[size_t(p)]; };
   std::vector<float> wt(w.size());
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) wt[size_t(c * rows + r)] = factor.dead[c] ? 0.0f : w[size_t(r * cols + c)];
+  for (int64_t p = 0; p < cols; ++p) {
+    const int64_t c = col(p);
+    for (int64_t r = 0; r < rows; ++r) wt[size_t(p * rows + r)] = factor.dead[c] ? 0.0f : w[size_t(r * cols + c)];
   }
   const int64_t n_blocks = cols / kGridBlock;
   std::vector<BlockFit> fits(size_t(rows * n_blocks));
-  std::vector<int16_t> codes(w.size());  // [rows, cols]
+  std::vector<float> group(kGridBlock);
+  // Act-order fits every block before any update, from the weights as given.
+  const bool static_groups = !factor.order.empty();
+  if (static_groups) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        for (int64_t j = 0; j < kGridBlock; ++j) {
+          const int64_t c = b * kGridBlock + j;
+          group[size_t(j)] = factor.dead[c] ? 0.0f : w[size_t(r * cols + c)];
+        }
+        fits[size_t(r * n_blocks + b)] = grid.fit(group.data());
+      }
+    }
+  }
+  std::vector<int16_t> codes(w.size());  // [rows, cols], columns in their own order
   std::vector<float> values(quantized ? w.size() : 0);
   constexpr int64_t kLazy = 128;
-  std::vector<float> err(size_t(kLazy * rows)), group(kGridBlock);
+  std::vector<float> err(size_t(kLazy * rows));
   const float* u = factor.u.data();
   for (int64_t b0 = 0; b0 < cols; b0 += kLazy) {
     const int64_t b1 = std::min(cols, b0 + kLazy);
     for (int64_t i = b0; i < b1; ++i) {
-      float* col = &wt[size_t(i * rows)];
-      if (i % kGridBlock == 0) {
+      float* cur = &wt[size_t(i * rows)];
+      if (!static_groups && i % kGridBlock == 0) {
         for (int64_t r = 0; r < rows; ++r) {
           for (int64_t j = 0; j < kGridBlock; ++j) group[size_t(j)] = wt[size_t((i + j) * rows + r)];
           fits[size_t(r * n_blocks + i / kGridBlock)] = grid.fit(group.data());
         }
       }
+      const int64_t c = col(i);
       const float d = u[i * cols + i];
       float* e = &err[size_t((i - b0) * rows)];
       for (int64_t r = 0; r < rows; ++r) {
-        const int q = grid.code(col[r], fits[size_t(r * n_blocks + i / kGridBlock)]);
-        const float v = grid.value(q, fits[size_t(r * n_blocks + i / kGridBlock)]);
-        codes[size_t(r * cols + i)] = static_cast<int16_t>(q);
-        if (quantized) values[size_t(r * cols + i)] = v;
-        e[r] = (col[r] - v) / d;
+        const BlockFit& fit = fits[size_t(r * n_blocks + c / kGridBlock)];
+        const int q = grid.code(cur[r], fit);
+        const float v = grid.value(q, fit);
+        codes[size_t(r * cols + c)] = static_cast<int16_t>(q);
+        if (quantized) values[size_t(r * cols + c)] = v;
+        e[r] = (cur[r] - v) / d;
       }
       for (int64_t j = i + 1; j < b1; ++j) {
         const float uij = u[i * cols + j];

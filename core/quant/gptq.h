@@ -6,6 +6,10 @@
 // error of a block of 128 columns reaches the later columns in one matrix product. The
 // grid is GGUF's (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0), fitted per block of 32 as ggml fits it when
 // GPTQ reaches the block's first column, so the bytes load in llama.cpp unchanged.
+// Act-order (the reference implementation's desc_act): columns are quantized in order of
+// decreasing H_ii, the inputs that carry the most energy first while the most columns
+// remain to absorb their error; the blocks' grids are then fitted before any update, from
+// the weights as given (its static_groups), since a block's columns arrive out of order.
 #pragma once
 
 #include <cstdint>
@@ -25,11 +29,14 @@ struct GptqFactor {
   std::vector<float> u;       // [cols, cols] row-major, upper triangle
   std::vector<uint8_t> dead;  // [cols]
   double damp = 0;            // the damping that made H positive definite
+  // The column order u is in (act-order: by decreasing H_ii, dead ones last); empty: 0, 1, ...
+  std::vector<int64_t> order;
 };
 
 // `hessian` is [cols, cols] (symmetric). Retries with ten times the damping (up to 1.0)
-// while H is not positive definite; throws tsr::Error past that.
-GptqFactor gptq_factor(std::span<const float> hessian, int64_t cols, double damp = 0.01);
+// while H is not positive definite; throws tsr::Error past that. `act_order`: the factor of
+// H with its columns in act-order.
+GptqFactor gptq_factor(std::span<const float> hessian, int64_t cols, double damp = 0.01, bool act_order = false);
 
 // The [rows, cols] row-major matrix `w` (finite) quantized to `grid`'s type; cols a multiple
 // of 32. `quantized` (can be NULL) receives the decoded values.

@@ -90,6 +90,29 @@ TEST(Gptq, MovesOutputsLessThanRoundToNearest) {
   }
 }
 
+// Act-order: the factor orders the columns by decreasing H_ii (and still inverts H in that
+// order), the bytes decode to what GPTQ chose, and on inputs of uneven size (every 7th
+// channel 4x the others) the output error falls well below in-order GPTQ's. Measured at
+// 48 x 256: Q4_0 0.48, Q4_1 0.50, Q5_0 0.43, Q5_1 0.48, Q8_0 0.46 of in-order's.
+TEST(Gptq, ActOrderQuantizesTheLargestInputsFirst) {
+  const int64_t rows = 48, cols = 256;
+  const std::vector<float> w = gaussian(size_t(rows * cols), 11, 0.05f);
+  const std::vector<float> h = correlated_hessian(cols, 1024, 5);
+  const GptqFactor in_order = gptq_factor(h, cols), act = gptq_factor(h, cols, 0.01, /*act_order=*/true);
+  ASSERT_EQ(act.order.size(), size_t(cols));
+  for (int64_t p = 1; p < cols; ++p) {
+    EXPECT_GE(h[size_t(act.order[p - 1] * cols + act.order[p - 1])], h[size_t(act.order[p] * cols + act.order[p])]);
+  }
+  for (GgmlType t : kTypes) {
+    std::vector<float> q, q_act;
+    gptq_quantize(*BlockGrid::of(t), w, rows, cols, in_order, &q);
+    const std::vector<uint8_t> bytes = gptq_quantize(*BlockGrid::of(t), w, rows, cols, act, &q_act);
+    EXPECT_EQ(dequantize(t, bytes, rows * cols), q_act);
+    const double e = layer_output_error(w, q, rows, cols, h), e_act = layer_output_error(w, q_act, rows, cols, h);
+    EXPECT_LT(e_act, 0.7 * e) << ggml_type_traits(uint32_t(t))->name << ": " << e_act << " vs " << e;
+  }
+}
+
 TEST(Gptq, UnusedInputsQuantizeToZero) {
   const int64_t rows = 4, cols = 64;
   std::vector<float> h = correlated_hessian(cols, 200, 9);

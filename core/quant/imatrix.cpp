@@ -194,6 +194,7 @@ Imatrix imatrix_from_calibration(const CalibrationStats& stats, std::vector<std:
   for (const auto& [name, s] : stats) {
     if (name.rfind("blk.", 0) != 0) continue;
     ImatrixEntry e{std::vector<float>(s->sq_sum.begin(), s->sq_sum.end()), {s->tokens}};
+    if (!s->expert_tokens.empty()) e.counts = s->expert_tokens;  // a MoE weight: per expert
     m.entries.emplace(name, std::move(e));
   }
   return m;

@@ -20,7 +20,7 @@ TEST(SmoothQuant, HalfAlphaBalancesActivationAndWeightRanges) {
   FloatTensor w{rows, cols, std::vector<float>(size_t(rows * cols))};
   for (float& v : w.data) v = dist(rng);
   InputStats st{cols, 1, std::vector<float>(size_t(cols * cols)), std::vector<double>(size_t(cols)),
-                std::vector<float>(size_t(cols)), {}};
+                std::vector<float>(size_t(cols)), {}, {}};
   for (int64_t c = 0; c < cols; ++c) st.abs_max[size_t(c)] = c % 8 == 0 ? 60.0f : 1.0f + 0.1f * float(c);
   st.abs_max[5] = 0.0f;  // no token used it
   const std::vector<float> s = smooth_scales({&w}, st, 0.5);
@@ -45,7 +45,7 @@ TEST(SmoothQuant, FoldsIntoTheNormBeforeQkvAndGateUp) {
   add("attn_output.weight", d, d), add("ffn_norm.weight", 1, d), add("ffn_gate.weight", f, d), add("ffn_up.weight", f, d);
   add("ffn_down.weight", d, f);
   auto in = std::make_shared<InputStats>(InputStats{d, 1, std::vector<float>(size_t(d * d)), std::vector<double>(size_t(d)),
-                                                    std::vector<float>(size_t(d), 4.0f), {}});
+                                                    std::vector<float>(size_t(d), 4.0f), {}, {}});
   CalibrationStats stats;
   for (const char* n : {"attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up"}) stats[std::string("blk.0.") + n + ".weight"] = in;
   const FloatTensors before = t;

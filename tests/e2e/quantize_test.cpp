@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 
 #include "core/engine/engine.h"
 #include "quant_formats/float_convert.h"
@@ -17,6 +18,7 @@
 #include "core/model/gguf.h"
 #include "core/model/gguf_writer.h"
 #include "core/model/llama_model.h"
+#include "core/quant/imatrix.h"
 #include "core/quant/quant.h"
 #include "tests/common/npm_dir.h"
 #include "tests/common/scratch_dir.h"
@@ -537,18 +539,27 @@ TEST_F(Calibrated, GptqWritesGgufBlocksAndRefusesWhatItCannotWrite) {
 // Q4_K_M / Q5_K_M / Q6_K mixes (their whole tensor-type choice too) on a synth model with
 // rows of 256 and more. The importance matrix lowers KL against F32 (measured on stories260K,
 // held-out text: Q4_0 0.111 -> 0.103, Q4_1 0.089 -> 0.073, IQ4_NL 0.090 -> 0.084).
-class ImatrixOracle : public ::testing::TestWithParam<std::tuple<const char*, int, bool, bool>> {
+enum class ImatrixModel { stories, synth, moe };
+
+class ImatrixOracle : public ::testing::TestWithParam<std::tuple<const char*, int, bool, ImatrixModel>> {
  protected:
   static void SetUpTestSuite() {
     if (!fs::exists(testing::shared_path("models/stories260K.samples.txt")) || !fs::exists(testing::shared_path(kStories))) return;
     ASSERT_EQ(tessera("synth " + synth_model() + " --dim 256 --layers 8 --heads 4 --kv-heads 2 --ffn 512 --donor " +
                       testing::shared_path(kDonor)), 0);
+    ASSERT_EQ(tessera("synth " + moe_model() + " --arch qwen3moe --dim 256 --layers 2 --heads 4 --kv-heads 2 --head-dim 64 "
+                      "--ffn 256 --experts 8 --experts-used 2 --vocab 512 --donor bytes"), 0);
     const std::string text = testing::shared_path("models/stories260K.samples.txt");
-    for (const std::string& m : {synth_model(), testing::shared_path(kStories)}) {
+    for (const std::string& m : {synth_model(), moe_model(), testing::shared_path(kStories)}) {
       ASSERT_EQ(tessera("imatrix -m " + m + " -f " + text + " -c 128 --chunks 24 -o " + imatrix_of(m)), 0);
     }
   }
   static std::string synth_model() { return (work_dir() / "imatrix-synth.gguf").string(); }
+  // Qwen3-MoE: the experts' importances are per expert (tokens routed to each).
+  static std::string moe_model() { return (work_dir() / "imatrix-moe.gguf").string(); }
+  static std::string model_of(ImatrixModel m) {
+    return m == ImatrixModel::stories ? testing::shared_path(kStories) : m == ImatrixModel::synth ? synth_model() : moe_model();
+  }
   static std::string imatrix_of(const std::string& model) {
     return (work_dir() / (fs::path(model).stem().string() + ".imatrix.gguf")).string();
   }
@@ -561,10 +572,11 @@ TEST_P(ImatrixOracle, TensorsEqualLlamaQuantize) {
   if (!fs::exists(lib_dir() + "/libllama.v0.4.0.so")) {
     GTEST_SKIP() << "no libllama in " << lib_dir() << ": run `npm ci` in tests/npm";
   }
-  const auto [type, ftype, pure, on_synth] = GetParam();
-  const std::string model = on_synth ? synth_model() : testing::shared_path(kStories);
-  const std::string ours = (work_dir() / (std::string("imatrix-") + type + ".gguf")).string();
-  const std::string theirs = (work_dir() / (std::string("imatrix-") + type + "-llama.gguf")).string();
+  const auto [type, ftype, pure, which] = GetParam();
+  const std::string model = model_of(which);
+  const std::string tag = std::string(type) + (which == ImatrixModel::moe ? "-moe" : "");
+  const std::string ours = (work_dir() / ("imatrix-" + tag + ".gguf")).string();
+  const std::string theirs = (work_dir() / ("imatrix-" + tag + "-llama.gguf")).string();
   ASSERT_EQ(tessera("quantize " + model + " " + ours + " " + type + " --imatrix " + imatrix_of(model)), 0);
   const std::string ref = std::string(TESSERA_LLAMA_QUANTIZE_REF) + " " + lib_dir() + " " + model + " " + theirs + " " +
                           std::to_string(ftype) + " " + (pure ? "1" : "0") + " " + imatrix_of(model) + " >/dev/null 2>&1";
@@ -586,7 +598,7 @@ TEST_P(ImatrixOracle, TensorsEqualLlamaQuantize) {
     quantized += t.type != in->find_tensor(t.name)->type;
     EXPECT_TRUE(std::ranges::equal(bytes_of(*a, t), bytes_of(*b, *u)));
   }
-  EXPECT_GE(quantized, on_synth ? 56 : 25);  // every layer's matrices at least
+  EXPECT_GE(quantized, which == ImatrixModel::synth ? 56 : which == ImatrixModel::moe ? 14 : 25);  // the layers' matrices
   EXPECT_GT(same_type, quantized);           // and the norms, copied
 }
 
@@ -609,16 +621,49 @@ TEST_F(ImatrixOracle, RefusesAMatrixThatDoesNotFit) {
   }
 }
 
+// The MoE model's matrix: each expert stack has an entry per expert whose counts are the
+// tokens routed to it (two experts a token: twice the tokens in all), the dense weights the
+// tokens; sums of squares are positive where tokens went.
+TEST_F(ImatrixOracle, MoeExpertsCountTheTokensRoutedToThem) {
+  TSR_REQUIRE_SHARED(kStories);
+  TSR_REQUIRE_SHARED("models/stories260K.samples.txt");
+  const quant::Imatrix m = quant::imatrix_read(imatrix_of(moe_model()));
+  EXPECT_EQ(m.chunk_count, 24);
+  EXPECT_EQ(m.chunk_size, 128);
+  const int64_t tokens = 24 * 128;
+  int stacks = 0;
+  for (const auto& [name, e] : m.entries) {
+    SCOPED_TRACE(name);
+    if (name.find("_exps") == std::string::npos) {
+      EXPECT_EQ(e.counts, std::vector<int64_t>{tokens});
+      continue;
+    }
+    ++stacks;
+    ASSERT_EQ(e.counts.size(), 8u);
+    EXPECT_EQ(std::accumulate(e.counts.begin(), e.counts.end(), int64_t{0}), 2 * tokens);
+    ASSERT_EQ(e.sums.size(), 8u * 256);
+    for (size_t x = 0; x < 8; ++x) {
+      if (e.counts[x] > 0) {
+        EXPECT_GT(e.sums[x * 256], 0.0f);
+      }
+    }
+  }
+  EXPECT_EQ(stacks, 6);  // gate, up and down in each of 2 layers
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Types, ImatrixOracle,
-    ::testing::Values(std::tuple{"q4_0", 2, true, false}, std::tuple{"q4_1", 3, true, false},
-                      std::tuple{"q5_0", 8, true, false}, std::tuple{"q5_1", 9, true, false},
-                      std::tuple{"iq4_nl", 25, true, false}, std::tuple{"q2_k", 10, true, true},
-                      std::tuple{"q3_k", 12, true, true}, std::tuple{"q4_k", 15, true, true},
-                      std::tuple{"q5_k", 17, true, true}, std::tuple{"q6_k", 18, false, true},
-                      std::tuple{"iq4_xs", 30, true, true}, std::tuple{"q4_k_m", 15, false, true},
-                      std::tuple{"q5_k_m", 17, false, true}),
-    [](const auto& info) { return std::string(std::get<0>(info.param)); });
+    ::testing::Values(std::tuple{"q4_0", 2, true, ImatrixModel::stories}, std::tuple{"q4_1", 3, true, ImatrixModel::stories},
+                      std::tuple{"q5_0", 8, true, ImatrixModel::stories}, std::tuple{"q5_1", 9, true, ImatrixModel::stories},
+                      std::tuple{"iq4_nl", 25, true, ImatrixModel::stories}, std::tuple{"q2_k", 10, true, ImatrixModel::synth},
+                      std::tuple{"q3_k", 12, true, ImatrixModel::synth}, std::tuple{"q4_k", 15, true, ImatrixModel::synth},
+                      std::tuple{"q5_k", 17, true, ImatrixModel::synth}, std::tuple{"q6_k", 18, false, ImatrixModel::synth},
+                      std::tuple{"iq4_xs", 30, true, ImatrixModel::synth}, std::tuple{"q4_k_m", 15, false, ImatrixModel::synth},
+                      std::tuple{"q5_k_m", 17, false, ImatrixModel::synth}, std::tuple{"q4_k_m", 15, false, ImatrixModel::moe},
+                      std::tuple{"q4_0", 2, true, ImatrixModel::moe}),
+    [](const auto& info) {
+      return std::string(std::get<0>(info.param)) + (std::get<3>(info.param) == ImatrixModel::moe ? "_moe" : "");
+    });
 
 // `tessera perplexity --kl-base` with the same file measures what a KV dtype costs (the
 // base runs with an F32 cache). stories260K's heads of 8 take f16, bf16 and fp8_e4m3 (q8_0
