@@ -441,8 +441,9 @@ TEST(Perplexity, LlmInt8KeepsOutlierFeaturesInF32) {
 // GPTQ and AWQ (`quantize --method gptq|awq --calib TEXT`) on a synth model with moderate
 // outlier features (four of 256 dimensions weighed by 4 in the input norms), calibrated on
 // the first half of the stories text and scored on the second: both lose less than round to
-// nearest in the same type. Measured (4 layers, 90 chunks): Q4_0 KL 1.14 (RTN), 0.89
-// (GPTQ), 1.10 (AWQ); int4_g128 at load 1.14 (RTN), 1.06 (AWQ-scaled model).
+// nearest in the same type. Measured (8 calibration chunks, 40 scored): Q4_0 KL 1.17 (RTN),
+// 0.92 (GPTQ), 1.03 (AWQ: scales and clipping); int4_g128 at load 1.11 (RTN), 0.91 (the
+// AWQ-scaled and clipped model).
 class Calibrated : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -487,8 +488,8 @@ TEST_F(Calibrated, GptqAndAwqLoseLessThanRoundToNearest) {
   TSR_REQUIRE_SHARED("models/stories260K.samples.txt");
   const double rtn = kl(quantize("q4_0", "rtn"));
   EXPECT_LT(kl(quantize("q4_0", "gptq")), 0.9 * rtn);
-  EXPECT_LT(kl(quantize("q4_0", "awq")), rtn);
-  EXPECT_LT(kl(quantize("int4_g128", "awq"), "int4_g128"), kl(model(), "int4_g128"));
+  EXPECT_LT(kl(quantize("q4_0", "awq")), 0.95 * rtn);
+  EXPECT_LT(kl(quantize("int4_g128", "awq"), "int4_g128"), 0.9 * kl(model(), "int4_g128"));
 }
 
 // SmoothQuant: the smoothed model under the w8a8_smooth scheme (int8 weights per row, int8
