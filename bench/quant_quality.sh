@@ -63,6 +63,8 @@ table() {
   done
   [ ${#INT4[@]} -eq 0 ] || { quantize awq-int4 int4_g128 --method awq --calib "$work/calib.txt" &&
     row "int4_g128, AWQ-scaled (at load)" "$work/awq-int4.gguf" --quant int4_g128; }
+  [ ${#INT4[@]} -eq 0 ] || { quantize gptq-int4 int4_g128 --method gptq --calib "$work/calib.txt" &&
+    row "int4_g128, GPTQ grid values (at load)" "$work/gptq-int4.gguf" --quant int4_g128; }
 }
 
 # stories260K's rows of 64 fit no super-block of 256 and no int4_g128 group of 128.

@@ -192,50 +192,53 @@ void pack_nibbles(const uint8_t* q, uint8_t* qs) {
 
 }  // namespace
 
-void quantize_row_q4_0_imatrix(const float* x, BlockQ4_0* y, int64_t n_per_row, const float* qw) {
+namespace {
+
+// Each block of 32 of a row under importance weights qw·sqrt(σ² + x²), σ² the row's mean
+// square (ggml's quantize_row_q*_impl). Symmetric grids (Q4_0, Q5_0): make_qx_quants, codes
+// biased by nmax.
+template <class Block, class Store>
+void weighted_symmetric(const float* x, Block* y, int64_t n_per_row, const float* qw, int nmax, Store store) {
   const float sigma2 = detail::sum_squares(x, n_per_row) / n_per_row;
   for (int64_t i = 0; i < n_per_row / 32; ++i, x += 32, qw += 32) {
     float w[32];
     int8_t L[32];
     detail::importance_weights(x, qw, sigma2, 32, w);
-    y[i].d = f32_to_f16(detail::make_qx_quants(32, 8, x, L, w));
-    pack_nibbles(reinterpret_cast<const uint8_t*>(L), y[i].qs);
+    y[i].d = f32_to_f16(detail::make_qx_quants(32, nmax, x, L, w));
+    store(reinterpret_cast<const uint8_t*>(L), y[i]);
   }
+}
+
+// Grids with a min (Q4_1, Q5_1): make_qkx3_quants' search.
+template <class Block, class Store>
+void weighted_asymmetric(const float* x, Block* y, int64_t n_per_row, const float* qw, int nmax, Store store) {
+  const float sigma2 = detail::sum_squares(x, n_per_row) / n_per_row;
+  for (int64_t i = 0; i < n_per_row / 32; ++i, x += 32, qw += 32) {
+    float w[32], min;
+    uint8_t L[32], Laux[32];
+    detail::importance_weights(x, qw, sigma2, 32, w);
+    y[i].d = f32_to_f16(detail::make_qkx_quants(32, nmax, x, w, L, &min, Laux, detail::kWeightedQkx));
+    y[i].m = f32_to_f16(-min);
+    store(L, y[i]);
+  }
+}
+
+}  // namespace
+
+void quantize_row_q4_0_imatrix(const float* x, BlockQ4_0* y, int64_t n_per_row, const float* qw) {
+  weighted_symmetric(x, y, n_per_row, qw, 8, [](const uint8_t* L, BlockQ4_0& b) { pack_nibbles(L, b.qs); });
 }
 
 void quantize_row_q4_1_imatrix(const float* x, BlockQ4_1* y, int64_t n_per_row, const float* qw) {
-  const float sigma2 = detail::sum_squares(x, n_per_row) / n_per_row;
-  for (int64_t i = 0; i < n_per_row / 32; ++i, x += 32, qw += 32) {
-    float w[32], min;
-    uint8_t L[32], Laux[32];
-    detail::importance_weights(x, qw, sigma2, 32, w);
-    y[i].d = f32_to_f16(detail::make_qkx_quants(32, 15, x, w, L, &min, Laux, detail::kWeightedQkx));
-    y[i].m = f32_to_f16(-min);
-    pack_nibbles(L, y[i].qs);
-  }
+  weighted_asymmetric(x, y, n_per_row, qw, 15, [](const uint8_t* L, BlockQ4_1& b) { pack_nibbles(L, b.qs); });
 }
 
 void quantize_row_q5_0_imatrix(const float* x, BlockQ5_0* y, int64_t n_per_row, const float* qw) {
-  const float sigma2 = detail::sum_squares(x, n_per_row) / n_per_row;
-  for (int64_t i = 0; i < n_per_row / 32; ++i, x += 32, qw += 32) {
-    float w[32];
-    int8_t L[32];
-    detail::importance_weights(x, qw, sigma2, 32, w);
-    y[i].d = f32_to_f16(detail::make_qx_quants(32, 16, x, L, w));
-    store_q5(reinterpret_cast<const uint8_t*>(L), y[i].qs, y[i].qh);
-  }
+  weighted_symmetric(x, y, n_per_row, qw, 16, [](const uint8_t* L, BlockQ5_0& b) { store_q5(L, b.qs, b.qh); });
 }
 
 void quantize_row_q5_1_imatrix(const float* x, BlockQ5_1* y, int64_t n_per_row, const float* qw) {
-  const float sigma2 = detail::sum_squares(x, n_per_row) / n_per_row;
-  for (int64_t i = 0; i < n_per_row / 32; ++i, x += 32, qw += 32) {
-    float w[32], min;
-    uint8_t L[32], Laux[32];
-    detail::importance_weights(x, qw, sigma2, 32, w);
-    y[i].d = f32_to_f16(detail::make_qkx_quants(32, 31, x, w, L, &min, Laux, detail::kWeightedQkx));
-    y[i].m = f32_to_f16(-min);
-    store_q5(L, y[i].qs, y[i].qh);
-  }
+  weighted_asymmetric(x, y, n_per_row, qw, 31, [](const uint8_t* L, BlockQ5_1& b) { store_q5(L, b.qs, b.qh); });
 }
 
 }  // namespace tsr::quant

@@ -170,6 +170,22 @@ void pack_q5_k(const uint8_t* L, BlockQ5_K& y) {
   }
 }
 
+// Q4_K or Q5_K super-blocks: with importances `qw` (one per element of the row) the
+// weighted fit, else the reference one with `search`.
+template <class Block>
+void qkx_rows(const float* x, Block* y, int64_t k, int nmax, const QkxSearch& search, const float* qw,
+              void (*pack)(const uint8_t*, Block&)) {
+  for (int64_t i = 0; i < k / kQK_K; ++i, x += kQK_K) {
+    uint8_t L[kQK_K];
+    if (qw) {
+      quantize_super_block_qkx_weighted(x, qw + kQK_K * i, y[i], nmax, L);
+    } else {
+      quantize_super_block_qkx(x, y[i], nmax, search, L);
+    }
+    pack(L, y[i]);
+  }
+}
+
 // Q6_K blocks; `qw` (can be null) weights each sub-block's scale search directly, without
 // ggml's σ² term (quantize_row_q6_K_impl's choice).
 void quantize_q6_k_blocks(const float* x, BlockQ6_K* y, int64_t k, const float* qw) {
@@ -311,35 +327,19 @@ void quantize_row_q3_k_imatrix(const float* x, BlockQ3_K* y, int64_t n_per_row, 
 }
 
 void quantize_row_q4_k_ref(const float* x, BlockQ4_K* y, int64_t k) {
-  for (int64_t i = 0; i < k / kQK_K; ++i, x += kQK_K) {
-    uint8_t L[kQK_K];
-    quantize_super_block_qkx(x, y[i], 15, QkxSearch{-1.f, 0.1f, 20, false}, L);
-    pack_q4_k(L, y[i]);
-  }
+  qkx_rows(x, y, k, 15, QkxSearch{-1.f, 0.1f, 20, false}, nullptr, pack_q4_k);
 }
 
 void quantize_row_q4_k_imatrix(const float* x, BlockQ4_K* y, int64_t n_per_row, const float* qw) {
-  for (int64_t i = 0; i < n_per_row / kQK_K; ++i, x += kQK_K, qw += kQK_K) {
-    uint8_t L[kQK_K];
-    quantize_super_block_qkx_weighted(x, qw, y[i], 15, L);
-    pack_q4_k(L, y[i]);
-  }
+  qkx_rows(x, y, n_per_row, 15, kWeightedQkx, qw, pack_q4_k);
 }
 
 void quantize_row_q5_k_ref(const float* x, BlockQ5_K* y, int64_t k) {
-  for (int64_t i = 0; i < k / kQK_K; ++i, x += kQK_K) {
-    uint8_t L[kQK_K];
-    quantize_super_block_qkx(x, y[i], 31, QkxSearch{-0.5f, 0.1f, 15, false}, L);
-    pack_q5_k(L, y[i]);
-  }
+  qkx_rows(x, y, k, 31, QkxSearch{-0.5f, 0.1f, 15, false}, nullptr, pack_q5_k);
 }
 
 void quantize_row_q5_k_imatrix(const float* x, BlockQ5_K* y, int64_t n_per_row, const float* qw) {
-  for (int64_t i = 0; i < n_per_row / kQK_K; ++i, x += kQK_K, qw += kQK_K) {
-    uint8_t L[kQK_K];
-    quantize_super_block_qkx_weighted(x, qw, y[i], 31, L);
-    pack_q5_k(L, y[i]);
-  }
+  qkx_rows(x, y, n_per_row, 31, kWeightedQkx, qw, pack_q5_k);
 }
 
 void quantize_row_q6_k_ref(const float* x, BlockQ6_K* y, int64_t k) { quantize_q6_k_blocks(x, y, k, nullptr); }

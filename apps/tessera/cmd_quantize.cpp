@@ -81,8 +81,9 @@ struct Plan {
   uint32_t file_type = 0;
 };
 
-// Every tensor in its stored type: AWQ for the load-time int4_g128 scheme and SmoothQuant for
-// w8a8_smooth rescale weights and norms but leave rounding to the scheme.
+// Every tensor in its stored type: for the load-time int4_g128 scheme AWQ rescales weights
+// and norms and GPTQ moves weights onto the scheme's grid, and SmoothQuant for w8a8_smooth
+// rescales them, but rounding is left to the scheme.
 Plan stored_plan(const GgufFile& in, const std::string& scheme) {
   const GgufValue* ft = in.find("general.file_type");
   Plan plan{scheme, {}, {}, {}, ft ? static_cast<uint32_t>(ft->u64) : 0};
@@ -225,10 +226,11 @@ std::string method_for(const QuantizeFlags& f) {
 int quantize_file(QuantizeFlags f) {
   const auto in = GgufFile::open(f.in);
   const std::string method = f.calibrated.method = method_for(f);
-  const bool awq_int4 = iequals(f.type, "int4_g128");
-  if (awq_int4 && method != "awq") {
+  const bool int4 = iequals(f.type, "int4_g128");
+  if (int4 && method != "awq" && method != "gptq") {
     throw Error("int4_g128 is a load-time scheme ([quant] scheme = \"int4_g128\"), not a GGUF tensor type: "
-                "--method awq writes a model scaled for it; gptq and rtn write GGUF types (q4_0, q4_1, ...)");
+                "--method awq writes a model scaled for it and --method gptq one on its grid; rtn writes GGUF types "
+                "(q4_0, q4_1, ...)");
   }
   if (method != "rtn" && method != "gptq" && method != "awq" && method != "smoothquant") {
     throw Error("--method must be rtn, gptq, awq or smoothquant, not '" + method + "'");
@@ -238,10 +240,10 @@ int quantize_file(QuantizeFlags f) {
     throw Error("--imatrix weights round-to-nearest's quantizers (--method rtn); " + method + " calibrates with --calib");
   }
   const Importances importances = load_importances(f.imatrix);
-  const Plan plan = awq_int4 || method == "smoothquant" ? stored_plan(*in, f.type) : plan_for(*in, f.type);
+  const Plan plan = int4 || method == "smoothquant" ? stored_plan(*in, f.type) : plan_for(*in, f.type);
   check_requantize(*in, plan.types, f.allow_requantize);
   const std::map<std::string, CalibratedTensor> calibrated =
-      method == "rtn" ? std::map<std::string, CalibratedTensor>{} : quantize_calibrated(*in, plan.types, f.calibrated, awq_int4);
+      method == "rtn" ? std::map<std::string, CalibratedTensor>{} : quantize_calibrated(*in, plan.types, f.calibrated, int4);
   GgufWriter w;
   copy_metadata(*in, w, plan);
   uint64_t total = 0, done = 0;
@@ -281,7 +283,8 @@ std::function<int()> register_quantize(CLI::App& app) {
   app.add_flag("--allow-requantize", f->allow_requantize, "convert tensors that are already quantized too");
   CalibratedFlags& c = f->calibrated;
   app.add_option("--method", c.method,
-                 "rtn (round to nearest), gptq (error compensation; q4_0, q4_1, q5_0, q5_1, q8_0) or awq "
+                 "rtn (round to nearest), gptq (error compensation; q4_0, q4_1, q5_0, q5_1, q8_0, or int4_g128 for the "
+                 "load-time scheme) or awq "
                  "(activation-aware scales, then round to nearest; any type, or int4_g128 for the load-time scheme); "
                  "TYPE w8a8_smooth is smoothquant's")
       ->capture_default_str();

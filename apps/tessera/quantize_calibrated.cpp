@@ -64,8 +64,35 @@ int layer_of(const std::string& name) {
   return std::atoi(name.c_str() + 4);
 }
 
+void int4_g128_round_trip(std::span<const float> w, int64_t rows, int64_t cols, std::span<float> out) {
+  std::vector<quant::GroupInt4> g(size_t(cols / quant::kGroupInt4));
+  for (int64_t r = 0; r < rows; ++r) {
+    quant::quantize_row_int4_g128(w.data() + r * cols, g.data(), cols);
+    quant::dequantize_row_int4_g128(g.data(), out.data() + r * cols, cols);
+  }
+}
+
+// GPTQ's grid and output type for tensor i, or nullopt where it rounds to nearest.
+struct GptqTarget {
+  quant::BlockGrid grid;
+  GgmlType out;
+};
+std::optional<GptqTarget> gptq_target(const GgufTensorInfo& t, GgmlType planned, bool int4_g128) {
+  if (t.ne.size() != 2) return std::nullopt;
+  // int4_g128 has no GGUF type: the values, on its grid, go out in a float type for the
+  // load-time scheme to quantize again (and recover GPTQ's codes).
+  if (int4_g128) {
+    if (t.ne[0] % quant::kGroupInt4 != 0) return std::nullopt;
+    return GptqTarget{quant::BlockGrid::int4_g128(), is_float(t.type) ? t.type : GgmlType::F16};
+  }
+  if (planned == t.type) return std::nullopt;
+  const std::optional<quant::BlockGrid> grid = quant::BlockGrid::of(planned);
+  if (!grid) return std::nullopt;  // the plan's planned fallbacks: round to nearest
+  return GptqTarget{*grid, planned};
+}
+
 std::map<std::string, CalibratedTensor> run_gptq(const GgufFile& in, const std::vector<GgmlType>& types,
-                                                 const CalibrationStats& stats, const CalibratedFlags& f) {
+                                                 const CalibrationStats& stats, const CalibratedFlags& f, bool int4_g128) {
   std::map<std::string, CalibratedTensor> out;
   // Q, K and V share one factor; a layer's are dropped when the next layer starts (each as
   // large as its input's Hessian).
@@ -80,9 +107,8 @@ std::map<std::string, CalibratedTensor> run_gptq(const GgufFile& in, const std::
   for (size_t i = 0; i < in.tensors().size(); ++i) {
     const GgufTensorInfo& t = in.tensors()[i];
     const auto st = stats.find(t.name);
-    if (types[i] == t.type || st == stats.end() || t.ne.size() != 2) continue;
-    const std::optional<quant::BlockGrid> grid = quant::BlockGrid::of(types[i]);
-    if (!grid) continue;  // the plan's planned fallbacks: round to nearest
+    const std::optional<GptqTarget> target = st == stats.end() ? std::nullopt : gptq_target(t, types[i], int4_g128);
+    if (!target) continue;
     if (layer_of(t.name) != layer) {
       end_layer();
       layer = layer_of(t.name);
@@ -93,12 +119,18 @@ std::map<std::string, CalibratedTensor> run_gptq(const GgufFile& in, const std::
     if (fit == factors.end()) fit = factors.emplace(&s, quant::gptq_factor(s.hessian, s.cols, f.damp, f.act_order)).first;
     const std::vector<float> w = floats(in, t);
     std::vector<float> q;
-    std::vector<uint8_t> bytes = quant::gptq_quantize(*grid, w, t.ne[1], t.ne[0], fit->second, &q);
-    const std::vector<float> rtn = quant::dequantize(types[i], quant::quantize(types[i], w), t.nelements);
+    std::vector<uint8_t> bytes = quant::gptq_quantize(target->grid, w, t.ne[1], t.ne[0], fit->second, &q);
+    std::vector<float> rtn(w.size());
+    if (int4_g128) {
+      int4_g128_round_trip(w, t.ne[1], t.ne[0], rtn);
+      bytes = quant::quantize(target->out, q);
+    } else {
+      rtn = quant::dequantize(types[i], quant::quantize(types[i], w), t.nelements);
+    }
     const double e = quant::layer_output_error(w, q, t.ne[1], t.ne[0], s.hessian);
     const double r = quant::layer_output_error(w, rtn, t.ne[1], t.ne[0], s.hessian);
     err_gptq += e, err_rtn += r, layer_gptq += e, layer_rtn += r;
-    out[t.name] = {types[i], std::move(bytes)};
+    out[t.name] = {target->out, std::move(bytes)};
   }
   end_layer();
   if (err_rtn > 0) {
@@ -114,13 +146,6 @@ quant::RoundTrip ggml_round_trip(GgmlType type) {
   };
 }
 
-void int4_g128_round_trip(std::span<const float> w, int64_t rows, int64_t cols, std::span<float> out) {
-  std::vector<quant::GroupInt4> g(size_t(cols / quant::kGroupInt4));
-  for (int64_t r = 0; r < rows; ++r) {
-    quant::quantize_row_int4_g128(w.data() + r * cols, g.data(), cols);
-    quant::dequantize_row_int4_g128(g.data(), out.data() + r * cols, cols);
-  }
-}
 
 // The tensors a channel scaling reads or scales (channel_scales.h), as f32, and each one's
 // index in the file; `n_layer` gets the layer count they span.
@@ -246,12 +271,12 @@ std::map<std::string, CalibratedTensor> run_smoothquant(const GgufFile& in, cons
 }  // namespace
 
 std::map<std::string, CalibratedTensor> quantize_calibrated(const GgufFile& in, const std::vector<GgmlType>& types,
-                                                            const CalibratedFlags& f, bool awq_int4_g128) {
+                                                            const CalibratedFlags& f, bool int4_g128) {
   if (f.method != "gptq" && f.method != "awq" && f.method != "smoothquant") {
     throw Error("--method must be rtn, gptq, awq or smoothquant, not '" + f.method + "'");
   }
   if (f.calib.empty()) throw Error("--method " + f.method + " needs a calibration text: --calib FILE");
-  if (f.method == "gptq") {
+  if (f.method == "gptq" && !int4_g128) {
     for (size_t i = 0; i < types.size(); ++i) {
       const GgmlType to = types[i];
       if (to != in.tensors()[i].type && !is_float(to) && !quant::BlockGrid::of(to)) {
@@ -262,7 +287,7 @@ std::map<std::string, CalibratedTensor> quantize_calibrated(const GgufFile& in, 
   }
   const CalibrationStats stats = calibration_stats(in, f, /*hessian=*/f.method != "smoothquant");
   if (f.method == "smoothquant") return run_smoothquant(in, types, stats, f);
-  return f.method == "gptq" ? run_gptq(in, types, stats, f) : run_awq(in, types, stats, f, awq_int4_g128);
+  return f.method == "gptq" ? run_gptq(in, types, stats, f, int4_g128) : run_awq(in, types, stats, f, int4_g128);
 }
 
 }  // namespace tsr::app

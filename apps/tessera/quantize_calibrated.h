@@ -43,10 +43,11 @@ struct CalibratedTensor {
 };
 
 // The tensors of `in` the method wrote, by name; `types` is the plan (the type each tensor
-// is written in). `awq_int4_g128`: AWQ searches for the load-time `int4_g128` scheme and the
-// weights stay in their stored float type, scaled, as SmoothQuant's always do. Tensors not returned are converted as
+// is written in). `int4_g128`: for the load-time `int4_g128` scheme, the weights stay in their
+// stored float type: AWQ's scaled (as SmoothQuant's always are), GPTQ's on the scheme's grid,
+// so that its quantizer recovers GPTQ's codes. Tensors not returned are converted as
 // round-to-nearest converts them. Throws tsr::Error naming what does not fit the method.
 std::map<std::string, CalibratedTensor> quantize_calibrated(const GgufFile& in, const std::vector<GgmlType>& types,
-                                                            const CalibratedFlags& f, bool awq_int4_g128);
+                                                            const CalibratedFlags& f, bool int4_g128);
 
 }  // namespace tsr::app

@@ -7,12 +7,16 @@
 
 #include "quant_formats/float_convert.h"
 #include "quant_formats/ggml_blocks.h"
+#include "quant_formats/int4_g128.h"
 
 namespace tsr::quant {
 
 namespace {
 
 bool asymmetric(GgmlType t) { return t == GgmlType::Q4_1 || t == GgmlType::Q5_1; }
+
+// int4_g128's rounding to a code (its clamp_nibble).
+float nibble(float v) { return v > 0.0f ? std::min(std::nearbyint(v), 15.0f) : 0.0f; }
 
 // The signed value of largest magnitude, the first one on ties (ggml's loop).
 float signed_max(const float* x) {
@@ -49,9 +53,21 @@ std::optional<BlockGrid> BlockGrid::of(GgmlType type) {
   }
 }
 
+BlockGrid BlockGrid::int4_g128() { return BlockGrid(GgmlType::F32, 0, 0, 15, int(kGroupInt4)); }
+
 BlockFit BlockGrid::fit(const float* x) const {
   BlockFit f;
   float d = 0;
+  if (is_int4_g128()) {
+    // quantize_row_int4_g128's fit: the range widened to include 0, z the code of 0.
+    float lo = 0.0f, hi = 0.0f;
+    for (int j = 0; j < block_; ++j) lo = std::min(lo, x[j]), hi = std::max(hi, x[j]);
+    f.d16 = f32_to_f16((hi - lo) / 15.0f);
+    f.d = f16_to_f32(f.d16);
+    f.id = f.d != 0.0f ? 1.0f / f.d : 0.0f;
+    f.z = int(nibble(-lo * f.id));
+    return f;
+  }
   if (asymmetric(type_)) {
     float min = std::numeric_limits<float>::max(), max = -std::numeric_limits<float>::max();
     for (int j = 0; j < kGridBlock; ++j) min = std::min(min, x[j]), max = std::max(max, x[j]);
@@ -78,6 +94,7 @@ int BlockGrid::code(float x, const BlockFit& f) const {
   // ggml's expressions; floor stands for its truncation toward zero, which agrees wherever
   // ggml's own argument is non-negative (always, for values inside the fitted range).
   float q = 0;
+  if (is_int4_g128()) return int(nibble(x * f.id + float(f.z)));
   if (asymmetric(type_)) {
     q = std::floor((x - f.min) * f.id + 0.5f);
   } else if (type_ == GgmlType::Q8_0) {

@@ -98,11 +98,71 @@ GptqFactor gptq_factor(std::span<const float> hessian, int64_t n, double damp, b
   }
 }
 
+namespace {
+
+// The fits of every row's blocks, and for int4_g128 each block's pinned codes: the block's
+// smallest and largest value at fit time keep codes 0 and 15 whatever the updates do, so the
+// decoded block spans its fitted range and the scheme's quantizer, run again on the values
+// GPTQ writes, finds the same grid and the same codes.
+class BlockFits {
+ public:
+  BlockFits(const BlockGrid& grid, int64_t rows, int64_t n_blocks)
+      : grid_(grid), n_blocks_(n_blocks), fits_(size_t(rows * n_blocks)),
+        pins_(grid.is_int4_g128() ? size_t(rows * n_blocks) : 0) {}
+
+  void fit(int64_t r, int64_t b, const float* x) {
+    const size_t k = size_t(r * n_blocks_ + b);
+    fits_[k] = grid_.fit(x);
+    if (pins_.empty()) return;
+    const auto [lo, hi] = std::minmax_element(x, x + grid_.block());
+    // Code 0 matters only where the range reaches below 0 (z > 0), 15 where above (z < 15).
+    pins_[k] = {fits_[k].z > 0 ? int(lo - x) : -1, fits_[k].z < 15 ? int(hi - x) : -1};
+  }
+  const BlockFit& at(int64_t r, int64_t b) const { return fits_[size_t(r * n_blocks_ + b)]; }
+  // The code of x at offset j of block b of row r.
+  int code(int64_t r, int64_t b, int64_t j, float x) const {
+    if (!pins_.empty()) {
+      const Pins& p = pins_[size_t(r * n_blocks_ + b)];
+      if (j == p.lo) return 0;
+      if (j == p.hi) return 15;
+    }
+    return grid_.code(x, at(r, b));
+  }
+
+ private:
+  struct Pins {
+    int lo = -1, hi = -1;
+  };
+  const BlockGrid& grid_;
+  int64_t n_blocks_;
+  std::vector<BlockFit> fits_;
+  std::vector<Pins> pins_;
+};
+
+// The GGUF blocks of the codes.
+std::vector<uint8_t> write_blocks(const BlockGrid& grid, const BlockFits& fits, const std::vector<int16_t>& codes,
+                                  int64_t rows, int64_t cols) {
+  const int64_t n_blocks = cols / kGridBlock;
+  const auto traits = ggml_type_traits(static_cast<uint32_t>(grid.type()));
+  std::vector<uint8_t> out(size_t(rows * n_blocks) * traits->block_bytes);
+  int block_codes[kGridBlock];
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      for (int j = 0; j < kGridBlock; ++j) block_codes[j] = codes[size_t(r * cols + b * kGridBlock + j)];
+      grid.write(fits.at(r, b), block_codes, &out[size_t((r * n_blocks + b) * traits->block_bytes)]);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<uint8_t> gptq_quantize(const BlockGrid& grid, std::span<const float> w, int64_t rows, int64_t cols,
                                    const GptqFactor& factor, std::vector<float>* quantized) {
-  if (factor.cols != cols || cols % kGridBlock != 0 || w.size() != size_t(rows * cols)) {
+  const int64_t gb = grid.block();
+  if (factor.cols != cols || cols % gb != 0 || w.size() != size_t(rows * cols)) {
     throw Error(fmt::format("gptq: a [{}, {}] weight does not fit a factor of {} columns in blocks of {}", rows, cols,
-                            factor.cols, kGridBlock));
+                            factor.cols, gb));
   }
   if (!std::all_of(w.begin(), w.end(), [](float v) { return std::isfinite(v); })) {
     throw Error("gptq: the weight holds NaN or infinity");
@@ -115,19 +175,19 @@ std::vector<uint8_t> gptq_quantize(const BlockGrid& grid, std::span<const float>
     const int64_t c = col(p);
     for (int64_t r = 0; r < rows; ++r) wt[size_t(p * rows + r)] = factor.dead[c] ? 0.0f : w[size_t(r * cols + c)];
   }
-  const int64_t n_blocks = cols / kGridBlock;
-  std::vector<BlockFit> fits(size_t(rows * n_blocks));
-  std::vector<float> group(kGridBlock);
+  const int64_t n_blocks = cols / gb;
+  BlockFits fits(grid, rows, n_blocks);
+  std::vector<float> group(static_cast<size_t>(gb));
   // Act-order fits every block before any update, from the weights as given.
   const bool static_groups = !factor.order.empty();
   if (static_groups) {
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t b = 0; b < n_blocks; ++b) {
-        for (int64_t j = 0; j < kGridBlock; ++j) {
-          const int64_t c = b * kGridBlock + j;
+        for (int64_t j = 0; j < gb; ++j) {
+          const int64_t c = b * gb + j;
           group[size_t(j)] = factor.dead[c] ? 0.0f : w[size_t(r * cols + c)];
         }
-        fits[size_t(r * n_blocks + b)] = grid.fit(group.data());
+        fits.fit(r, b, group.data());
       }
     }
   }
@@ -140,19 +200,18 @@ std::vector<uint8_t> gptq_quantize(const BlockGrid& grid, std::span<const float>
     const int64_t b1 = std::min(cols, b0 + kLazy);
     for (int64_t i = b0; i < b1; ++i) {
       float* cur = &wt[size_t(i * rows)];
-      if (!static_groups && i % kGridBlock == 0) {
+      if (!static_groups && i % gb == 0) {
         for (int64_t r = 0; r < rows; ++r) {
-          for (int64_t j = 0; j < kGridBlock; ++j) group[size_t(j)] = wt[size_t((i + j) * rows + r)];
-          fits[size_t(r * n_blocks + i / kGridBlock)] = grid.fit(group.data());
+          for (int64_t j = 0; j < gb; ++j) group[size_t(j)] = wt[size_t((i + j) * rows + r)];
+          fits.fit(r, i / gb, group.data());
         }
       }
       const int64_t c = col(i);
       const float d = u[i * cols + i];
       float* e = &err[size_t((i - b0) * rows)];
       for (int64_t r = 0; r < rows; ++r) {
-        const BlockFit& fit = fits[size_t(r * n_blocks + c / kGridBlock)];
-        const int q = grid.code(cur[r], fit);
-        const float v = grid.value(q, fit);
+        const int q = fits.code(r, c / gb, c % gb, cur[r]);
+        const float v = grid.value(q, fits.at(r, c / gb));
         codes[size_t(r * cols + c)] = static_cast<int16_t>(q);
         if (quantized) values[size_t(r * cols + c)] = v;
         e[r] = (cur[r] - v) / d;
@@ -167,17 +226,8 @@ std::vector<uint8_t> gptq_quantize(const BlockGrid& grid, std::span<const float>
     sgemm('T', 'N', cols - b1, rows, b1 - b0, -1.0f, u + b0 * cols + b1, cols, err.data(), rows, 1.0f,
           &wt[size_t(b1 * rows)], rows);
   }
-  const auto traits = ggml_type_traits(static_cast<uint32_t>(grid.type()));
-  std::vector<uint8_t> out(size_t(rows * n_blocks) * traits->block_bytes);
-  int block_codes[kGridBlock];
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      for (int j = 0; j < kGridBlock; ++j) block_codes[j] = codes[size_t(r * cols + b * kGridBlock + j)];
-      grid.write(fits[size_t(r * n_blocks + b)], block_codes, &out[size_t((r * n_blocks + b) * traits->block_bytes)]);
-    }
-  }
   if (quantized) *quantized = std::move(values);
-  return out;
+  return grid.is_int4_g128() ? std::vector<uint8_t>{} : write_blocks(grid, fits, codes, rows, cols);
 }
 
 }  // namespace tsr::quant

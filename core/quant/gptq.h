@@ -5,7 +5,8 @@
 // the layer's outputs on those inputs move as little as possible. Lazy batch updates: the
 // error of a block of 128 columns reaches the later columns in one matrix product. The
 // grid is GGUF's (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0), fitted per block of 32 as ggml fits it when
-// GPTQ reaches the block's first column, so the bytes load in llama.cpp unchanged.
+// GPTQ reaches the block's first column, so the bytes load in llama.cpp unchanged; or the
+// load-time int4_g128 scheme's, per group of 128.
 // Act-order (the reference implementation's desc_act): columns are quantized in order of
 // decreasing H_ii, the inputs that carry the most energy first while the most columns
 // remain to absorb their error; the blocks' grids are then fitted before any update, from
@@ -39,7 +40,9 @@ struct GptqFactor {
 GptqFactor gptq_factor(std::span<const float> hessian, int64_t cols, double damp = 0.01, bool act_order = false);
 
 // The [rows, cols] row-major matrix `w` (finite) quantized to `grid`'s type; cols a multiple
-// of 32. `quantized` (can be NULL) receives the decoded values.
+// of grid.block(). `quantized` (can be NULL) receives the decoded values. For the int4_g128
+// grid, which has no GGUF type, nothing is returned: the decoded values are the result
+// (written in a float type, the scheme's quantizer recovers the same codes from them).
 std::vector<uint8_t> gptq_quantize(const BlockGrid& grid, std::span<const float> w, int64_t rows, int64_t cols,
                                    const GptqFactor& factor, std::vector<float>* quantized = nullptr);
 

@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "core/quant/layer_error.h"
 #include "core/quant/quant.h"
+#include "quant_formats/int4_g128.h"
 
 namespace tsr::quant {
 namespace {
@@ -110,6 +111,32 @@ TEST(Gptq, ActOrderQuantizesTheLargestInputsFirst) {
     EXPECT_EQ(dequantize(t, bytes, rows * cols), q_act);
     const double e = layer_output_error(w, q, rows, cols, h), e_act = layer_output_error(w, q_act, rows, cols, h);
     EXPECT_LT(e_act, 0.7 * e) << ggml_type_traits(uint32_t(t))->name << ": " << e_act << " vs " << e;
+  }
+}
+
+// The int4_g128 grid (groups of 128 with a scale and zero point): GPTQ's values, quantized
+// again by the load-time scheme, decode to themselves (each group keeps codes 0 and 15 where
+// its range reaches them), and they move the outputs less than the scheme's own rounding.
+TEST(Gptq, Int4G128ValuesSurviveTheSchemesQuantizer) {
+  const int64_t rows = 48, cols = 256;
+  const std::vector<float> w = gaussian(size_t(rows * cols), 11, 0.05f);
+  const std::vector<float> h = correlated_hessian(cols, 1024, 5);
+  const BlockGrid grid = BlockGrid::int4_g128();
+  for (const bool act_order : {false, true}) {
+    SCOPED_TRACE(act_order);
+    std::vector<float> q;
+    EXPECT_TRUE(gptq_quantize(grid, w, rows, cols, gptq_factor(h, cols, 0.01, act_order), &q).empty());
+    std::vector<GroupInt4> g(size_t(rows * cols / kGroupInt4));
+    quantize_row_int4_g128(q.data(), g.data(), rows * cols);
+    std::vector<float> again(q.size());
+    dequantize_row_int4_g128(g.data(), again.data(), rows * cols);
+    EXPECT_EQ(again, q);
+    std::vector<GroupInt4> r(g.size());
+    std::vector<float> rtn(w.size());
+    quantize_row_int4_g128(w.data(), r.data(), rows * cols);
+    dequantize_row_int4_g128(r.data(), rtn.data(), rows * cols);
+    const double e = layer_output_error(w, q, rows, cols, h), e_rtn = layer_output_error(w, rtn, rows, cols, h);
+    EXPECT_LT(e, 0.8 * e_rtn) << e << " vs " << e_rtn;
   }
 }
 
