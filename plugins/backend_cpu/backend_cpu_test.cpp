@@ -482,6 +482,30 @@ TEST(CpuKquantMatmul, MatchesTheDequantizedWeightsAtEveryBatchSize) {
   }
 }
 
+// The prefill GEMM reads each weight as ggml's dequantizer gives it, rounded to bf16, at
+// every kernel level (AVX-512 decodes Q4_K and Q6_K rows 16 lanes at a time): rows of x
+// that are unit vectors pick single weights out of the product exactly.
+TEST(CpuKquantMatmul, PrefillDecodesEveryWeightAsGgml) {
+  if (!tsr::sdk::cpu_has_bf16()) GTEST_SKIP() << "no AVX-512 BF16: prefill takes the integer kernels";
+  for (const KquantCodec& c : kquant_codecs()) {
+    SCOPED_TRACE(dtype_name(c.dtype));
+    const int64_t k = 512, m = 9;
+    const Weights w = encode_kquant(c, random_floats(static_cast<size_t>(m * k), 77, -3, 3));
+    std::vector<float> x(static_cast<size_t>(k * k), 0.0f);
+    for (int64_t r = 0; r < k; ++r) x[size_t(r * k + r)] = 1.0f;
+    const DevTensor dx = upload(x, TSR_DTYPE_F32, {k, k});
+    const DevTensor dw = upload(w.bytes, c.dtype, {m, k});
+    const DevTensor out = make_tensor(TSR_DTYPE_F32, {k, m});
+    backend().matmul(matmul_params(out, dx, dw));
+    const std::vector<float> got = out.floats();
+    int64_t wrong = 0;
+    for (int64_t r = 0; r < k; ++r) {
+      for (int64_t j = 0; j < m; ++j) wrong += got[size_t(r * m + j)] != float(round_bf16(w.value[size_t(j * k + r)]));
+    }
+    EXPECT_EQ(wrong, 0);
+  }
+}
+
 TEST(CpuKquantMatmul, EmbeddingRowsDecodeAsGgml) {
   for (const KquantCodec& c : kquant_codecs()) {
     SCOPED_TRACE(dtype_name(c.dtype));

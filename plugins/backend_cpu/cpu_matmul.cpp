@@ -17,6 +17,7 @@
 #include "cpu_ops.h"
 #include "cpu_packed_matmul.h"
 #include "cpu_quant_matmul.h"
+#include "cpu_row_decode.h"
 #include "cpu_simd.h"
 #include "cpu_tensor.h"
 #include "tessera/quant.h"
@@ -99,12 +100,6 @@ void gemm_onednn(OpContext& ctx, const Matrix& out, const Matrix& x, const Matri
                   w.row_stride / 4, reinterpret_cast<float*>(out.data), out.row_stride / 4);
 }
 
-uint16_t to_bf16(float f) {  // round to nearest even; inputs are finite activations
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof(bits));
-  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-
 // Prefill against quantized or 16-bit weights: weight rows are decoded in chunks into a
 // dense scratch matrix and multiplied by oneDNN's GEMM. Quantized weights (Q8_0, Q4_0)
 // and BF16 go through bf16 (the AVX-512 BF16 GEMM doubles f32's throughput, and the
@@ -122,9 +117,7 @@ void gemm_decoded(OpContext& ctx, const Matrix& out, const Matrix& x, int64_t w_
     c.x_bf16.resize(size_t(x.rows * k));
     c.w_bf16.resize(size_t(chunk * k));
 #pragma omp parallel for num_threads(ctx.n_threads)
-    for (int64_t r = 0; r < x.rows; ++r) {
-      for (int64_t i = 0; i < k; ++i) c.x_bf16[size_t(r * k + i)] = to_bf16(x.row<float>(r)[i]);
-    }
+    for (int64_t r = 0; r < x.rows; ++r) f32_to_bf16_rne(x.row<float>(r), &c.x_bf16[size_t(r * k)], k);
   } else {
     c.w_f32.resize(size_t(chunk * k));
   }
@@ -140,7 +133,7 @@ void gemm_decoded(OpContext& ctx, const Matrix& out, const Matrix& x, int64_t w_
           continue;
         }
         decode_row(j0 + j, tmp.data());
-        for (int64_t i = 0; i < k; ++i) c.w_bf16[size_t(j * k + i)] = to_bf16(tmp[i]);
+        f32_to_bf16_rne(tmp.data(), &c.w_bf16[size_t(j * k)], k);
       }
     }
     float* dst = out.row<float>(0) + j0;
@@ -210,8 +203,9 @@ void op_matmul(OpContext& ctx, const tsr_matmul_params& p) {
     gemm_onednn(ctx, out, x, w);
   } else if (w.dtype != TSR_DTYPE_F32 && io_aligned && (w.dtype == TSR_DTYPE_F16 || sdk::cpu_has_bf16()) &&
              x.rows >= (w.dtype == TSR_DTYPE_BF16 ? kGemmMinRows : kDecodedGemmMinRows)) {
-    gemm_decoded(ctx, out, x, w.rows, w.dtype != TSR_DTYPE_F16,
-                 [&](int64_t j, float* dst) { row_to_f32(w.dtype, w.row<uint8_t>(j), dst, w.cols); });
+    gemm_decoded(ctx, out, x, w.rows, w.dtype != TSR_DTYPE_F16, [&](int64_t j, float* dst) {
+      if (!decode_row_avx512(w.dtype, w.row<uint8_t>(j), dst, w.cols)) row_to_f32(w.dtype, w.row<uint8_t>(j), dst, w.cols);
+    });
   } else if (quant_matmul_supported(w.dtype)) {
     quant_matmul(ctx, out, x, w);
   } else if (kquant_matmul_supported(w.dtype)) {
