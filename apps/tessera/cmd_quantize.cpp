@@ -1,7 +1,7 @@
 // `tessera quantize IN OUT TYPE`: a tensor type converts every weight matrix (and MoE expert
 // stack) whose rows fill whole blocks of TYPE (like `llama-quantize --pure`: one type for all
-// of them) and keeps the rest as stored; a mix (q4_k_m, q5_k_m, q6_k) gives each tensor the type llama-quantize's
-// file type would (core/quant/quant_mix.h). Copies the metadata and says what it converted.
+// of them) and keeps the rest as stored; a mix (q4_k_m, q5_k_m, q6_k) gives each tensor the
+// type llama-quantize's file type would (core/quant/quant_mix.h). Copies the metadata and says what it converted.
 // `--method gptq|awq --calib TEXT` calibrates on a text first (quantize_calibrated.h), as
 // TYPE w8a8_smooth (SmoothQuant) does. `--imatrix FILE` quantizes each weight under its
 // importance matrix entry (llama.cpp's file, core/quant/imatrix.h), as llama-quantize does.
