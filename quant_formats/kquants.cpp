@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstring>
 #include <iterator>
+#include <limits>
+
+#include <immintrin.h>
 
 #include "quant_formats/float_convert.h"
 #include "quant_formats/kquant_search.h"
@@ -368,6 +371,49 @@ void quantize_row_q8_k_ref(const float* x, BlockQ8_K* y, int64_t k) {
     }
     b.d = 1 / iscale;
   }
+}
+
+namespace {
+
+// quantize_row_q8_k_ref on one block in vectors: the same scale (-127 over the first value
+// of largest magnitude) and round-to-nearest-even products (vcvtps2dq under the default
+// rounding, as nearbyint), so the same bytes. A block holding a NaN or an infinity, or
+// only zeros, goes to the reference, whatever it makes of them.
+__attribute__((target("avx512f,avx512dq")))
+void quantize_block_q8_k_avx512(const float* x, BlockQ8_K* y) {
+  const __m512 inf = _mm512_set1_ps(std::numeric_limits<float>::infinity());
+  __m512 v[16], amax = _mm512_setzero_ps();
+  __mmask16 non_finite = 0;
+  for (int i = 0; i < 16; ++i) {
+    v[i] = _mm512_loadu_ps(x + 16 * i);
+    non_finite |= _mm512_cmp_ps_mask(_mm512_abs_ps(v[i]), inf, _CMP_NLT_UQ);
+    amax = _mm512_max_ps(amax, _mm512_abs_ps(v[i]));
+  }
+  const float m = _mm512_reduce_max_ps(amax);
+  if (non_finite != 0 || m == 0) return quantize_row_q8_k_ref(x, y, kQK_K);
+  float max = 0;
+  for (int i = 0; i < 16; ++i) {
+    const __mmask16 at = _mm512_cmp_ps_mask(_mm512_abs_ps(v[i]), _mm512_set1_ps(m), _CMP_EQ_OQ);
+    if (at != 0) {
+      max = x[16 * i + __builtin_ctz(at)];
+      break;
+    }
+  }
+  const float iscale = -127.f / max;
+  for (int i = 0; i < 16; ++i) {
+    const __m512i q = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v[i], _mm512_set1_ps(iscale))), _mm512_set1_epi32(127));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y->qs + 16 * i), _mm512_cvtepi32_epi8(q));
+    y->bsums[i] = static_cast<int16_t>(_mm512_reduce_add_epi32(q));
+  }
+  y->d = 1 / iscale;
+}
+
+}  // namespace
+
+void quantize_row_q8_k(const float* x, BlockQ8_K* y, int64_t k) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+  if (!avx512) return quantize_row_q8_k_ref(x, y, k);
+  for (int64_t i = 0; i < k / kQK_K; ++i) quantize_block_q8_k_avx512(x + i * kQK_K, y + i);
 }
 
 void dequantize_row_q2_k(const BlockQ2_K* x, float* y, int64_t k) {

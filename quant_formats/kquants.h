@@ -83,6 +83,8 @@ void quantize_row_q4_k_ref(const float* x, BlockQ4_K* y, int64_t k);
 void quantize_row_q5_k_ref(const float* x, BlockQ5_K* y, int64_t k);
 void quantize_row_q6_k_ref(const float* x, BlockQ6_K* y, int64_t k);
 void quantize_row_q8_k_ref(const float* x, BlockQ8_K* y, int64_t k);
+// The same bytes, in AVX-512 vectors where the CPU has them (activations of every prefill).
+void quantize_row_q8_k(const float* x, BlockQ8_K* y, int64_t k);
 
 // The quantizers under an importance matrix, as llama-quantize --imatrix runs them
 // (ggml-quants.c's quantize_row_q*_K_impl): one row of `n_per_row` elements (a multiple of

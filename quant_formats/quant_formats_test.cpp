@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "quant_formats/fp8_e4m3.h"
@@ -242,6 +244,30 @@ TEST(Kquants, ImatrixBytesEqualGgmlsWeightedQuantizers) {
   EXPECT_EQ(weighted_digest<BlockQ6_K>(quantize_row_q6_k_imatrix, 256), 0xad482e34149c86daull);
   EXPECT_EQ(weighted_digest<BlockIQ4_NL>(quantize_row_iq4_nl_imatrix, 32), 0x5805baeeaa75774full);
   EXPECT_EQ(weighted_digest<BlockIQ4_XS>(quantize_row_iq4_xs_imatrix, 256), 0x22f672085469cc63ull);
+}
+
+// The vectorized Q8_K quantizer (every K-quant prefill's activations) writes the
+// reference's bytes: gaussian blocks, blocks of exact halves (round to even), a negative
+// extreme, +a before -a and -a before +a (the first one sets the sign), and the blocks the
+// reference handles itself (zeros, a NaN, an infinity).
+TEST(Kquants, Q8KVectorQuantizerWritesTheReferenceBytes) {
+  std::vector<float> x = gaussian(256 * 12, 9);
+  for (int i = 0; i < 256; ++i) x[256 + i] = 0.5f * float(i % 64 - 32);  // max -16: products ±k.5
+  x[512 + 7] = -40.0f;
+  x[768 + 3] = 40.0f, x[768 + 9] = -40.0f;
+  x[1024 + 3] = -40.0f, x[1024 + 200] = 40.0f;
+  std::fill(x.begin() + 1280, x.begin() + 1536, 0.0f);
+  x[1536 + 17] = std::numeric_limits<float>::quiet_NaN();
+  x[1792 + 255] = -std::numeric_limits<float>::infinity();
+  std::vector<BlockQ8_K> ref(x.size() / 256), got(ref.size());
+  quantize_row_q8_k_ref(x.data(), ref.data(), int64_t(x.size()));
+  quantize_row_q8_k(x.data(), got.data(), int64_t(x.size()));
+  for (size_t b = 0; b < ref.size(); ++b) {
+    SCOPED_TRACE("block " + std::to_string(b));
+    EXPECT_EQ(0, std::memcmp(ref[b].qs, got[b].qs, sizeof(ref[b].qs)));
+    EXPECT_EQ(0, std::memcmp(ref[b].bsums, got[b].bsums, sizeof(ref[b].bsums)));
+    EXPECT_EQ(0, std::memcmp(&ref[b].d, &got[b].d, sizeof(float)));
+  }
 }
 
 // Each format's dequantized values stay within its resolution of the input: the error of

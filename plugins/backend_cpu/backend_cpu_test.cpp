@@ -525,11 +525,12 @@ TEST(CpuKquantMatmul, EmbeddingRowsDecodeAsGgml) {
 
 // ---- packed weights (ABI 1.3 weight_pack) ----
 
-// Packing needs AVX2 for Q8_0 and Q4_0, AVX-512 VNNI for F16 (the CPU's, and
-// TESSERA_CPU_MAX_ISA's leave).
+// Packing needs AVX2 for Q8_0 and Q4_0, AVX-512 VNNI for F16, Q4_K and Q6_K (the CPU's,
+// and TESSERA_CPU_MAX_ISA's leave).
 bool packs_here(tsr_dtype dtype) {
   using tsr::sdk::CpuIsa;
-  return tsr::sdk::cpu_isa_at_least(dtype == TSR_DTYPE_F16 ? CpuIsa::avx512_vnni : CpuIsa::avx2);
+  const bool vnni = dtype == TSR_DTYPE_F16 || dtype == TSR_DTYPE_Q4_K || dtype == TSR_DTYPE_Q6_K;
+  return tsr::sdk::cpu_isa_at_least(vnni ? CpuIsa::avx512_vnni : CpuIsa::avx2);
 }
 
 // Q8_0, Q4_0 and F16 weights with rows in whole groups of 16 are packed; every batch size
@@ -563,6 +564,40 @@ TEST(CpuPackedWeights, MatmulEqualsTheStoredWeightsAtEveryBatchSize) {
         backend().matmul(p);
         const std::vector<float> xr = dtype == TSR_DTYPE_F16 ? x : quantize_activations(x, k);
         EXPECT_LT(norm_err(out.floats(), ref_matmul(xr, w.value, n, k, m)), kTol);
+      }
+    }
+  }
+}
+
+// Q4_K and Q6_K (what Q4_K_M files hold) pack too: every batch size gives the dot
+// products of Q8_K activations with the dequantized weights, as llama.cpp's (prefill
+// included: no bf16 GEMM for a packed weight), and a row of x gets the same bits whatever
+// the batch beside it (the kernels sum each row in one order).
+TEST(CpuPackedWeights, KquantMatmulIsQ8KDotsAtEveryBatchSize) {
+  uint32_t seed = 740;
+  for (const KquantCodec& c : kquant_codecs()) {
+    if ((c.dtype != TSR_DTYPE_Q4_K && c.dtype != TSR_DTYPE_Q6_K) || !packs_here(c.dtype)) continue;
+    for (const auto& [m, k] : {std::pair<int64_t, int64_t>{16, 256}, {48, 512}, {32, 2048}}) {
+      const Weights w = encode_kquant(c, random_floats(static_cast<size_t>(m * k), ++seed, -3, 3));
+      const DevTensor dw = upload(w.bytes, c.dtype, {m, k});
+      tsr_tensor packed{};
+      const std::unique_ptr<BackendBuffer> buffer = backend().pack_weight(*dw.get(), &packed);
+      ASSERT_NE(buffer, nullptr) << dtype_name(c.dtype) << " " << m << "x" << k << " not packed";
+      const std::vector<float> x = random_floats(static_cast<size_t>(150 * k), ++seed);
+      std::vector<float> first_rows;
+      for (const int64_t n : {1, 3, 8, 9, 16, 17, 70, 150}) {
+        SCOPED_TRACE(std::string(dtype_name(c.dtype)) + " m=" + std::to_string(m) + " k=" +
+                     std::to_string(k) + " n=" + std::to_string(n));
+        const std::vector<float> xn(x.begin(), x.begin() + n * k);
+        const DevTensor dx = upload(xn, TSR_DTYPE_F32, {n, k});
+        const DevTensor out = make_tensor(TSR_DTYPE_F32, {n, m});
+        tsr_matmul_params p = matmul_params(out, dx, dw);
+        p.w = &packed;
+        backend().matmul(p);
+        const std::vector<float> got = out.floats();
+        EXPECT_LT(norm_err(got, ref_matmul(kquant_activations(c.dtype, xn, k), w.value, n, k, m)), kTol);
+        if (first_rows.empty()) first_rows = got;
+        EXPECT_EQ(0, std::memcmp(first_rows.data(), got.data(), size_t(m) * sizeof(float))) << "row 0 moved with the batch";
       }
     }
   }

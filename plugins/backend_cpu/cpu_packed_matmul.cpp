@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cpu_dtype.h"
+#include "cpu_packed_kquant.h"
 #include "cpu_simd.h"
 #include "tessera/sdk/status.hpp"
 
@@ -49,6 +50,7 @@ constexpr int64_t kPrefetchBytes = 4096;
 constexpr int64_t block_bytes(tsr_dtype d) { return 32 + (d == TSR_DTYPE_Q8_0 ? 512 : 256); }
 
 int64_t group_bytes(tsr_dtype d, int64_t cols) {
+  if (is_packed_kquant(d)) return kquant_group_bytes(d, cols);
   return d == TSR_DTYPE_F16 ? cols * kGroupRows * 2 : cols / kQBlock * block_bytes(d);
 }
 
@@ -289,11 +291,12 @@ void group_rows_f16(const uint8_t* group, const float* xt, int64_t cols, const M
 
 bool packs(tsr_dtype dtype) {
   if (dtype == TSR_DTYPE_Q8_0 || dtype == TSR_DTYPE_Q4_0) return has_avx2();
-  return dtype == TSR_DTYPE_F16 && has_vnni();
+  return (dtype == TSR_DTYPE_F16 || is_packed_kquant(dtype)) && has_vnni();
 }
 
 uint64_t packed_size(const Matrix& w) {
-  if (!packs(w.dtype) || w.rows % kGroupRows != 0 || (w.dtype != TSR_DTYPE_F16 && w.cols % kQBlock != 0)) return 0;
+  const int64_t block = is_packed_kquant(w.dtype) ? 256 : w.dtype == TSR_DTYPE_F16 ? 1 : kQBlock;
+  if (!packs(w.dtype) || w.rows % kGroupRows != 0 || w.cols % block != 0) return 0;
   return sizeof(PackedHeader) + uint64_t(w.rows / kGroupRows) * uint64_t(group_bytes(w.dtype, w.cols));
 }
 
@@ -304,6 +307,10 @@ void pack_weight(OpContext& ctx, const Matrix& w, uint8_t* dst) {
   uint8_t* groups = dst + sizeof(PackedHeader);
 #pragma omp parallel for num_threads(ctx.n_threads)
   for (int64_t g = 0; g < w.rows / kGroupRows; ++g) {
+    if (is_packed_kquant(w.dtype)) {
+      pack_kquant_group(w, g, groups + g * group_bytes(w.dtype, w.cols));
+      continue;
+    }
     if (w.dtype == TSR_DTYPE_F16) {
       auto* out = reinterpret_cast<uint16_t*>(groups + g * group_bytes(w.dtype, w.cols));
       for (int r = 0; r < kGroupRows; ++r) {
@@ -381,6 +388,13 @@ void packed_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const Pac
       dispatch_rows<kRowsPerCall>(nr, [&](auto n) {
         group_rows_f16<decltype(n)::value>(group, xt.tile(r0), w.cols, out, r0, g * kGroupRows);
       });
+    });
+  }
+  if (is_packed_kquant(w.dtype)) {
+    KquantX xq;
+    quantize_kquant_x(ctx, w.dtype, x, xq);
+    return for_chunks_and_groups(ctx, x, w, [&](const uint8_t* group, int64_t g, int64_t r0, int nr) {
+      kquant_group_pass(w.dtype, group, xq, r0, nr, out, g * kGroupRows);
     });
   }
   // The VNNI kernels take Q8_0 as w + 128 (u8), whose share x.init removes; the AVX2
