@@ -535,7 +535,8 @@ class LlamaModel::Loader {
 
   // The [n_expert, rows, cols] weights of a layer's experts (GGUF ne = {cols, rows,
   // n_expert}), for matmul_id: read in place, or converted to the quant scheme as one
-  // [n_expert * rows, cols] matrix. Not packed: weight_pack is matmul's.
+  // [n_expert * rows, cols] matrix; then in the backend's own layout where it packs
+  // experts (ABI 2.5 weight_pack).
   tsr_tensor experts(const std::string& name, int64_t rows, int64_t cols) {
     const GgufTensorInfo& t = info(name);
     const int64_t n_expert = m_.hparams_.n_expert;
@@ -544,10 +545,11 @@ class LlamaModel::Loader {
                   std::to_string(rows) + " x " + std::to_string(n_expert) + ")");
     }
     tsr_tensor flat{};
+    std::unique_ptr<BackendBuffer> converted;
     if (converts(t, cols, TSR_OP_MATMUL_ID)) {
       Converted c = quantized(t, n_expert * rows, cols);
       flat = c.tensor;
-      m_.buffers_.push_back(std::move(c.buffer));
+      converted = std::move(c.buffer);
     } else {
       const tsr_dtype d = dtype(t);
       if (!backend_.supports(TSR_OP_MATMUL_ID, d)) {
@@ -561,7 +563,21 @@ class LlamaModel::Loader {
     w.ndim = 3;
     w.shape[0] = n_expert, w.shape[1] = rows, w.shape[2] = cols;
     w.strides[0] = rows * flat.strides[0], w.strides[1] = flat.strides[0], w.strides[2] = flat.strides[1];
-    return w;
+    const tsr_tensor out = packed_experts(w);
+    if (out.data == w.data && converted) m_.buffers_.push_back(std::move(converted));  // else the packed copy replaces it
+    if (out.data != w.data && !converted) m_.gguf_->release(t);  // the backend reads its copy
+    return out;
+  }
+
+  // Expert weights in the backend's own layout where it has one, else as they are.
+  tsr_tensor packed_experts(const tsr_tensor& w) {
+    if (!pack_weights_ || !backend_.packs_experts() || !backend_.supports(TSR_OP_MATMUL_ID, w.dtype)) return w;
+    tsr_tensor out{};
+    auto buffer = backend_.pack_weight(w, &out);
+    if (!buffer) return w;
+    m_.buffers_.push_back(std::move(buffer));
+    ++packed_;
+    return out;
   }
 
   // The experts' biases (GGUF [width, n_expert]) as f32 rows [n_expert, width], which

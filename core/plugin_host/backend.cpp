@@ -211,6 +211,11 @@ void Backend::register_kernels(tsr_dtype dtype, const tsr_quant_kernels& kernels
   kernel_owners_.push_back(std::move(owner));
 }
 
+bool Backend::packs_experts() const {
+  const tsr_plugin_desc& d = plugin_->desc();
+  return iface_->weight_pack != nullptr && d.abi_major == 2 && d.abi_minor >= 5;
+}
+
 std::unique_ptr<BackendBuffer> Backend::pack_weight(const tsr_tensor& w, tsr_tensor* packed) {
   if (iface_->weight_pack == nullptr) return nullptr;
   tsr_tensor out{};
@@ -220,7 +225,8 @@ std::unique_ptr<BackendBuffer> Backend::pack_weight(const tsr_tensor& w, tsr_ten
   const tsr_status status = iface_->weight_pack(&args, &error);
   if (status == TSR_STATUS_UNSUPPORTED && error == nullptr) return nullptr;
   check_status(status, error, "weight_pack on backend '" + name_ + "'");
-  if (args.buffer == nullptr || out.dtype != TSR_DTYPE_PACKED || out.ndim != w.ndim) {
+  const bool same_shape = out.ndim == w.ndim && std::equal(w.shape, w.shape + w.ndim, out.shape);
+  if (args.buffer == nullptr || out.dtype != TSR_DTYPE_PACKED || !same_shape) {
     if (args.buffer != nullptr) iface_->buffer_free(handle_, args.buffer);
     throw Error("backend '" + name_ + "': weight_pack returned no buffer or a tensor that is not a packed weight of the same shape",
                 TSR_STATUS_INTERNAL);

@@ -128,6 +128,9 @@ class Backend {
   // layout, written to *packed, with the buffer that holds it; NULL (and *packed
   // untouched) when the backend keeps no layout of its own for it.
   std::unique_ptr<BackendBuffer> pack_weight(const tsr_tensor& w, tsr_tensor* packed);
+  // Whether pack_weight may be offered matmul_id's [n_expert, rows, cols] weights: the
+  // backend was built for ABI 2.5 or later.
+  bool packs_experts() const;
 
  private:
   friend class BackendBuffer;

@@ -241,12 +241,24 @@ class CpuBackend {
     g.ops.run(ops_);
   }
 
-  // ---- weight packing: Q8_0, Q4_0 and F16 in groups of rows for the kernels ----
+  // ---- weight packing: Q8_0, Q4_0, F16, MXFP4, Q4_K, Q6_K in groups of rows for the kernels ----
 
+  // A matmul weight [rows, cols], or (ABI 2.5) matmul_id's [n_expert, rows, cols] with its
+  // experts one after the other, packed as one [n_expert * rows, cols] matrix: with rows a
+  // multiple of 16 no group straddles two experts, so expert e is groups e·rows/16 on.
   std::unique_ptr<Buffer> weight_pack(const tsr_tensor& w, tsr_tensor& packed) {
     if (!packs(w.dtype)) return nullptr;  // before as_matrix, which refuses dtypes it cannot address
-    const Matrix m = as_matrix(&w, "weight_pack w");
-    require(w.ndim == 2, "weight_pack: w must be [rows, cols]");
+    require(w.ndim == 2 || w.ndim == 3, "weight_pack: w must be [rows, cols] or [n_expert, rows, cols]");
+    tsr_tensor flat = w;
+    if (w.ndim == 3) {
+      require(w.shape[0] > 0 && w.strides[0] == w.shape[1] * w.strides[1],
+              "weight_pack: the experts of w must lie one after the other");
+      flat.ndim = 2;
+      flat.shape[0] = w.shape[0] * w.shape[1], flat.shape[1] = w.shape[2];
+      flat.strides[0] = w.strides[1], flat.strides[1] = w.strides[2];
+    }
+    const Matrix m = as_matrix(&flat, "weight_pack w");
+    if (w.ndim == 3 && w.shape[1] % 16 != 0) return nullptr;
     const uint64_t size = packed_size(m);
     if (size == 0) return nullptr;
     auto buffer = buffer_alloc(size);
@@ -255,8 +267,8 @@ class CpuBackend {
     packed.struct_size = sizeof(tsr_tensor);
     packed.dtype = TSR_DTYPE_PACKED;
     packed.data = buffer->data();
-    packed.strides[1] = 1;
-    packed.strides[0] = 0;  // a packed weight's rows are not addressed
+    for (int d = 0; d < w.ndim; ++d) packed.strides[d] = 0;  // a packed weight's rows are not addressed
+    packed.strides[w.ndim - 1] = 1;
     return buffer;
   }
 

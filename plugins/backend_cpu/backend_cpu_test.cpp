@@ -24,6 +24,7 @@
 #include "quant_formats/ggml_blocks.h"
 #include "quant_formats/iq4.h"
 #include "quant_formats/kquants.h"
+#include "quant_formats/mxfp4.h"
 #include "core/plugin_host/backend.h"
 #include "core/plugin_host/plugin_loader.h"
 #include "core/plugin_host/tensor.h"
@@ -525,11 +526,11 @@ TEST(CpuKquantMatmul, EmbeddingRowsDecodeAsGgml) {
 
 // ---- packed weights (ABI 1.3 weight_pack) ----
 
-// Packing needs AVX2 for Q8_0 and Q4_0, AVX-512 VNNI for F16, Q4_K and Q6_K (the CPU's,
+// Packing needs AVX2 for Q8_0 and Q4_0, AVX-512 VNNI for F16, Q4_K, Q6_K and MXFP4 (the CPU's,
 // and TESSERA_CPU_MAX_ISA's leave).
 bool packs_here(tsr_dtype dtype) {
   using tsr::sdk::CpuIsa;
-  const bool vnni = dtype == TSR_DTYPE_F16 || dtype == TSR_DTYPE_Q4_K || dtype == TSR_DTYPE_Q6_K;
+  const bool vnni = dtype == TSR_DTYPE_F16 || dtype == TSR_DTYPE_Q4_K || dtype == TSR_DTYPE_Q6_K || dtype == TSR_DTYPE_MXFP4;
   return tsr::sdk::cpu_isa_at_least(vnni ? CpuIsa::avx512_vnni : CpuIsa::avx2);
 }
 
@@ -569,14 +570,17 @@ TEST(CpuPackedWeights, MatmulEqualsTheStoredWeightsAtEveryBatchSize) {
   }
 }
 
-// Q4_K and Q6_K (what Q4_K_M files hold) pack too: every batch size gives the dot
-// products of Q8_K activations with the dequantized weights, as llama.cpp's (prefill
-// included: no bf16 GEMM for a packed weight), and a row of x gets the same bits whatever
-// the batch beside it (the kernels sum each row in one order).
-TEST(CpuPackedWeights, KquantMatmulIsQ8KDotsAtEveryBatchSize) {
+// Q4_K and Q6_K (what Q4_K_M files hold) and MXFP4 (gpt-oss's experts) pack too: every
+// batch size gives the dot products of the activations as llama.cpp rounds them (Q8_K;
+// MXFP4: Q8_0) with the dequantized weights (prefill included: no bf16 GEMM for a packed
+// weight), and a row of x gets the same bits whatever the batch beside it (the kernels sum
+// each row in one order).
+TEST(CpuPackedWeights, KquantAndMxfp4MatmulIsInt8DotsAtEveryBatchSize) {
   uint32_t seed = 740;
-  for (const KquantCodec& c : kquant_codecs()) {
-    if ((c.dtype != TSR_DTYPE_Q4_K && c.dtype != TSR_DTYPE_Q6_K) || !packs_here(c.dtype)) continue;
+  std::vector<KquantCodec> codecs = kquant_codecs();
+  codecs.push_back(codec<quant::BlockMXFP4, quant::quantize_row_mxfp4, quant::dequantize_row_mxfp4>(TSR_DTYPE_MXFP4, 32));
+  for (const KquantCodec& c : codecs) {
+    if ((c.dtype != TSR_DTYPE_Q4_K && c.dtype != TSR_DTYPE_Q6_K && c.dtype != TSR_DTYPE_MXFP4) || !packs_here(c.dtype)) continue;
     for (const auto& [m, k] : {std::pair<int64_t, int64_t>{16, 256}, {48, 512}, {32, 2048}}) {
       const Weights w = encode_kquant(c, random_floats(static_cast<size_t>(m * k), ++seed, -3, 3));
       const DevTensor dw = upload(w.bytes, c.dtype, {m, k});
@@ -595,12 +599,61 @@ TEST(CpuPackedWeights, KquantMatmulIsQ8KDotsAtEveryBatchSize) {
         p.w = &packed;
         backend().matmul(p);
         const std::vector<float> got = out.floats();
-        EXPECT_LT(norm_err(got, ref_matmul(kquant_activations(c.dtype, xn, k), w.value, n, k, m)), kTol);
+        const std::vector<float> xr = c.dtype == TSR_DTYPE_MXFP4 ? quantize_activations(xn, k) : kquant_activations(c.dtype, xn, k);
+        EXPECT_LT(norm_err(got, ref_matmul(xr, w.value, n, k, m)), kTol);
         if (first_rows.empty()) first_rows = got;
         EXPECT_EQ(0, std::memcmp(first_rows.data(), got.data(), size_t(m) * sizeof(float))) << "row 0 moved with the batch";
       }
     }
   }
+}
+
+// MoE expert weights ([n_expert, rows, cols], ABI 2.5) pack as one matrix too: matmul_id
+// on the packed experts gives each routed row its expert's product, with the activations
+// rounded as each dtype's kernels round them, at decode and prefill sizes; experts whose
+// rows are no multiple of 16 stay as stored.
+TEST(CpuPackedWeights, ExpertsPackForMatmulId) {
+  std::vector<KquantCodec> codecs = kquant_codecs();
+  codecs.push_back(codec<quant::BlockMXFP4, quant::quantize_row_mxfp4, quant::dequantize_row_mxfp4>(TSR_DTYPE_MXFP4, 32));
+  constexpr int64_t n_expert = 4, m = 32, k = 512, n_used = 2;
+  uint32_t seed = 760;
+  for (const tsr_dtype dtype : {TSR_DTYPE_Q8_0, TSR_DTYPE_Q4_0, TSR_DTYPE_Q4_K, TSR_DTYPE_Q6_K, TSR_DTYPE_MXFP4}) {
+    if (!packs_here(dtype)) continue;
+    const std::vector<float> src = random_floats(static_cast<size_t>(n_expert * m * k), ++seed, -2, 2);
+    const auto codec_of = std::find_if(codecs.begin(), codecs.end(), [&](const KquantCodec& c) { return c.dtype == dtype; });
+    const Weights w = codec_of != codecs.end() ? encode_kquant(*codec_of, src) : encode(dtype, src);
+    const DevTensor dw = upload(w.bytes, dtype, {n_expert, m, k});
+    tsr_tensor packed{};
+    const std::unique_ptr<BackendBuffer> buffer = backend().pack_weight(*dw.get(), &packed);
+    ASSERT_NE(buffer, nullptr) << dtype_name(dtype);
+    ASSERT_EQ(packed.ndim, 3);
+    const bool q8_k = dtype == TSR_DTYPE_Q4_K || dtype == TSR_DTYPE_Q6_K;
+    for (const int64_t n : {1, 5, 70}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " n=" + std::to_string(n));
+      const std::vector<float> x = random_floats(static_cast<size_t>(n * k), ++seed);
+      std::vector<int32_t> ids(static_cast<size_t>(n * n_used));
+      for (int64_t i = 0; i < n; ++i) ids[size_t(2 * i)] = int32_t(i % n_expert), ids[size_t(2 * i + 1)] = int32_t((i * 3 + 1) % n_expert);
+      const DevTensor dx = upload(x, TSR_DTYPE_F32, {n, k}), di = upload(ids, TSR_DTYPE_I32, {n, n_used});
+      const DevTensor out = make_tensor(TSR_DTYPE_F32, {n, n_used, m});
+      backend().matmul_id(tsr_matmul_id_params{sizeof(tsr_matmul_id_params), out.get(), dx.get(), &packed, di.get()});
+      const std::vector<float> xr = q8_k ? kquant_activations(dtype, x, k) : quantize_activations(x, k);
+      std::vector<double> ref;
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t slot = 0; slot < n_used; ++slot) {
+          const int64_t e = ids[size_t(i * n_used + slot)];
+          const std::vector<float> row(xr.begin() + i * k, xr.begin() + (i + 1) * k);
+          const std::vector<double> we(w.value.begin() + e * m * k, w.value.begin() + (e + 1) * m * k);
+          const std::vector<double> y = ref_matmul(row, we, 1, k, m);
+          ref.insert(ref.end(), y.begin(), y.end());
+        }
+      }
+      EXPECT_LT(norm_err(out.floats(), ref), kTol);
+    }
+  }
+  const Weights odd = encode(TSR_DTYPE_Q8_0, random_floats(static_cast<size_t>(2 * 24 * 64), 770));
+  const DevTensor dodd = upload(odd.bytes, TSR_DTYPE_Q8_0, {2, 24, 64});
+  tsr_tensor packed{};
+  EXPECT_EQ(backend().pack_weight(*dodd.get(), &packed), nullptr);
 }
 
 // Activations of a corrupt model reach the int8 kernels too: a row holding a NaN or an

@@ -1,11 +1,13 @@
 // The CPU backend's grouped matmul of MoE layers (ABI 2.0 matmul_id): the rows routed to
 // each expert are gathered, multiplied by that expert's matrix on the ordinary matmul
-// kernels (so every weight dtype matmul takes works here too), and scattered back.
+// kernels (so every weight dtype matmul takes works here too), or on the packed kernels
+// where the experts were packed (ABI 2.5), and scattered back.
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "cpu_ops.h"
+#include "cpu_packed_matmul.h"
 #include "cpu_tensor.h"
 #include "tessera/sdk/status.hpp"
 
@@ -52,7 +54,9 @@ void op_matmul_id(OpContext& ctx, const tsr_matmul_id_params& p) {
   require(p.x != nullptr && (p.x->ndim == 2 || p.x->ndim == 3), "matmul_id: x must be [n, k] or [n, n_used, k]");
   const tsr_tensor& w = *p.w;
   const int64_t n_expert = w.shape[0], m = w.shape[1], k = w.shape[2];
-  require(n_expert > 0 && w.strides[0] >= w.shape[1] * w.strides[1], "matmul_id: experts of w overlap");
+  const bool packed = w.dtype == TSR_DTYPE_PACKED;
+  const PackedWeight all = packed ? as_packed(p.w, "matmul_id w") : PackedWeight{};
+  require(packed || (n_expert > 0 && w.strides[0] >= w.shape[1] * w.strides[1]), "matmul_id: experts of w overlap");
   const Matrix ids = as_matrix(p.ids, TSR_DTYPE_I32, "matmul_id ids");
   const int64_t n = ids.rows, n_used = ids.cols;
   const tsr_tensor& o = *p.out;
@@ -94,8 +98,13 @@ void op_matmul_id(OpContext& ctx, const tsr_matmul_id_params& p) {
     xs.resize(static_cast<size_t>(rows * k));
     ys.resize(static_cast<size_t>(rows * m));
     for (int64_t r = 0; r < rows; ++r) std::memcpy(&xs[r * k], x_row(routed[r].first, routed[r].second), k * 4);
-    const tsr_tensor tx = f32_rows(xs.data(), rows, k), ty = f32_rows(ys.data(), rows, m), tw = expert(w, e);
-    op_matmul(ctx, tsr_matmul_params{sizeof(tsr_matmul_params), &ty, &tx, &tw});
+    const tsr_tensor tx = f32_rows(xs.data(), rows, k), ty = f32_rows(ys.data(), rows, m);
+    if (packed) {
+      packed_matmul(ctx, as_matrix(&ty, "matmul_id out"), as_matrix(&tx, "matmul_id x"), packed_rows(all, e * m, m));
+    } else {
+      const tsr_tensor tw = expert(w, e);
+      op_matmul(ctx, tsr_matmul_params{sizeof(tsr_matmul_params), &ty, &tx, &tw});
+    }
     for (int64_t r = 0; r < rows; ++r) std::memcpy(out_row(routed[r].first, routed[r].second), &ys[r * m], m * 4);
   }
 }

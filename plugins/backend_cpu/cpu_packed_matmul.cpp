@@ -12,6 +12,7 @@
 #include "cpu_dtype.h"
 #include "cpu_packed_kquant.h"
 #include "cpu_simd.h"
+#include "quant_formats/mxfp4.h"
 #include "tessera/sdk/status.hpp"
 
 namespace tsr::cpu {
@@ -21,11 +22,12 @@ using sdk::require;
 namespace {
 
 // Layout: a 64-byte header, then rows / 16 groups; a group holds, for each block of 32
-// columns, the sixteen rows' f16 scales (32 bytes) and their weights as eight (Q8_0) or
-// four (Q4_0) 64-byte vectors. In vector v, bytes 4r..4r+3 are row r's weights at columns
+// columns, the sixteen rows' f16 scales (32 bytes; MXFP4: E8M0 exponents, 16 bytes) and
+// their weights as eight (Q8_0) or four (Q4_0, MXFP4) 64-byte vectors. In vector v, bytes 4r..4r+3 are row r's weights at columns
 // 4v..4v+3 of the block: Q8_0 as w + 128 (u8, the operand vpdpbusd wants unsigned), Q4_0
-// as its stored bytes, whose low nibbles are columns 4v..4v+3 and high nibbles 16 + 4v..
-// (so a mask and a shift give vectors v and v + 4). An F16 group holds, for each column,
+// and MXFP4 as their stored bytes, whose low nibbles are columns 4v..4v+3 and high nibbles
+// 16 + 4v.. (so a mask and a shift give vectors v and v + 4; MXFP4's nibbles then index
+// its levels plus 12 with one shuffle). An F16 group holds, for each column,
 // the sixteen rows' values (32 bytes): one conversion gives a vector to multiply by one
 // broadcast activation. The sizes equal the stored weights'.
 struct PackedHeader {
@@ -47,7 +49,12 @@ constexpr int64_t kRowsPerChunk = 64;
 // How far ahead of the kernel the weight stream is prefetched (see group_rows).
 constexpr int64_t kPrefetchBytes = 4096;
 
-constexpr int64_t block_bytes(tsr_dtype d) { return 32 + (d == TSR_DTYPE_Q8_0 ? 512 : 256); }
+constexpr int64_t block_bytes(tsr_dtype d) {
+  return d == TSR_DTYPE_MXFP4 ? 16 + 256 : 32 + (d == TSR_DTYPE_Q8_0 ? 512 : 256);
+}
+// What each packed weight is stored plus, as an unsigned operand: Q8_0 128, Q4_0 its
+// offset 8, MXFP4's doubled E2M1 levels (-12 .. 12) 12.
+constexpr int32_t weight_offset(tsr_dtype d) { return d == TSR_DTYPE_Q8_0 ? 128 : d == TSR_DTYPE_MXFP4 ? 12 : 8; }
 
 int64_t group_bytes(tsr_dtype d, int64_t cols) {
   if (is_packed_kquant(d)) return kquant_group_bytes(d, cols);
@@ -104,10 +111,35 @@ inline __m512i broadcast_i32(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
+// MXFP4's sixteen levels plus 12 (0 .. 24), in each 128-bit lane for vpshufb.
+__attribute__((target(TSR_VNNI_TARGET), always_inline))
+inline __m512i mxfp4_levels() {
+  alignas(16) uint8_t biased[16];
+  for (int i = 0; i < 16; ++i) biased[i] = static_cast<uint8_t>(quant::kMXFP4Values[i] + 12);
+  return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(biased)));
+}
+
+// The sixteen rows' scales of a block: f16, or MXFP4's E8M0 exponents as half the power
+// of two they code (its levels are doubled), as quant::e8m0_to_f32_half: (e - 1) << 23 as
+// a float's bits, 0x00200000 << e below 2.
+template <tsr_dtype D>
+__attribute__((target(TSR_VNNI_TARGET), always_inline))
+inline __m512 block_scales(const uint8_t* blk) {
+  if constexpr (D == TSR_DTYPE_MXFP4) {
+    const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const __m512i tiny = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), normal, tiny));
+  } else {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+  }
+}
+
 // out[r0 + r][col0 .. col0 + 15] for NR rows of x against one group of sixteen weight rows.
 template <tsr_dtype D, int NR>
 __attribute__((target(TSR_VNNI_TARGET)))
 void group_rows(const uint8_t* group, const PackedX& x, int64_t r0, const Matrix& out, int64_t col0) {
+  const __m512i levels = D == TSR_DTYPE_MXFP4 ? mxfp4_levels() : _mm512_setzero_si512();
   __m512 acc[NR];
   for (int r = 0; r < NR; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < x.blocks; ++b) {
@@ -116,21 +148,25 @@ void group_rows(const uint8_t* group, const PackedX& x, int64_t r0, const Matrix
     // the out-of-order window spans few blocks; asking for the lines kPrefetchBytes ahead
     // keeps the weight stream in flight (1.1B Q8_0 B=16: 101 -> 158-168 tok/s). A single
     // row of Q8_0 streams faster without (the hardware prefetcher keeps up, A/B measured).
-    if constexpr (NR > 1 || D == TSR_DTYPE_Q4_0) {
+    if constexpr (NR > 1 || D != TSR_DTYPE_Q8_0) {
       for (int64_t line = 0; line < block_bytes(D); line += 64) {
         _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetchBytes + line), _MM_HINT_T0);
       }
     }
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+    const __m512 dw = block_scales<D>(blk);
+    constexpr int64_t kQuants = block_bytes(D) - 256 * (D == TSR_DTYPE_Q8_0 ? 2 : 1);
     __m512i w[8];
     if constexpr (D == TSR_DTYPE_Q8_0) {
-      for (int v = 0; v < 8; ++v) w[v] = _mm512_loadu_si512(blk + 32 + 64 * v);
+      for (int v = 0; v < 8; ++v) w[v] = _mm512_loadu_si512(blk + kQuants + 64 * v);
     } else {
       const __m512i nibble = _mm512_set1_epi8(0x0f);
       for (int v = 0; v < 4; ++v) {
-        const __m512i packed = _mm512_loadu_si512(blk + 32 + 64 * v);
+        const __m512i packed = _mm512_loadu_si512(blk + kQuants + 64 * v);
         w[v] = _mm512_and_si512(packed, nibble);
         w[v + 4] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), nibble);
+      }
+      if constexpr (D == TSR_DTYPE_MXFP4) {
+        for (int v = 0; v < 8; ++v) w[v] = _mm512_shuffle_epi8(levels, w[v]);
       }
     }
     for (int r = 0; r < NR; ++r) {
@@ -291,7 +327,7 @@ void group_rows_f16(const uint8_t* group, const float* xt, int64_t cols, const M
 
 bool packs(tsr_dtype dtype) {
   if (dtype == TSR_DTYPE_Q8_0 || dtype == TSR_DTYPE_Q4_0) return has_avx2();
-  return (dtype == TSR_DTYPE_F16 || is_packed_kquant(dtype)) && has_vnni();
+  return (dtype == TSR_DTYPE_F16 || dtype == TSR_DTYPE_MXFP4 || is_packed_kquant(dtype)) && has_vnni();
 }
 
 uint64_t packed_size(const Matrix& w) {
@@ -335,6 +371,11 @@ void pack_weight(OpContext& ctx, const Matrix& w, uint8_t* dst) {
             word ^= 0x80808080u;
             std::memcpy(blk + 32 + 64 * j + 4 * r, &word, 4);
           }
+        } else if (w.dtype == TSR_DTYPE_MXFP4) {
+          quant::BlockMXFP4 src;
+          std::memcpy(&src, row + b * sizeof(src), sizeof(src));
+          blk[r] = src.e;
+          for (int j = 0; j < kQBlock / 8; ++j) std::memcpy(blk + 16 + 64 * j + 4 * r, src.qs + 4 * j, 4);
         } else {
           BlockQ4_0 src;
           std::memcpy(&src, row + b * sizeof(BlockQ4_0), sizeof(src));
@@ -352,11 +393,15 @@ PackedWeight as_packed(const tsr_tensor* t, const char* what) {
           [&] { return fail(": NULL, or a tensor without data"); });
   PackedHeader h;
   std::memcpy(&h, t->data, sizeof(h));
-  require(h.magic == kMagic && packs(static_cast<tsr_dtype>(h.dtype)) &&
-              t->ndim == 2 &&
-              t->shape[0] == h.rows && t->shape[1] == h.cols,
+  const bool experts = t->ndim == 3 && t->shape[0] > 0 && t->shape[1] % kGroupRows == 0;
+  require(h.magic == kMagic && packs(static_cast<tsr_dtype>(h.dtype)) && (t->ndim == 2 || experts) &&
+              t->shape[0] * (experts ? t->shape[1] : 1) == h.rows && t->shape[t->ndim - 1] == h.cols,
           [&] { return fail(": not a weight this backend packed, or its shape changed"); });
   return {static_cast<tsr_dtype>(h.dtype), h.rows, h.cols, static_cast<const uint8_t*>(t->data) + sizeof(h)};
+}
+
+PackedWeight packed_rows(const PackedWeight& w, int64_t first, int64_t rows) {
+  return {w.dtype, rows, w.cols, w.groups + first / kGroupRows * group_bytes(w.dtype, w.cols)};
 }
 
 namespace {
@@ -401,9 +446,10 @@ void packed_matmul(OpContext& ctx, const Matrix& out, const Matrix& x, const Pac
   // kernel restores w's sign itself.
   const bool vnni = has_vnni(), q8 = w.dtype == TSR_DTYPE_Q8_0;
   PackedX xq;
-  quantize_x(ctx, x, q8 ? (vnni ? 128 : 0) : 8, xq);
-  const auto pass = vnni ? (q8 ? &group_pass<TSR_DTYPE_Q8_0> : &group_pass<TSR_DTYPE_Q4_0>)
-                         : (q8 ? &group_pass_avx2<TSR_DTYPE_Q8_0> : &group_pass_avx2<TSR_DTYPE_Q4_0>);
+  quantize_x(ctx, x, q8 && !vnni ? 0 : weight_offset(w.dtype), xq);
+  const auto pass = w.dtype == TSR_DTYPE_MXFP4 ? &group_pass<TSR_DTYPE_MXFP4>  // packed with VNNI only
+                    : vnni ? (q8 ? &group_pass<TSR_DTYPE_Q8_0> : &group_pass<TSR_DTYPE_Q4_0>)
+                           : (q8 ? &group_pass_avx2<TSR_DTYPE_Q8_0> : &group_pass_avx2<TSR_DTYPE_Q4_0>);
   for_chunks_and_groups(ctx, x, w, [&](const uint8_t* group, int64_t g, int64_t r0, int nr) {
     pass(group, xq, r0, nr, out, g * kGroupRows);
   });

@@ -530,7 +530,7 @@ TSR_ABI_PIN_SIZE(tsr_graph_args, 32);
 typedef struct tsr_weight_pack_args {
   size_t struct_size;
   tsr_backend* backend;
-  const tsr_tensor* w;              /* [rows, cols], read during the call only */
+  const tsr_tensor* w;              /* [rows, cols] (2.5: or [n_expert, rows, cols]), read during the call only */
   tsr_tensor* packed;               /* out */
   tsr_buffer* buffer;               /* out: holds *packed, freed with buffer_free */
 } tsr_weight_pack_args;
@@ -614,7 +614,10 @@ typedef struct tsr_backend_iface {
    * of w with the same results (within rounding), and no other op reads. On
    * TSR_STATUS_UNSUPPORTED (no error object) the backend keeps no layout of its own for
    * such a weight and leaves the outs alone. The call completes before it returns (no
-   * stream). */
+   * stream). Since 2.5 the host also offers matmul_id's expert weights, [n_expert, rows,
+   * cols] with the experts one after the other; their packed tensor keeps that shape and
+   * matmul_id takes it as its weight. A host offers those only to a backend built for 2.5
+   * or later; one that keeps no layout for them answers UNSUPPORTED. */
   tsr_status (*weight_pack)(tsr_weight_pack_args* args, tsr_error** error);
 
   /* ---- kernels of quant plugins (NULL: the backend takes none) ----
