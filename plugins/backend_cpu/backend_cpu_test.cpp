@@ -526,11 +526,11 @@ TEST(CpuKquantMatmul, EmbeddingRowsDecodeAsGgml) {
 
 // ---- packed weights (ABI 1.3 weight_pack) ----
 
-// Packing needs AVX2 for Q8_0 and Q4_0, AVX-512 VNNI for F16, Q4_K, Q6_K and MXFP4 (the CPU's,
+// Packing needs AVX2 for Q8_0, Q4_0, Q4_K and Q6_K, AVX-512 VNNI for F16 and MXFP4 (the CPU's,
 // and TESSERA_CPU_MAX_ISA's leave).
 bool packs_here(tsr_dtype dtype) {
   using tsr::sdk::CpuIsa;
-  const bool vnni = dtype == TSR_DTYPE_F16 || dtype == TSR_DTYPE_Q4_K || dtype == TSR_DTYPE_Q6_K || dtype == TSR_DTYPE_MXFP4;
+  const bool vnni = dtype == TSR_DTYPE_F16 || dtype == TSR_DTYPE_MXFP4;
   return tsr::sdk::cpu_isa_at_least(vnni ? CpuIsa::avx512_vnni : CpuIsa::avx2);
 }
 

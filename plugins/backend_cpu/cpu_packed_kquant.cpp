@@ -121,12 +121,15 @@ void pack_q6_k_block(const uint8_t* const rows[kGroupRows], int64_t b, uint8_t* 
   }
 }
 
-__attribute__((target(TSR_VNNI_TARGET), always_inline))
-inline __m512i broadcast_i32(const int8_t* p) {
+// Four activations as one int32, to broadcast.
+inline int32_t load_i32(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, sizeof(v));
-  return _mm512_set1_epi32(v);
+  return v;
 }
+
+__attribute__((target(TSR_VNNI_TARGET), always_inline))
+inline __m512i broadcast_i32(const int8_t* p) { return _mm512_set1_epi32(load_i32(p)); }
 
 // The dot products of one row of x against eight weight vectors (32 columns of sixteen
 // rows) or four (16 columns), in two chains so that each waits on half as many others.
@@ -241,9 +244,120 @@ void q6_k_rows(const uint8_t* group, const KquantX& x, int64_t r0, const Matrix&
   for (int r = 0; r < NR; ++r) _mm512_storeu_ps(out.row<float>(r0 + r) + col0, acc[r]);
 }
 
+// AVX2 (no AVX-512 VNNI), on the same layout: each 64-byte vector is two 32-byte halves
+// (rows 0-7, 8-15), one pass per half. vpmaddubsw multiplies the u8 quants by the s8
+// activations into int16 pairs and vpmaddwd by ones sums a row's pairs to int32. Q4_K's
+// pairs reach 2·15·127 = 3810, so a sub-block's eight vectors (30480) add up in int16;
+// Q6_K's reach 2·63·127 = 16002, so they go to int32 two vectors at a time.
+template <int NR>
+__attribute__((target(TSR_AVX2_TARGET)))
+void q4_k_rows_avx2(const uint8_t* group, const KquantX& x, int64_t r0, const Matrix& out, int64_t col0) {
+  const __m256i nibble = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+  for (int h = 0; h < 2; ++h) {
+    __m256 acc[NR];
+    for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < x.blocks; ++b) {
+      const uint8_t* blk = group + b * Q4KLayout::kBytes;
+      __m256i isum[NR];
+      for (int r = 0; r < NR; ++r) isum[r] = _mm256_setzero_si256();
+      for (int s = 0; s < 8; ++s) {
+        const uint8_t* qs = blk + Q4KLayout::kQs + 256 * s + 32 * h;
+        __m256i w[8];
+        for (int v = 0; v < 4; ++v) {
+          const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 64 * v));
+          w[v] = _mm256_and_si256(packed, nibble);
+          w[v + 4] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble);
+        }
+        const __m256i scale = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + Q4KLayout::kScales + 16 * s + 8 * h)));
+        for (int r = 0; r < NR; ++r) {
+          const int8_t* xq = x.q.data() + (r0 + r) * x.cols + kQK_K * b + 32 * s;
+          __m256i pairs = _mm256_setzero_si256();
+          for (int v = 0; v < 8; ++v) pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w[v], _mm256_set1_epi32(load_i32(xq + 4 * v))));
+          isum[r] = _mm256_add_epi32(isum[r], _mm256_mullo_epi32(_mm256_madd_epi16(pairs, ones), scale));
+        }
+      }
+      const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + Q4KLayout::kD + 16 * h)));
+      const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + Q4KLayout::kDmin + 16 * h)));
+      for (int r = 0; r < NR; ++r) {
+        const int64_t i = (r0 + r) * x.blocks + b;
+        const int32_t* pair_sums = x.sums.data() + i * sums_per_block(TSR_DTYPE_Q4_K);
+        __m256i msum = _mm256_setzero_si256();
+        for (int p = 0; p < 4; ++p) {
+          const __m256i mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + Q4KLayout::kMins + 32 * p + 16 * h)));
+          msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mins, _mm256_set1_epi32(pair_sums[p])));
+        }
+        const __m256 dx = _mm256_set1_ps(x.d[size_t(i)]);
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_mul_ps(d, dx), acc[r]);
+        acc[r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, dx), acc[r]);
+      }
+    }
+    for (int r = 0; r < NR; ++r) _mm256_storeu_ps(out.row<float>(r0 + r) + col0 + 8 * h, acc[r]);
+  }
+}
+
+// Σ over four vectors (16 columns) of one row, from `start`: two int16 pair sums at a
+// time, then int32.
+__attribute__((target(TSR_AVX2_TARGET), always_inline))
+inline __m256i dot4_avx2(const __m256i* w, const int8_t* xq, int32_t start) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i sum = _mm256_set1_epi32(start);
+  for (int v = 0; v < 4; v += 2) {
+    const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(w[v], _mm256_set1_epi32(load_i32(xq + 4 * v))),
+                                           _mm256_maddubs_epi16(w[v + 1], _mm256_set1_epi32(load_i32(xq + 4 * v + 4))));
+    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, ones));
+  }
+  return sum;
+}
+
+template <int NR>
+__attribute__((target(TSR_AVX2_TARGET)))
+void q6_k_rows_avx2(const uint8_t* group, const KquantX& x, int64_t r0, const Matrix& out, int64_t col0) {
+  const __m256i nibble = _mm256_set1_epi8(0x0f), high = _mm256_set1_epi8(0x30);
+  for (int h = 0; h < 2; ++h) {
+    __m256 acc[NR];
+    for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < x.blocks; ++b) {
+      const uint8_t* blk = group + b * Q6KLayout::kBytes;
+      __m256i isum[NR];
+      for (int r = 0; r < NR; ++r) isum[r] = _mm256_setzero_si256();
+      for (int c = 0; c < 8; ++c) {
+        const uint8_t* chunk = blk + Q6KLayout::kChunks + c * Q6KLayout::kChunkBytes + 32 * h;
+        __m256i w[8];
+        for (int v = 0; v < 4; ++v) {
+          const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 64 * v));
+          w[v] = _mm256_and_si256(packed, nibble);
+          w[v + 4] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble);
+        }
+        for (int hh = 0; hh < 2; ++hh) {
+          const __m256i pairs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 256 + 64 * hh));
+          const __m256i at4[4] = {_mm256_slli_epi16(pairs, 4), _mm256_slli_epi16(pairs, 2), pairs, _mm256_srli_epi16(pairs, 2)};
+          for (int q = 0; q < 4; ++q) w[4 * hh + q] = _mm256_or_si256(w[4 * hh + q], _mm256_and_si256(at4[q], high));
+        }
+        const uint8_t* scales = blk + Q6KLayout::kScales + 32 * c + 8 * h;
+        const __m256i scale_a = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales)));
+        const __m256i scale_b = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 16)));
+        for (int r = 0; r < NR; ++r) {
+          const int64_t i = (r0 + r) * x.blocks + b;
+          const int32_t* start = x.sums.data() + i * sums_per_block(TSR_DTYPE_Q6_K) + 2 * c;
+          const int8_t* xq = x.q.data() + (r0 + r) * x.cols + kQK_K * b + 32 * c;
+          isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(_mm256_mullo_epi32(dot4_avx2(w, xq, start[0]), scale_a),
+                                                               _mm256_mullo_epi32(dot4_avx2(w + 4, xq + 16, start[1]), scale_b)));
+        }
+      }
+      const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + Q6KLayout::kD + 16 * h)));
+      for (int r = 0; r < NR; ++r) {
+        const __m256 dx = _mm256_set1_ps(x.d[size_t((r0 + r) * x.blocks + b)]);
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_mul_ps(d, dx), acc[r]);
+      }
+    }
+    for (int r = 0; r < NR; ++r) _mm256_storeu_ps(out.row<float>(r0 + r) + col0 + 8 * h, acc[r]);
+  }
+}
+
 // Rows of x per kernel call: their accumulators and sub-block sums stay in registers with
-// the eight weight vectors.
+// the eight weight vectors (sixteen registers on AVX2: two rows).
 constexpr int kRowsPerKernel = 8;
+constexpr int kAvx2RowsPerKernel = 2;
 
 void quantize_row(tsr_dtype dtype, const float* src, KquantX& out, int64_t r, BlockQ8_K* tmp) {
   quant::quantize_row_q8_k(src, tmp, out.cols);
@@ -304,6 +418,18 @@ void quantize_kquant_x(const OpContext& ctx, tsr_dtype dtype, const Matrix& x, K
 
 void kquant_group_pass(tsr_dtype dtype, const uint8_t* group, const KquantX& x, int64_t r0, int nr,
                        const Matrix& out, int64_t col0) {
+  if (!has_vnni()) {
+    for (int r = 0; r < nr; r += kAvx2RowsPerKernel) {
+      dispatch_rows<kAvx2RowsPerKernel>(std::min(kAvx2RowsPerKernel, nr - r), [&](auto n) {
+        if (dtype == TSR_DTYPE_Q4_K) {
+          q4_k_rows_avx2<decltype(n)::value>(group, x, r0 + r, out, col0);
+        } else {
+          q6_k_rows_avx2<decltype(n)::value>(group, x, r0 + r, out, col0);
+        }
+      });
+    }
+    return;
+  }
   for (int r = 0; r < nr; r += kRowsPerKernel) {
     dispatch_rows<kRowsPerKernel>(std::min(kRowsPerKernel, nr - r), [&](auto n) {
       if (dtype == TSR_DTYPE_Q4_K) {

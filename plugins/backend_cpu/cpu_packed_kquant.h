@@ -1,5 +1,5 @@
 // Q4_K and Q6_K weights in the CPU backend's packed layout (cpu_packed_matmul.h: rows
-// interleaved sixteen at a time), for AVX-512 VNNI. Each super-block of 256 columns of a
+// interleaved sixteen at a time), for AVX-512 VNNI and, eight rows per vector, AVX2. Each super-block of 256 columns of a
 // group of sixteen rows keeps the rows' scales unpacked to bytes, sub-block by sub-block,
 // and their quants as vectors whose bytes 4r..4r+3 are row r's: one vpdpbusd multiplies
 // four weights of each of sixteen rows by four activations, and one widening load gives
@@ -16,7 +16,7 @@
 
 namespace tsr::cpu {
 
-// Whether dtype is one of these (Q4_K, Q6_K); the caller checks the CPU (VNNI).
+// Whether dtype is one of these (Q4_K, Q6_K); the caller checks the CPU (AVX2).
 bool is_packed_kquant(tsr_dtype dtype);
 // Bytes of one group of sixteen rows of `cols` columns (a multiple of 256).
 int64_t kquant_group_bytes(tsr_dtype dtype, int64_t cols);

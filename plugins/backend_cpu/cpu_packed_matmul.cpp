@@ -326,8 +326,8 @@ void group_rows_f16(const uint8_t* group, const float* xt, int64_t cols, const M
 }  // namespace
 
 bool packs(tsr_dtype dtype) {
-  if (dtype == TSR_DTYPE_Q8_0 || dtype == TSR_DTYPE_Q4_0) return has_avx2();
-  return (dtype == TSR_DTYPE_F16 || dtype == TSR_DTYPE_MXFP4 || is_packed_kquant(dtype)) && has_vnni();
+  if (dtype == TSR_DTYPE_Q8_0 || dtype == TSR_DTYPE_Q4_0 || is_packed_kquant(dtype)) return has_avx2();
+  return (dtype == TSR_DTYPE_F16 || dtype == TSR_DTYPE_MXFP4) && has_vnni();
 }
 
 uint64_t packed_size(const Matrix& w) {

@@ -14,8 +14,8 @@
 
 namespace tsr::cpu {
 
-// Whether weights of this dtype have a packed form on this CPU: Q8_0 and Q4_0 with AVX2,
-// F16, MXFP4, Q4_K and Q6_K with AVX-512 VNNI.
+// Whether weights of this dtype have a packed form on this CPU: Q8_0, Q4_0, Q4_K and Q6_K
+// with AVX2, F16 and MXFP4 with AVX-512 VNNI.
 bool packs(tsr_dtype dtype);
 // Bytes of w's packed form; 0 when w has none (packs() says no, or rows not a multiple of
 // 16), and the weight stays as stored.
