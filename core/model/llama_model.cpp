@@ -572,12 +572,7 @@ class LlamaModel::Loader {
   // Expert weights in the backend's own layout where it has one, else as they are.
   tsr_tensor packed_experts(const tsr_tensor& w) {
     if (!pack_weights_ || !backend_.packs_experts() || !backend_.supports(TSR_OP_MATMUL_ID, w.dtype)) return w;
-    tsr_tensor out{};
-    auto buffer = backend_.pack_weight(w, &out);
-    if (!buffer) return w;
-    m_.buffers_.push_back(std::move(buffer));
-    ++packed_;
-    return out;
+    return pack(w);
   }
 
   // The experts' biases (GGUF [width, n_expert]) as f32 rows [n_expert, width], which
@@ -611,6 +606,11 @@ class LlamaModel::Loader {
   tsr_tensor packed(const tsr_tensor& w, tsr_op op) {
     // Weights the plugin kernels of a quant scheme multiply are not the backend's to pack.
     if (!pack_weights_ || op != TSR_OP_MATMUL || !backend_.supports(op, w.dtype)) return w;
+    return pack(w);
+  }
+
+  // w through weight_pack: the backend's copy (kept with the model), or w where it has none.
+  tsr_tensor pack(const tsr_tensor& w) {
     tsr_tensor out{};
     auto buffer = backend_.pack_weight(w, &out);
     if (!buffer) return w;
