@@ -403,7 +403,9 @@ void quantize_block_q8_k_avx512(const float* x, BlockQ8_K* y) {
   for (int i = 0; i < 16; ++i) {
     const __m512i q = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v[i], _mm512_set1_ps(iscale))), _mm512_set1_epi32(127));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(y->qs + 16 * i), _mm512_cvtepi32_epi8(q));
-    y->bsums[i] = static_cast<int16_t>(_mm512_reduce_add_epi32(q));
+    // The sums of the bytes as stored (the int8 narrowing keeps the low byte): the same as
+    // q's unless a product overflowed, which a block of subnormal scale makes.
+    y->bsums[i] = static_cast<int16_t>(_mm512_reduce_add_epi32(_mm512_srai_epi32(_mm512_slli_epi32(q, 24), 24)));
   }
   y->d = 1 / iscale;
 }

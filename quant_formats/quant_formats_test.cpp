@@ -248,8 +248,9 @@ TEST(Kquants, ImatrixBytesEqualGgmlsWeightedQuantizers) {
 
 // The vectorized Q8_K quantizer (every K-quant prefill's activations) writes the
 // reference's bytes: gaussian blocks, blocks of exact halves (round to even), a negative
-// extreme, +a before -a and -a before +a (the first one sets the sign), and the blocks the
-// reference handles itself (zeros, a NaN, an infinity).
+// extreme, +a before -a and -a before +a (the first one sets the sign), subnormal values
+// (whose scale overflows), and the blocks the reference handles itself (zeros, a NaN, an
+// infinity).
 TEST(Kquants, Q8KVectorQuantizerWritesTheReferenceBytes) {
   std::vector<float> x = gaussian(256 * 12, 9);
   for (int i = 0; i < 256; ++i) x[256 + i] = 0.5f * float(i % 64 - 32);  // max -16: products ±k.5
@@ -259,6 +260,7 @@ TEST(Kquants, Q8KVectorQuantizerWritesTheReferenceBytes) {
   std::fill(x.begin() + 1280, x.begin() + 1536, 0.0f);
   x[1536 + 17] = std::numeric_limits<float>::quiet_NaN();
   x[1792 + 255] = -std::numeric_limits<float>::infinity();
+  for (int i = 0; i < 256; ++i) x[2048 + i] = 1e-39f * float(i % 7 - 3);  // -127 / max overflows
   std::vector<BlockQ8_K> ref(x.size() / 256), got(ref.size());
   quantize_row_q8_k_ref(x.data(), ref.data(), int64_t(x.size()));
   quantize_row_q8_k(x.data(), got.data(), int64_t(x.size()));
