@@ -100,12 +100,13 @@ void Scheduler::preempt(Request* victim, SchedulerOutput& out, int32_t& budget) 
   ++preemptions_;
 }
 
-void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget, Clock::time_point now) {
+void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget, Clock::time_point now, bool yield) {
   std::vector<Request*> order = running_;
   std::sort(order.begin(), order.end(), [&](auto* a, auto* b) { return runs_before(a, b); });
   for (Request* r : order) {
     if (budget == 0) break;
     if (std::find(running_.begin(), running_.end(), r) == running_.end()) continue;  // preempted
+    if (yield && running_per_call_.at(r->call()) > 1) continue;
     const int32_t n = chunk_limit(*r, budget);
     if (n <= 0) continue;
     bool fits = kv_.allocate(r->id(), r->num_computed() + n, r->num_computed());
@@ -154,10 +155,21 @@ void Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget, Clock::t
   }
 }
 
+// A request that could start now whose call has nothing running.
+bool Scheduler::new_call_waiting() {
+  if (running_.size() >= static_cast<size_t>(config_.max_seqs)) return false;
+  return std::ranges::any_of(waiting_, [&](const Request* r) {
+    return !running_per_call_.contains(r->call()) &&
+           !(r->reads_cached_prefix() && kv_.prefix_loading(r->tokens(), r->cache_key()));
+  });
+}
+
 SchedulerOutput Scheduler::schedule(Clock::time_point now) {
   SchedulerOutput out;
   int32_t budget = config_.max_batch_tokens;
-  schedule_running(out, budget, now);
+  const bool several = std::ranges::any_of(running_per_call_, [](const auto& c) { return c.second > 1; });
+  yielded_ = !yielded_ && several && new_call_waiting();
+  schedule_running(out, budget, now, yielded_);
   // Admitting new work in a step that had to preempt would only thrash.
   if (out.preempted.empty()) schedule_waiting(out, budget, now);
   return out;

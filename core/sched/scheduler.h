@@ -5,7 +5,11 @@
 // eviction (positions past its capacity, one per step). A waiting request whose cached
 // prefix is still being read from the disk tier is passed over until it has arrived, and
 // so is one whose call already holds its share of the batch (SchedulerConfig::call_share):
-// the choices of one call never fill the batch while another call's request waits.
+// the choices of one call never fill the batch while another call's request waits. And a
+// call holding several sequences sits out a step in which a new call (one with nothing
+// running) waits to start, never two steps in a row: on a CPU a step's time grows with
+// its rows, so a new request's first token does not wait for another call's whole batch
+// (it waits for the step in flight, then runs beside single-sequence calls only).
 // Not thread-safe: the engine's step thread owns it.
 #pragma once
 
@@ -59,7 +63,8 @@ class Scheduler {
   bool runs_before(const Request* a, const Request* b) const;
   Request* pick_victim() const;
   void preempt(Request* victim, SchedulerOutput& out, int32_t& budget);
-  void schedule_running(SchedulerOutput& out, int32_t& budget, Clock::time_point now);
+  void schedule_running(SchedulerOutput& out, int32_t& budget, Clock::time_point now, bool yield);
+  bool new_call_waiting();
   void schedule_waiting(SchedulerOutput& out, int32_t& budget, Clock::time_point now);
   bool call_full(const Request& r) const;
   void enter_running(Request* r);
@@ -71,6 +76,7 @@ class Scheduler {
   std::vector<Request*> running_;
   std::unordered_map<RequestId, int32_t> running_per_call_;
   int64_t preemptions_ = 0;
+  bool yielded_ = false;  // the last step's multi-sequence calls sat out
   int64_t prefix_queries_ = 0, prefix_hits_ = 0;
 };
 

@@ -107,10 +107,46 @@ TEST(SchedulerCallShare, ACallHoldsAtMostItsShareOfTheBatch) {
   const SchedulerOutput out = scheduler.schedule(now);
   EXPECT_TRUE(std::ranges::any_of(out.chunks, [&](const ScheduledChunk& c) { return c.request == other; }));
   EXPECT_EQ(scheduler.num_running(), 5u);
+  scheduler.schedule(now);  // call 1's four run again (they sat out the step that started call 11)
   scheduler.remove(requests[0].get());  // one of the call's ends: the next of it may run
   scheduler.schedule(now);
   EXPECT_EQ(scheduler.num_running(), 5u);
   EXPECT_EQ(scheduler.num_waiting(), 5u);
+}
+
+// A call holding several sequences sits out the step in which a new call starts, so that
+// step computes only the newcomer (and single-sequence calls); never two steps in a row,
+// so a stream of new calls cannot starve it.
+TEST(SchedulerCallShare, ACallOfSeveralSequencesSitsOutANewCallsFirstStep) {
+  const auto tokenizer = letters();
+  KvCacheManager kv{64, kBlockSize, false};
+  Scheduler scheduler{SchedulerConfig{64, 8, "fcfs", 0}, kv};
+  std::vector<std::unique_ptr<Request>> requests;
+  const Clock::time_point now = Clock::now();
+  const auto add = [&](RequestId call) {
+    RequestParams p;
+    p.prompt.assign(4, 1);
+    p.max_tokens = 8;
+    requests.push_back(std::make_unique<Request>(RequestId(requests.size() + 1), std::move(p), *tokenizer, now));
+    requests.back()->set_call(call);
+    scheduler.add(requests.back().get());
+    return requests.back().get();
+  };
+  const auto requests_of = [](const SchedulerOutput& out) {
+    std::vector<Request*> v;
+    for (const ScheduledChunk& c : out.chunks) v.push_back(c.request);
+    return v;
+  };
+  for (int i = 0; i < 3; ++i) add(1);
+  Request* single = add(2);
+  EXPECT_EQ(scheduler.schedule(now).chunks.size(), 4u);
+  Request* first = add(11);
+  EXPECT_EQ(requests_of(scheduler.schedule(now)), (std::vector<Request*>{single, first}));
+  Request* second = add(12);  // arrives at once: call 1 ran in neither step otherwise
+  EXPECT_EQ(scheduler.schedule(now).chunks.size(), 6u);
+  EXPECT_EQ(scheduler.num_running(), 6u);
+  EXPECT_NE(second, nullptr);
+  EXPECT_EQ(scheduler.schedule(now).chunks.size(), 6u);  // nothing new: everyone runs
 }
 
 }  // namespace
