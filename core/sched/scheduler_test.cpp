@@ -82,16 +82,16 @@ TEST_P(SchedulerTest, PreemptedRequestWaitsInPolicyOrder) {
 
 INSTANTIATE_TEST_SUITE_P(Policies, SchedulerTest, ::testing::Values("priority", "fcfs"));
 
-// One call's requests hold at most its share of the batch (half of max_seqs: 4 of 8); a
-// request of another call, queued behind the call's waiting ones, takes a free slot at
-// once, and the call's next request runs only when one of its own leaves.
-TEST(SchedulerCallShare, ACallHoldsAtMostItsShareOfTheBatch) {
-  const auto tokenizer = letters();
+// A scheduler of 8 sequences (a call's share: 4) and requests of 4 prompt tokens, each of
+// a call given by number.
+struct Calls {
+  std::unique_ptr<Tokenizer> tokenizer = letters();
   KvCacheManager kv{64, kBlockSize, false};
   Scheduler scheduler{SchedulerConfig{64, 8, "fcfs", 0}, kv};
   std::vector<std::unique_ptr<Request>> requests;
-  const Clock::time_point now = Clock::now();
-  const auto add = [&](RequestId call) {
+  Clock::time_point now = Clock::now();
+
+  Request* add(RequestId call) {
     RequestParams p;
     p.prompt.assign(4, 1);
     p.max_tokens = 8;
@@ -99,7 +99,17 @@ TEST(SchedulerCallShare, ACallHoldsAtMostItsShareOfTheBatch) {
     requests.back()->set_call(call);
     scheduler.add(requests.back().get());
     return requests.back().get();
-  };
+  }
+};
+
+// One call's requests hold at most its share of the batch (half of max_seqs: 4 of 8); a
+// request of another call, queued behind the call's waiting ones, takes a free slot at
+// once, and the call's next request runs only when one of its own leaves.
+TEST(SchedulerCallShare, ACallHoldsAtMostItsShareOfTheBatch) {
+  Calls calls;
+  Scheduler& scheduler = calls.scheduler;
+  const Clock::time_point now = calls.now;
+  const auto add = [&](RequestId call) { return calls.add(call); };
   for (int i = 0; i < 10; ++i) add(1);
   EXPECT_EQ(scheduler.schedule(now).chunks.size(), 4u);
   EXPECT_EQ(scheduler.num_running(), 4u);
@@ -108,7 +118,7 @@ TEST(SchedulerCallShare, ACallHoldsAtMostItsShareOfTheBatch) {
   EXPECT_TRUE(std::ranges::any_of(out.chunks, [&](const ScheduledChunk& c) { return c.request == other; }));
   EXPECT_EQ(scheduler.num_running(), 5u);
   scheduler.schedule(now);  // call 1's four run again (they sat out the step that started call 11)
-  scheduler.remove(requests[0].get());  // one of the call's ends: the next of it may run
+  scheduler.remove(calls.requests[0].get());  // one of the call's ends: the next of it may run
   scheduler.schedule(now);
   EXPECT_EQ(scheduler.num_running(), 5u);
   EXPECT_EQ(scheduler.num_waiting(), 5u);
@@ -118,20 +128,10 @@ TEST(SchedulerCallShare, ACallHoldsAtMostItsShareOfTheBatch) {
 // step computes only the newcomer (and single-sequence calls); never two steps in a row,
 // so a stream of new calls cannot starve it.
 TEST(SchedulerCallShare, ACallOfSeveralSequencesSitsOutANewCallsFirstStep) {
-  const auto tokenizer = letters();
-  KvCacheManager kv{64, kBlockSize, false};
-  Scheduler scheduler{SchedulerConfig{64, 8, "fcfs", 0}, kv};
-  std::vector<std::unique_ptr<Request>> requests;
-  const Clock::time_point now = Clock::now();
-  const auto add = [&](RequestId call) {
-    RequestParams p;
-    p.prompt.assign(4, 1);
-    p.max_tokens = 8;
-    requests.push_back(std::make_unique<Request>(RequestId(requests.size() + 1), std::move(p), *tokenizer, now));
-    requests.back()->set_call(call);
-    scheduler.add(requests.back().get());
-    return requests.back().get();
-  };
+  Calls calls;
+  Scheduler& scheduler = calls.scheduler;
+  const Clock::time_point now = calls.now;
+  const auto add = [&](RequestId call) { return calls.add(call); };
   const auto requests_of = [](const SchedulerOutput& out) {
     std::vector<Request*> v;
     for (const ScheduledChunk& c : out.chunks) v.push_back(c.request);
