@@ -23,13 +23,14 @@ namespace {
 
 // Layout: a 64-byte header, then rows / 16 groups; a group holds, for each block of 32
 // columns, the sixteen rows' f16 scales (32 bytes; MXFP4: E8M0 exponents, 16 bytes) and
-// their weights as eight (Q8_0) or four (Q4_0, MXFP4) 64-byte vectors. In vector v, bytes 4r..4r+3 are row r's weights at columns
-// 4v..4v+3 of the block: Q8_0 as w + 128 (u8, the operand vpdpbusd wants unsigned), Q4_0
-// and MXFP4 as their stored bytes, whose low nibbles are columns 4v..4v+3 and high nibbles
-// 16 + 4v.. (so a mask and a shift give vectors v and v + 4; MXFP4's nibbles then index
-// its levels plus 12 with one shuffle). An F16 group holds, for each column,
-// the sixteen rows' values (32 bytes): one conversion gives a vector to multiply by one
-// broadcast activation. The sizes equal the stored weights'.
+// their weights as eight (Q8_0) or four (Q4_0, MXFP4) 64-byte vectors. In vector v, bytes
+// 4r..4r+3 are row r's weights at columns 4v..4v+3 of the block: Q8_0 as w + 128 (u8, the
+// operand vpdpbusd wants unsigned), Q4_0 and MXFP4 as their stored bytes, whose low
+// nibbles are columns 4v..4v+3 and high nibbles 16 + 4v.. (so a mask and a shift give
+// vectors v and v + 4; MXFP4's nibbles then index its levels plus 12 with one shuffle).
+// An F16 group holds, for each column, the sixteen rows' values (32 bytes): one conversion
+// gives a vector to multiply by one broadcast activation. The sizes equal the stored
+// weights' (Q4_K and Q6_K: cpu_packed_kquant.cpp).
 struct PackedHeader {
   uint32_t magic;
   uint32_t dtype;
