@@ -452,7 +452,8 @@ TEST_F(ServerTest, Metrics) {
                            "tessera_time_per_output_token_seconds_count", "tessera_kv_blocks{state=\"free\"}",
                            "tessera_kv_blocks{state=\"used\"}", "tessera_kv_blocks{state=\"cached\"}",
                            "tessera_prefix_cache_hit_rate", "tessera_spec_draft_tokens_total",
-                           "tessera_spec_accepted_tokens_total", "tessera_graph_replays_total",
+                           "tessera_spec_accepted_tokens_total", "tessera_spec_draft_model_passes_total",
+                           "tessera_graph_replays_total",
                            "tessera_graphs_recorded", "tessera_http_responses_total{code=\"200\"}"}) {
     EXPECT_NE(r->body.find(name), std::string::npos) << name;
   }

@@ -495,9 +495,14 @@ void Engine::Impl::execute(const SchedulerOutput& out, std::vector<Request*>& to
   }
 }
 
-// Asks the draft for proposals for every running request that is caught up.
+// Asks the draft for proposals for every running request that is caught up: in one call
+// where the draft batches (a draft model then runs one pass per round for all of them),
+// else one request at a time. A failed batch call is retried request by request, so that
+// only the request at fault loses its speculation.
 void Engine::Impl::propose_drafts() {
   const auto running = static_cast<int32_t>(scheduler->num_running());
+  std::vector<Live*> asked;
+  std::vector<DraftClient::BatchItem> items;
   for (auto& [id, l] : live) {
     Request& r = *l.request;
     if (!l.draft || r.finished() || r.state() != RequestState::RUNNING ||
@@ -507,9 +512,22 @@ void Engine::Impl::propose_drafts() {
     const int32_t room = std::min(r.params().max_tokens - r.num_output_tokens(), n_ctx - r.num_tokens()) - 1;
     const int32_t k = std::min(spec_policy->num_drafts(l.spec, running), room);
     if (k <= 0) continue;
+    asked.push_back(&l);
+    items.push_back({l.draft.get(), r.tokens(), k});
+  }
+  std::vector<std::vector<int32_t>> proposals;
+  if (items.size() > 1 && draft->batches()) {
     try {
-      r.set_drafts(l.draft->propose(r.tokens(), k));
-      r.trim_drafts_to_constraint();
+      proposals = draft->propose_batch(items);
+    } catch (const std::exception& e) {
+      spdlog::warn("draft '{}': a batched proposal failed, asking each request alone: {}", draft->name(), e.what());
+    }
+  }
+  for (size_t i = 0; i < asked.size(); ++i) {
+    Live& l = *asked[i];
+    try {
+      l.request->set_drafts(proposals.empty() ? l.draft->propose(items[i].history, items[i].k) : std::move(proposals[i]));
+      l.request->trim_drafts_to_constraint();
     } catch (const std::exception& e) {
       drop_draft(l, e);
     }
@@ -617,6 +635,7 @@ void Engine::Impl::publish_stats() {
   s.generated_tokens = generated;
   s.draft_tokens = drafted;
   s.accepted_tokens = accepted;
+  s.draft_model_passes = model_host ? model_host->passes() : 0;
   s.constraint_compiles = static_cast<int64_t>(grammars->misses());
   s.constraint_cache_hits = static_cast<int64_t>(grammars->hits());
   s.graph_replays = runner->forward().graph_replays();

@@ -28,7 +28,7 @@ namespace fs = std::filesystem;
 // kinds it added) defined. These tables did not change in 2.0, so they stay the minimum.
 // Backend tables are checked by abi_host (backend_table.h, backend_1x.h).
 constexpr size_t kDescSizeV1_0 = sizeof(tsr_plugin_desc);
-constexpr size_t kDraftIfaceSizeV1_0 = sizeof(tsr_draft_iface);
+constexpr size_t kDraftIfaceSizeV1_0 = TSR_DRAFT_IFACE_SIZE_V2_5;  // unchanged from 1.0 to 2.5
 constexpr size_t kConstraintIfaceSizeV1_1 = TSR_CONSTRAINT_IFACE_SIZE_V1_1;  // new in 1.1
 constexpr size_t kQuantIfaceSizeV1_1 = TSR_QUANT_IFACE_SIZE_V1_1;        // new in 1.1
 

@@ -103,4 +103,9 @@ void ModelRunner::run_sequence(SeqId seq, int32_t start, std::span<const int32_t
   forward_.run(build_sequence_batch(kv_, seq, start, tokens, all_logits, sinks), logits);
 }
 
+void ModelRunner::run_sequences(std::span<const SequencePart> parts, std::vector<float>& logits) {
+  apply_kv_moves();
+  forward_.run(build_sequences_batch(kv_, parts), logits);
+}
+
 }  // namespace tsr

@@ -17,6 +17,7 @@
 #include "core/kv/kv_dtype.h"
 #include "core/kv/kv_cache_manager.h"
 #include "core/model/llama_forward.h"
+#include "core/runner/step_batch_builder.h"
 #include "core/model/llama_model.h"
 #include "core/sched/scheduler.h"
 
@@ -64,6 +65,10 @@ class ModelRunner {
   // `sinks`: the sequence's first tokens, which a streaming window's ring step recomputes.
   void run_sequence(SeqId seq, int32_t start, std::span<const int32_t> tokens, bool all_logits,
                     std::vector<float>& logits, std::span<const int32_t> sinks = {});
+
+  // Several sequences' new tokens in one forward pass (build_sequences_batch); `logits`
+  // gets each part's last row, in order.
+  void run_sequences(std::span<const SequencePart> parts, std::vector<float>& logits);
 
  private:
   // Offloads read evicted blocks into the tier, restores write tier blocks into the pool

@@ -88,4 +88,17 @@ StepBatch build_sequence_batch(const KvCacheManager& kv, SeqId seq, int32_t star
   return b;
 }
 
+StepBatch build_sequences_batch(const KvCacheManager& kv, std::span<const SequencePart> parts) {
+  if (kv.window().enabled()) throw Error("a step of several sequences through a streaming window", TSR_STATUS_INTERNAL);
+  StepBatch b;
+  for (const SequencePart& p : parts) b.max_blocks = std::max(b.max_blocks, table_width(kv, p.seq));
+  b.query_start_loc.push_back(0);
+  for (const SequencePart& p : parts) {
+    if (p.tokens.empty()) throw Error("a sequence part without tokens", TSR_STATUS_INTERNAL);
+    append_sequence(b, kv, p.seq, p.start, p.tokens, {});
+    b.logit_rows.push_back(b.num_tokens() - 1);
+  }
+  return b;
+}
+
 }  // namespace tsr

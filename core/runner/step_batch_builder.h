@@ -24,4 +24,13 @@ StepBatch build_step_batch(const SchedulerOutput& out, const KvCacheManager& kv)
 StepBatch build_sequence_batch(const KvCacheManager& kv, SeqId seq, int32_t start, std::span<const int32_t> tokens,
                                bool all_logits, std::span<const int32_t> sinks = {});
 
+// New tokens of several sequences (no streaming window) in one step: part i is tokens[i]
+// at positions starts[i], starts[i] + 1, ... of seqs[i]. Logit rows: each part's last token.
+struct SequencePart {
+  SeqId seq;
+  int32_t start;
+  std::span<const int32_t> tokens;
+};
+StepBatch build_sequences_batch(const KvCacheManager& kv, std::span<const SequencePart> parts);
+
 }  // namespace tsr

@@ -70,19 +70,51 @@ std::vector<int32_t> DraftClient::Seq::propose(std::span<const int32_t> history,
   call_plugin("draft '" + owner_.name_ + "' propose", [&](tsr_error** e) {
     return owner_.iface_->propose(owner_.handle_, handle_, history.data(), history.size(), &p, e);
   });
-  if (p.n_tokens < 0 || p.n_tokens > k) {
-    throw Error("draft '" + owner_.name_ + "' proposed " + std::to_string(p.n_tokens) +
-                    " tokens, at most " + std::to_string(k) + " were asked for",
+  return owner_.checked(std::move(tokens), p.n_tokens, k);
+}
+
+std::vector<int32_t> DraftClient::checked(std::vector<int32_t> tokens, int32_t n_tokens, int32_t k) const {
+  if (n_tokens < 0 || n_tokens > k) {
+    throw Error("draft '" + name_ + "' proposed " + std::to_string(n_tokens) + " tokens, at most " +
+                    std::to_string(k) + " were asked for",
                 TSR_STATUS_INTERNAL);
   }
-  tokens.resize(static_cast<size_t>(p.n_tokens));
+  tokens.resize(static_cast<size_t>(n_tokens));
   for (const int32_t t : tokens) {
-    if (t < 0 || t >= owner_.n_vocab_) {
-      throw Error("draft '" + owner_.name_ + "' proposed token id " + std::to_string(t) + ", outside the vocabulary of " +
-                      std::to_string(owner_.n_vocab_),
+    if (t < 0 || t >= n_vocab_) {
+      throw Error("draft '" + name_ + "' proposed token id " + std::to_string(t) + ", outside the vocabulary of " +
+                      std::to_string(n_vocab_),
                   TSR_STATUS_INTERNAL);
     }
   }
+  return tokens;
+}
+
+bool DraftClient::batches() const {
+  return TSR_STRUCT_HAS(iface_, tsr_draft_iface, propose_batch) && iface_->propose_batch != nullptr;
+}
+
+std::vector<std::vector<int32_t>> DraftClient::propose_batch(std::span<const BatchItem> items) {
+  const size_t n = items.size();
+  std::vector<std::vector<int32_t>> tokens(n);
+  std::vector<tsr_draft_proposal> proposals(n);
+  std::vector<tsr_draft_proposal*> proposal_ptrs(n);
+  std::vector<tsr_draft_seq*> seqs(n);
+  std::vector<const int32_t*> histories(n);
+  std::vector<size_t> lengths(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t k = std::max(items[i].k, 0);
+    tokens[i].resize(static_cast<size_t>(k));
+    proposals[i] = {sizeof(tsr_draft_proposal), tokens[i].data(), nullptr, k, 0};
+    proposal_ptrs[i] = &proposals[i];
+    seqs[i] = items[i].seq->handle_;
+    histories[i] = items[i].history.data();
+    lengths[i] = items[i].history.size();
+  }
+  call_plugin("draft '" + name_ + "' propose_batch", [&](tsr_error** e) {
+    return iface_->propose_batch(handle_, seqs.data(), histories.data(), lengths.data(), proposal_ptrs.data(), n, e);
+  });
+  for (size_t i = 0; i < n; ++i) tokens[i] = checked(std::move(tokens[i]), proposals[i].n_tokens, proposals[i].capacity);
   return tokens;
 }
 

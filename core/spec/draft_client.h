@@ -43,7 +43,23 @@ class DraftClient {
   const std::string& name() const { return name_; }
   bool runs_model() const { return (iface_->needs & TSR_DRAFT_NEEDS_MODEL) != 0; }
 
+  // One request of propose_batch: its sequence, its history and the most tokens to propose.
+  struct BatchItem {
+    Seq* seq;
+    std::span<const int32_t> history;
+    int32_t k;
+  };
+  // The draft proposes for several requests in one call (ABI 2.6 propose_batch).
+  bool batches() const;
+  // Proposals for each item, in order, from one propose_batch call; throws when the call
+  // fails or any proposal is malformed (then none is used).
+  std::vector<std::vector<int32_t>> propose_batch(std::span<const BatchItem> items);
+
  private:
+  // The first n_tokens of a proposal of capacity k, checked: a count within k, ids in the
+  // vocabulary.
+  std::vector<int32_t> checked(std::vector<int32_t> tokens, int32_t n_tokens, int32_t k) const;
+
   std::shared_ptr<Plugin> plugin_;  // keeps the library loaded while the handle lives
   const tsr_draft_iface* iface_;
   tsr_draft* handle_ = nullptr;

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <new>
 
 #include "base/error.h"
@@ -12,6 +13,7 @@
 #include "core/tokenizer/vocab.h"
 
 struct tsr_model {
+  int64_t* passes;  // the host's count
   std::shared_ptr<const tsr::GgufFile> gguf;
   std::unique_ptr<tsr::LlamaModel> model;
   std::vector<std::string> token_texts;
@@ -31,6 +33,7 @@ struct ModelHostAccess {
   static ModelHost& host(void* context) { return *static_cast<ModelHost*>(context); }
   static Backend& backend(ModelHost& h) { return h.backend_; }
   static const Config& config(ModelHost& h) { return h.config_; }
+  static int64_t* passes(ModelHost& h) { return &h.passes_; }
 };
 
 namespace {
@@ -42,6 +45,7 @@ tsr_status model_open(void* context, const char* path, tsr_model** out, tsr_erro
     Backend& backend = ModelHostAccess::backend(host);
     const Config& config = ModelHostAccess::config(host);
     auto m = std::make_unique<tsr_model>();
+    m->passes = ModelHostAccess::passes(host);
     m->gguf = GgufFile::open(path);
     m->model = LlamaModel::load(m->gguf, backend);
     m->token_texts = vocab_from_gguf(*m->gguf).tokens;
@@ -81,24 +85,53 @@ void seq_destroy(tsr_model* m, tsr_model_seq* seq) {
   delete seq;
 }
 
+// Checks one sequence's new tokens and gives their positions blocks. Blocks past the
+// sequence's tokens are harmless if a later check fails: the next decode overwrites them.
+SequencePart prepare(tsr_model* m, tsr_model_seq* s, const int32_t* tokens, size_t n, const char* what) {
+  if (s == nullptr || tokens == nullptr || n == 0) throw Error(std::string(what) + ": NULL argument or no tokens");
+  const int32_t n_vocab = m->model->hparams().n_vocab;
+  for (size_t i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= n_vocab) throw Error(std::string(what) + ": token id out of range");
+  }
+  if (s->tokens.size() + n > size_t(m->model->hparams().n_ctx_train)) {
+    throw Error(std::string(what) + ": the draft model's context is full");
+  }
+  const auto start = static_cast<int32_t>(s->tokens.size());
+  if (!m->runner->kv().allocate(s->id, start + static_cast<int32_t>(n), start)) {
+    throw Error(std::string(what) + ": the draft model's KV cache is full", TSR_STATUS_OUT_OF_MEMORY);
+  }
+  return {s->id, start, std::span(tokens, n)};
+}
+
 tsr_status seq_decode(tsr_model* m, tsr_model_seq* s, const int32_t* tokens, size_t n,
                       float* logits, tsr_error** error) {
   return guarded(error, [&] {
-    if (s == nullptr || tokens == nullptr || logits == nullptr || n == 0) {
-      throw Error("seq_decode: NULL argument or no tokens");
-    }
-    const int32_t n_vocab = m->model->hparams().n_vocab;
-    for (size_t i = 0; i < n; ++i) {
-      if (tokens[i] < 0 || tokens[i] >= n_vocab) throw Error("seq_decode: token id out of range");
-    }
-    const auto total = static_cast<int32_t>(s->tokens.size() + n);
-    if (total > m->model->hparams().n_ctx_train) throw Error("seq_decode: the draft model's context is full");
-    const auto start = static_cast<int32_t>(s->tokens.size());
-    if (!m->runner->kv().allocate(s->id, total, start)) {
-      throw Error("seq_decode: the draft model's KV cache is full", TSR_STATUS_OUT_OF_MEMORY);
-    }
-    m->runner->run_sequence(s->id, start, std::span(tokens, n), false, m->logits);
+    if (logits == nullptr) throw Error("seq_decode: logits is NULL");
+    const SequencePart part = prepare(m, s, tokens, n, "seq_decode");
+    m->runner->run_sequence(part.seq, part.start, part.tokens, false, m->logits);
+    ++*m->passes;
     s->tokens.insert(s->tokens.end(), tokens, tokens + n);
+    std::copy(m->logits.begin(), m->logits.end(), logits);
+  });
+}
+
+tsr_status seqs_decode(tsr_model* m, tsr_model_seq* const* seqs, const int32_t* const* tokens, const size_t* n,
+                       size_t n_seqs, float* logits, tsr_error** error) {
+  return guarded(error, [&] {
+    if (n_seqs == 0) return;
+    if (seqs == nullptr || tokens == nullptr || n == nullptr || logits == nullptr) {
+      throw Error("seqs_decode: NULL argument");
+    }
+    std::vector<SequencePart> parts;
+    for (size_t i = 0; i < n_seqs; ++i) {
+      if (seqs[i] != nullptr && std::ranges::any_of(parts, [&](const SequencePart& p) { return p.seq == seqs[i]->id; })) {
+        throw Error("seqs_decode: a sequence appears twice");
+      }
+      parts.push_back(prepare(m, seqs[i], tokens[i], n[i], "seqs_decode"));
+    }
+    m->runner->run_sequences(parts, m->logits);
+    ++*m->passes;
+    for (size_t i = 0; i < n_seqs; ++i) seqs[i]->tokens.insert(seqs[i]->tokens.end(), tokens[i], tokens[i] + n[i]);
     std::copy(m->logits.begin(), m->logits.end(), logits);
   });
 }
@@ -117,6 +150,6 @@ ModelHost::ModelHost(Backend& backend, const Config& config)
     : backend_(backend),
       config_(config),
       table_{sizeof(tsr_model_host), this, model_open, model_close, model_n_vocab, model_token_text,
-             model_n_params, seq_create, seq_destroy, seq_decode, seq_truncate} {}
+             model_n_params, seq_create, seq_destroy, seq_decode, seq_truncate, seqs_decode} {}
 
 }  // namespace tsr

@@ -2,6 +2,7 @@
 // the engine's backend, each sequence with a paged KV cache of its own.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "core/config/config.h"
@@ -14,12 +15,15 @@ class ModelHost {
  public:
   ModelHost(Backend& backend, const Config& config);
   const tsr_model_host* table() const { return &table_; }
+  // Forward passes run for drafts so far (seq_decode and seqs_decode calls that ran).
+  int64_t passes() const { return passes_; }
 
  private:
   friend struct ModelHostAccess;
   Backend& backend_;
   Config config_;
   tsr_model_host table_;
+  int64_t passes_ = 0;
 };
 
 }  // namespace tsr

@@ -2,6 +2,7 @@
 // target as a self-draft). The host runs the model (tsr_model_host); this plugin is the
 // strategy: keep the draft model's sequence in step with the request's history, then
 // propose its greedy continuation, which verification treats as a point mass (exact).
+// All running requests propose together (propose_batch), one draft pass per round.
 // Written on the SDK's DraftPlugin, which checks handles and proposal buffers.
 #include <algorithm>
 #include <cmath>
@@ -82,17 +83,38 @@ class ModelDraft {
   }
 
   int32_t propose(Seq& s, std::span<const int32_t> history, std::span<int32_t> tokens, std::span<float> probs) {
-    require(!history.empty(), "draft model: empty history");
-    sync(s, history);
-    const auto k = static_cast<int32_t>(std::min<int64_t>(static_cast<int64_t>(tokens.size()), max_draft_tokens_));
-    for (int32_t i = 0; i < k; ++i) {
-      float prob = 0;
-      const int32_t token = argmax(s.logits, &prob);
-      tokens[i] = token;
-      if (!probs.empty()) probs[i] = prob;
-      if (i + 1 < k) decode(s, std::span(&token, 1));  // the last proposal needs no logits
+    int32_t n = 0;
+    const tsr::sdk::BatchEntry<Seq> entry{&s, history, tokens, probs, &n};
+    propose_batch(std::span(&entry, 1));
+    return n;
+  }
+
+  // Every sequence's greedy continuation, one forward pass of the draft model per round
+  // for all of them (the host's seqs_decode): first each sequence's history past what it
+  // computed, then one token each per round while any still proposes.
+  void propose_batch(std::span<const tsr::sdk::BatchEntry<Seq>> batch) {
+    std::vector<Pending> pending;
+    for (const auto& e : batch) {
+      require(!e.history.empty(), "draft model: empty history");
+      if (std::span<const int32_t> rest = rollback(*e.seq, e.history); !rest.empty()) pending.push_back({e.seq, rest});
     }
-    return k;
+    decode_all(pending);
+    std::vector<int32_t> next(batch.size());
+    for (int32_t i = 0;; ++i) {
+      pending.clear();
+      for (size_t j = 0; j < batch.size(); ++j) {
+        const auto& e = batch[j];
+        if (i >= capacity(e)) continue;
+        float prob = 0;
+        next[j] = argmax(e.seq->logits, &prob);
+        e.tokens[i] = next[j];
+        if (!e.probs.empty()) e.probs[i] = prob;
+        *e.n_tokens = i + 1;
+        if (i + 1 < capacity(e)) pending.push_back({e.seq, std::span(&next[j], 1)});  // the last needs no logits
+      }
+      if (pending.empty()) return;
+      decode_all(pending);
+    }
   }
 
   // Nothing to do: the next propose() rolls back to the verified history.
@@ -121,30 +143,65 @@ class ModelDraft {
     }
   }
 
-  void decode(Seq& s, std::span<const int32_t> tokens) {
-    call_host("draft model decode", [&](tsr_error** e) {
-      return host_->seq_decode(model_, s.seq, tokens.data(), tokens.size(), s.logits.data(), e);
-    });
-    s.known.insert(s.known.end(), tokens.begin(), tokens.end());
+  // Tokens a sequence computes next.
+  struct Pending {
+    Seq* seq;
+    std::span<const int32_t> tokens;
+  };
+
+  int32_t capacity(const tsr::sdk::BatchEntry<Seq>& e) const {
+    return static_cast<int32_t>(std::min<int64_t>(static_cast<int64_t>(e.tokens.size()), max_draft_tokens_));
   }
 
-  // Rolls the draft sequence back to the longest common prefix with `history` and computes
-  // the rest, leaving the logits of history's last token.
-  void sync(Seq& s, std::span<const int32_t> history) {
+  // Rolls the draft sequence back to the longest common prefix with `history` and returns
+  // the rest of history, which computed leaves the logits of its last token.
+  std::span<const int32_t> rollback(Seq& s, std::span<const int32_t> history) {
     const size_t n = history.size();
     size_t common = 0;
     while (common < s.known.size() && common < n && s.known[common] == history[common]) ++common;
-    if (common == n && common == s.known.size()) return;
+    if (common == n && common == s.known.size()) return {};
     if (common == n) --common;  // recompute the last token to get its logits back
     call_host("draft model truncate", [&](tsr_error** e) { return host_->seq_truncate(model_, s.seq, common, e); });
     s.known.resize(common);
-    decode(s, history.subspan(common));
+    return history.subspan(common);
+  }
+
+  // Computes each sequence's pending tokens: one forward pass for all of them where the
+  // host has seqs_decode (ABI 2.6), else one per sequence.
+  void decode_all(const std::vector<Pending>& pending) {
+    if (pending.empty()) return;
+    if (pending.size() == 1 || !batched_) {
+      for (const Pending& p : pending) {
+        call_host("draft model decode", [&](tsr_error** e) {
+          return host_->seq_decode(model_, p.seq->seq, p.tokens.data(), p.tokens.size(), p.seq->logits.data(), e);
+        });
+      }
+    } else {
+      std::vector<tsr_model_seq*> seqs;
+      std::vector<const int32_t*> tokens;
+      std::vector<size_t> counts;
+      for (const Pending& p : pending) {
+        seqs.push_back(p.seq->seq), tokens.push_back(p.tokens.data()), counts.push_back(p.tokens.size());
+      }
+      logits_.resize(pending.size() * static_cast<size_t>(n_vocab_));
+      call_host("draft model decode", [&](tsr_error** e) {
+        return host_->seqs_decode(model_, seqs.data(), tokens.data(), counts.data(), seqs.size(), logits_.data(), e);
+      });
+      for (size_t i = 0; i < pending.size(); ++i) {
+        const auto row = logits_.begin() + static_cast<std::ptrdiff_t>(i * size_t(n_vocab_));
+        std::copy(row, row + n_vocab_, pending[i].seq->logits.begin());
+      }
+    }
+    for (const Pending& p : pending) p.seq->known.insert(p.seq->known.end(), p.tokens.begin(), p.tokens.end());
   }
 
   const tsr_model_host* host_;
+  // The host decodes several sequences in one pass (a host of ABI 2.6 or later).
+  bool batched_ = host_ != nullptr && TSR_STRUCT_HAS(host_, tsr_model_host, seqs_decode) && host_->seqs_decode != nullptr;
   tsr_model* model_ = nullptr;
   int32_t n_vocab_ = 0;
   int32_t max_draft_tokens_;
+  std::vector<float> logits_;  // seqs_decode's rows
 };
 
 }  // namespace

@@ -106,9 +106,29 @@ tsr_status model_seq_truncate(tsr_model*, tsr_model_seq* s, size_t n, tsr_error*
   return TSR_STATUS_OK;
 }
 
+tsr_status model_seqs_decode(tsr_model* m, tsr_model_seq* const* seqs, const int32_t* const* tokens, const size_t* n,
+                             size_t n_seqs, float* logits, tsr_error** e) {
+  for (size_t i = 0; i < n_seqs; ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (seqs[j] == seqs[i]) {
+        ADD_FAILURE() << "seqs_decode given one sequence twice";
+        return fail(e, TSR_STATUS_INVALID_ARGUMENT, "seqs_decode: a sequence appears twice");
+      }
+    }
+  }
+  for (size_t i = 0; i < n_seqs; ++i) {
+    const tsr_status status = model_seq_decode(m, seqs[i], tokens[i], n[i], logits + i * size_t(m->n_vocab), e);
+    if (status != TSR_STATUS_OK) return status;
+  }
+  return TSR_STATUS_OK;
+}
+
 const tsr_model_host kModelHost = {
     sizeof(tsr_model_host), nullptr, model_open, model_close, model_n_vocab, model_token_text,
     model_n_params, model_seq_create, model_seq_destroy, model_seq_decode, model_seq_truncate,
+#if TSR_ABI_MINOR >= 6 || TSR_ABI_MAJOR > 2
+    model_seqs_decode,
+#endif
 };
 
 // ---- the draft under test ----
@@ -214,6 +234,47 @@ TEST_F(DraftTest, StateFollowsVerifiedHistoryThroughRollbacks) {
   table().seq_destroy(draft_, seq);
   table().seq_destroy(draft_, other);
 }
+
+#if TSR_ABI_MINOR >= 6 || TSR_ABI_MAJOR > 2
+// A draft that proposes in batches (ABI 2.6 propose_batch) proposes for each sequence what
+// propose() proposes for it alone, and keeps each sequence's state its own.
+TEST_F(DraftTest, BatchedProposalsEqualSingleOnes) {
+  if (!TSR_STRUCT_HAS(&table(), tsr_draft_iface, propose_batch) || table().propose_batch == nullptr) {
+    GTEST_SKIP() << "the draft has no propose_batch";
+  }
+  std::vector<std::vector<int32_t>> histories = {repetitive(rng_, 30), repetitive(rng_, 7), {3}, repetitive(rng_, 19)};
+  std::vector<tsr_draft_seq*> batched, single;
+  for (const auto& h : histories) batched.push_back(new_seq(h)), single.push_back(new_seq(h));
+  for (int step = 0; step < 6; ++step) {
+    std::vector<std::vector<int32_t>> tokens(histories.size());
+    std::vector<tsr_draft_proposal> proposals(histories.size());
+    std::vector<tsr_draft_proposal*> pointers;
+    std::vector<const int32_t*> data;
+    std::vector<size_t> lengths;
+    for (size_t i = 0; i < histories.size(); ++i) {
+      const auto capacity = static_cast<int32_t>((i + step) % (kMaxDraft + 2));
+      tokens[i].assign(size_t(capacity) + 1, -7);
+      proposals[i] = {sizeof(tsr_draft_proposal), tokens[i].data(), nullptr, capacity, 99};
+      pointers.push_back(&proposals[i]), data.push_back(histories[i].data()), lengths.push_back(histories[i].size());
+    }
+    tsr_error* e = nullptr;
+    check(table().propose_batch(draft_, batched.data(), data.data(), lengths.data(), pointers.data(), histories.size(), &e),
+          &e, "propose_batch");
+    for (size_t i = 0; i < histories.size(); ++i) {
+      const std::vector<int32_t> alone = propose(single[i], histories[i], proposals[i].capacity);
+      ASSERT_GE(proposals[i].n_tokens, 0);
+      ASSERT_LE(proposals[i].n_tokens, proposals[i].capacity);
+      EXPECT_EQ(tokens[i].back(), -7) << "wrote past the capacity";
+      EXPECT_EQ(std::vector<int32_t>(tokens[i].begin(), tokens[i].begin() + proposals[i].n_tokens), alone)
+          << "sequence " << i << ", step " << step;
+      // Accept half of the proposal and a target token of our own.
+      histories[i].insert(histories[i].end(), alone.begin(), alone.begin() + alone.size() / 2);
+      histories[i].push_back(static_cast<int32_t>((step * 5 + i) % kVocab));
+    }
+  }
+  for (size_t i = 0; i < histories.size(); ++i) table().seq_destroy(draft_, batched[i]), table().seq_destroy(draft_, single[i]);
+}
+#endif
 
 TEST_F(DraftTest, EmptyPromptAndSingleTokenHistory) {
   tsr_draft_seq* seq = new_seq({});

@@ -176,6 +176,33 @@ TEST_F(Speculative, DraftModelGreedyIdentityWithQ4SelfDraft) {
   EXPECT_LT(s.steps, s.generated_tokens);
 }
 
+// Requests batched together draft together: each engine step runs at most k passes of the
+// draft model (one to catch every request up, then one per further draft token) however
+// many requests propose, where drafting one request at a time would run k per request.
+TEST_F(Speculative, DraftModelProposesForAllRequestsInOnePassPerRound) {
+  const std::string draft = ::testing::TempDir() + "/stories260K-q4_0-batch.gguf";
+  tessera("quantize " + testing::shared_path(kModel) + " " + draft + " q4_0");
+  Config c = draft_model_config(draft);
+  c.speculative.adaptive = false;  // always k = 4, so that every step drafts for every request
+  auto engine = Engine::create(c);
+  std::vector<RequestParams> batch;
+  for (int copy = 0; copy < 2; ++copy) {
+    for (const Reference& r : refs_) batch.push_back(request(r.prompt, 64, 0));
+  }
+  ASSERT_GE(batch.size(), 4u);
+  const auto outputs = run_all(*engine, batch);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const std::vector<int32_t>& greedy = refs_[i % refs_.size()].greedy;
+    EXPECT_EQ(outputs[i], std::vector<int32_t>(greedy.begin(), greedy.begin() + 64)) << i;
+  }
+  const EngineStats s = engine->stats();
+  std::printf("%zu requests: %lld steps, %lld draft-model passes, %lld of %lld drafts accepted\n", batch.size(),
+              static_cast<long long>(s.steps), static_cast<long long>(s.draft_model_passes),
+              static_cast<long long>(s.accepted_tokens), static_cast<long long>(s.draft_tokens));
+  EXPECT_GT(s.draft_model_passes, 0);
+  EXPECT_LE(s.draft_model_passes, s.steps * c.speculative.num_draft_tokens);
+}
+
 void expect_refused(const Config& c, const std::string& reason) {
   try {
     Engine::create(c);

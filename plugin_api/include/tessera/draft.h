@@ -57,8 +57,17 @@ typedef struct tsr_model_host {
                            size_t n, float* logits, tsr_error** error);
   /* Keeps the first n tokens of the sequence (rollback of rejected drafts). */
   tsr_status (*seq_truncate)(tsr_model* model, tsr_model_seq* seq, size_t n, tsr_error** error);
+  /* ABI 2.6. seq_decode for several sequences in one forward pass: sequence seqs[i]
+   * appends and computes n[i] >= 1 tokens from tokens[i], and row i of `logits` (n_seqs
+   * rows of model_n_vocab floats) gets the logits after its last token. The sequences
+   * are distinct. A failure leaves every sequence as it was. A row's logits do not depend
+   * on the other sequences of the call. */
+  tsr_status (*seqs_decode)(tsr_model* model, tsr_model_seq* const* seqs, const int32_t* const* tokens,
+                            const size_t* n, size_t n_seqs, float* logits, tsr_error** error);
 } tsr_model_host;
-TSR_ABI_PIN_SIZE(tsr_model_host, 88);
+TSR_ABI_PIN_SIZE(tsr_model_host, 96);
+/* The table through ABI 2.5 (no seqs_decode). */
+#define TSR_MODEL_HOST_SIZE_V2_5 TSR_SIZE_THROUGH(tsr_model_host, seq_truncate)
 
 /* Engine-level configuration of a draft. */
 typedef struct tsr_draft_params {
@@ -116,8 +125,21 @@ typedef struct tsr_draft_iface {
    * back to the longest common prefix); on_verified is an early hint. */
   tsr_status (*on_verified)(tsr_draft* draft, tsr_draft_seq* seq, int32_t n_accepted,
                             int32_t next_token, tsr_error** error);
+
+  /* ABI 2.6, can be NULL. propose() for n sequences of this draft at once, so that a
+   * draft running a model computes them in shared forward passes (seqs_decode) rather
+   * than one pass per request: proposals[i] follows histories[i] (n_histories[i] tokens)
+   * for seqs[i], each as propose() would fill it. The sequences are distinct. On failure
+   * the host uses none of the proposals and asks each sequence alone through propose(),
+   * so one sequence's fault costs only its own speculation. */
+  tsr_status (*propose_batch)(tsr_draft* draft, tsr_draft_seq* const* seqs, const int32_t* const* histories,
+                              const size_t* n_histories, tsr_draft_proposal* const* proposals, size_t n,
+                              tsr_error** error);
 } tsr_draft_iface;
-TSR_ABI_PIN_SIZE(tsr_draft_iface, 64);
+TSR_ABI_PIN_SIZE(tsr_draft_iface, 72);
+/* The table through ABI 2.5 (no propose_batch): the host reads propose_batch only from
+ * longer tables. */
+#define TSR_DRAFT_IFACE_SIZE_V2_5 TSR_SIZE_THROUGH(tsr_draft_iface, on_verified)
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,10 @@
 // and optionally
 //   void seq_destroy(Seq&);          // before the Seq is deleted (a request ends), e.g. to
 //                                    // keep its output in state shared across requests
+//   // ABI 2.6: proposals for several sequences at once (propose_batch); each Batch entry is
+//   // what propose() gets for one sequence. Without it, the table's propose_batch is NULL
+//   // and the host asks each sequence alone.
+//   void propose_batch(std::span<const BatchEntry<Seq>> batch);
 //
 // The generated entries check handles, params and proposal buffers, keep the proposal's
 // n_tokens within its capacity, and turn every exception into a status and error object.
@@ -21,11 +25,22 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "tessera/draft.h"
 #include "tessera/sdk/plugin.hpp"
 
 namespace tsr::sdk {
+
+// One sequence of a propose_batch call: propose()'s arguments, and its result in n_tokens.
+template <class Seq>
+struct BatchEntry {
+  Seq* seq;
+  std::span<const int32_t> history;
+  std::span<int32_t> tokens;
+  std::span<float> probs;
+  int32_t* n_tokens;  // out: how many of tokens were written
+};
 
 template <class Impl>
 class DraftPlugin {
@@ -41,6 +56,9 @@ class DraftPlugin {
     static const tsr_draft_iface t = {
         sizeof(tsr_draft_iface), Impl::kNeeds, 0, draft_create, draft_destroy,
         seq_create, seq_destroy, propose, on_verified,
+#if TSR_SDK_ABI_AT_LEAST(2, 6)
+        batch_entry(),
+#endif
     };
     return t;
   }
@@ -104,6 +122,49 @@ class DraftPlugin {
       proposal->n_tokens = n;
     });
   }
+
+#if TSR_SDK_ABI_AT_LEAST(2, 6)
+  static constexpr bool kBatches = requires(Impl& impl, std::span<const BatchEntry<Seq>> b) { impl.propose_batch(b); };
+
+  static constexpr auto batch_entry() -> decltype(tsr_draft_iface::propose_batch) {
+    if constexpr (kBatches) {
+      return propose_batch;
+    } else {
+      return nullptr;
+    }
+  }
+
+  // Each proposal is checked as propose() checks it, before the Impl sees any.
+  static tsr_status propose_batch(tsr_draft* d, tsr_draft_seq* const* seqs, const int32_t* const* histories,
+                                  const size_t* n_histories, tsr_draft_proposal* const* proposals, size_t n,
+                                  tsr_error** error) {
+    return boundary(error, [&] {
+      Impl& impl = object<Impl>(d, "draft");
+      require(n == 0 || (seqs != nullptr && histories != nullptr && n_histories != nullptr && proposals != nullptr),
+              "propose_batch: NULL array");
+      std::vector<BatchEntry<Seq>> batch;
+      batch.reserve(n);
+      for (size_t i = 0; i < n; ++i) {
+        const tsr_draft_proposal& p = checked(proposals[i], "propose_batch");
+        require(histories[i] != nullptr || n_histories[i] == 0, "propose_batch: history is NULL");
+        require(p.capacity >= 0, "propose_batch: negative capacity");
+        require(p.tokens != nullptr || p.capacity == 0, "propose_batch: tokens is NULL");
+        proposals[i]->n_tokens = 0;
+        const auto capacity = static_cast<size_t>(p.capacity);
+        batch.push_back({&object<Seq>(seqs[i], "propose_batch: seq"), std::span(histories[i], n_histories[i]),
+                         std::span(p.tokens, capacity), std::span(p.probs, p.probs != nullptr ? capacity : 0),
+                         &proposals[i]->n_tokens});
+      }
+      impl.propose_batch(std::span<const BatchEntry<Seq>>(batch));
+      for (size_t i = 0; i < n; ++i) {
+        if (proposals[i]->n_tokens < 0 || proposals[i]->n_tokens > proposals[i]->capacity) {
+          throw Failure(TSR_STATUS_INTERNAL, "propose_batch wrote " + std::to_string(proposals[i]->n_tokens) +
+                                                 " tokens for a capacity of " + std::to_string(proposals[i]->capacity));
+        }
+      }
+    });
+  }
+#endif
 
   static tsr_status on_verified(tsr_draft* d, tsr_draft_seq* s, int32_t n_accepted,
                                 int32_t next_token, tsr_error** error) {

@@ -1,0 +1,126 @@
+/* Draft plugins for speculative decoding: each step a draft proposes up to k tokens per
+ * request; the core verifies them against the target model in one forward pass with
+ * exact rejection sampling, so speculation never changes what the target would say.
+ *
+ * A draft plugin's tsr_plugin_desc has kind TSR_PLUGIN_DRAFT and its `iface` points at a
+ * static tsr_draft_iface.
+ *
+ * Verification (Leviathan et al. 2023) treats every proposal as deterministic: q is the
+ * point mass on the proposed token, so token i is accepted with probability p_i(token)
+ * under the target's final sampling distribution p_i (for greedy requests: iff it is the
+ * argmax), a rejection samples from p_i with the proposed token's mass removed, and when
+ * all k are accepted a bonus token is sampled from p_k. This is exact for any draft, since
+ * the draft's choice is a function of its state. Drafts report the probability they gave
+ * each proposal (`probs`, optional) for statistics; ABI 1.0 does not verify against a
+ * full draft distribution.
+ *
+ * Thread-safety: draft_create / draft_destroy are externally synchronized; a tsr_draft
+ * and its sequences are used by one thread at a time (the engine's step thread).
+ */
+#ifndef TESSERA_DRAFT_H
+#define TESSERA_DRAFT_H
+
+#include "tessera/abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tsr_draft tsr_draft;         /* one per engine, plugin-owned */
+typedef struct tsr_draft_seq tsr_draft_seq; /* one per request, plugin-owned */
+
+/* What a draft needs from the core, declared in tsr_draft_iface.needs. */
+#define TSR_DRAFT_NEEDS_TOKENS 1u /* the request's token history (all drafts get it) */
+#define TSR_DRAFT_NEEDS_HIDDEN 2u /* the target's last hidden states (EAGLE-style heads) */
+#define TSR_DRAFT_NEEDS_MODEL 4u  /* a model of its own, through the host (draft models) */
+
+/* Models run by the host for drafts that need one (TSR_DRAFT_NEEDS_MODEL): the host
+ * loads the file on the engine's backend and gives each sequence a paged KV cache of its
+ * own, so a draft plugin stays a strategy and needs no inference code. All entries are
+ * for the engine's step thread. */
+typedef struct tsr_model tsr_model;
+typedef struct tsr_model_seq tsr_model_seq;
+
+typedef struct tsr_model_host {
+  size_t struct_size;
+  void* context; /* the host's; passed back to model_open */
+  tsr_status (*model_open)(void* context, const char* path, tsr_model** out, tsr_error** error);
+  void (*model_close)(tsr_model* model); /* NULL is ignored */
+  int32_t (*model_n_vocab)(const tsr_model* model);
+  /* Token text (NUL-terminated, valid while the model lives), for vocabulary checks. */
+  const char* (*model_token_text)(const tsr_model* model, int32_t id);
+  uint64_t (*model_n_params)(const tsr_model* model);
+  tsr_status (*seq_create)(tsr_model* model, tsr_model_seq** out, tsr_error** error);
+  void (*seq_destroy)(tsr_model* model, tsr_model_seq* seq);
+  /* Appends and computes n tokens; writes the last one's n_vocab logits to `logits`. */
+  tsr_status (*seq_decode)(tsr_model* model, tsr_model_seq* seq, const int32_t* tokens,
+                           size_t n, float* logits, tsr_error** error);
+  /* Keeps the first n tokens of the sequence (rollback of rejected drafts). */
+  tsr_status (*seq_truncate)(tsr_model* model, tsr_model_seq* seq, size_t n, tsr_error** error);
+} tsr_model_host;
+TSR_ABI_PIN_SIZE(tsr_model_host, 88);
+
+/* Engine-level configuration of a draft. */
+typedef struct tsr_draft_params {
+  size_t struct_size;
+  int32_t n_vocab;            /* the target's vocabulary size */
+  int32_t max_draft_tokens;   /* k never exceeds this */
+  int32_t ngram_min;          /* prompt lookup: shortest suffix to match */
+  int32_t ngram_max;          /* prompt lookup: longest suffix to match */
+  const char* model_path;     /* draft model file (TSR_DRAFT_NEEDS_MODEL); can be NULL */
+  const char* const* vocab;   /* the target's token texts, n_vocab entries (borrowed for
+                                 draft_create, like every pointer here but model_host) */
+  int32_t n_threads;
+  int32_t reserved;
+  uint64_t target_n_params;   /* parameters of the target model */
+  const tsr_model_host* model_host; /* models for TSR_DRAFT_NEEDS_MODEL drafts; outlives
+                                       the tsr_draft */
+  const tsr_ext_header* next; /* can be NULL */
+} tsr_draft_params;
+TSR_ABI_PIN_SIZE(tsr_draft_params, 72);
+
+/* A proposal: up to `capacity` tokens written by propose(). */
+typedef struct tsr_draft_proposal {
+  size_t struct_size;
+  int32_t* tokens;            /* out: proposed ids */
+  float* probs;               /* out, can be NULL: the draft's probability of each id */
+  int32_t capacity;           /* in: k, the most tokens to propose */
+  int32_t n_tokens;           /* out: how many were proposed (0 is fine) */
+} tsr_draft_proposal;
+TSR_ABI_PIN_SIZE(tsr_draft_proposal, 32);
+
+typedef struct tsr_draft_iface {
+  size_t struct_size;
+  uint32_t needs; /* TSR_DRAFT_NEEDS_* */
+  uint32_t reserved;
+
+  tsr_status (*draft_create)(const tsr_draft_params* params, tsr_draft** out, tsr_error** error);
+  void (*draft_destroy)(tsr_draft* draft); /* NULL is ignored */
+
+  /* Per-request state; `prompt` (borrowed for the call) starts the history. */
+  tsr_status (*seq_create)(tsr_draft* draft, const int32_t* prompt, size_t n_prompt,
+                           tsr_draft_seq** out, tsr_error** error);
+  void (*seq_destroy)(tsr_draft* draft, tsr_draft_seq* seq); /* NULL is ignored */
+
+  /* Proposes up to proposal->capacity tokens to follow `history` (the request's full
+   * token history, prompt and accepted outputs, borrowed for the call). */
+  tsr_status (*propose)(tsr_draft* draft, tsr_draft_seq* seq, const int32_t* history,
+                        size_t n_history, tsr_draft_proposal* proposal, tsr_error** error);
+
+  /* After verification: n_accepted of the last proposal's tokens were accepted and
+   * `next_token` follows them (the target's correction or bonus token). Called only for
+   * a proposal that reached verification with at least one token: a step whose drafts the
+   * scheduler cut to none (the end of max_tokens or of the context, a preemption) is not
+   * reported, so propose's `history` is the authority. A draft with state of its own (a
+   * KV cache) reconciles it with `history` at each propose (plugins/draft_model rolls
+   * back to the longest common prefix); on_verified is an early hint. */
+  tsr_status (*on_verified)(tsr_draft* draft, tsr_draft_seq* seq, int32_t n_accepted,
+                            int32_t next_token, tsr_error** error);
+} tsr_draft_iface;
+TSR_ABI_PIN_SIZE(tsr_draft_iface, 64);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TESSERA_DRAFT_H */
