@@ -4,11 +4,14 @@
 
 #include <malloc.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <filesystem>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -29,6 +32,7 @@
 #include "core/sched/scheduler.h"
 #include "core/spec/draft_client.h"
 #include "core/spec/model_host.h"
+#include "core/spec/speculation_gate.h"
 #include "core/spec/speculation_policy.h"
 
 namespace tsr {
@@ -148,6 +152,14 @@ struct Engine::Impl {
   std::unique_ptr<ModelHost> model_host;  // runs draft models
   std::unique_ptr<DraftClient> draft;     // NULL without speculative decoding
   std::unique_ptr<SpeculationPolicy> spec_policy;
+  std::unique_ptr<SpeculationGate> spec_gate;  // with adaptive drafting: whether a step drafts at all
+  // The drafting that feeds the next step: the batch size it was decided for and the time
+  // the proposals took, charged to that step.
+  struct DraftCycle {
+    int32_t running = 0;
+    double seconds = 0;
+  };
+  std::optional<DraftCycle> draft_cycle;
   int32_t n_ctx = 0;
   int32_t max_positions = 0;  // a request's length limit: n_ctx, or more with a streaming window
   uint64_t kv_bytes_per_token = 0;
@@ -268,8 +280,8 @@ void Engine::Impl::load() {
     model_host = std::make_unique<ModelHost>(*backend, config);
     draft = std::make_unique<DraftClient>(plugin, config.speculative, tokenizer->vocab().tokens,
                                           model->n_params(), model_host->table(), config.backend.threads);
-    spec_policy = std::make_unique<SpeculationPolicy>(config.speculative, config.scheduler,
-                                                      draft->runs_model());
+    spec_policy = std::make_unique<SpeculationPolicy>(config.speculative, config.scheduler);
+    if (config.speculative.adaptive) spec_gate = std::make_unique<SpeculationGate>(!draft->runs_model());
     spdlog::info("speculative decoding: {} drafts, k = {}{}", config.speculative.method,
                  config.speculative.num_draft_tokens, config.speculative.adaptive ? " (adaptive)" : "");
   }
@@ -501,6 +513,11 @@ void Engine::Impl::execute(const SchedulerOutput& out, std::vector<Request*>& to
 // only the request at fault loses its speculation.
 void Engine::Impl::propose_drafts() {
   const auto running = static_cast<int32_t>(scheduler->num_running());
+  const Clock::time_point start = Clock::now();
+  if (spec_gate) {
+    draft_cycle = DraftCycle{running, 0};
+    if (!spec_gate->drafts(running)) return;
+  }
   std::vector<Live*> asked;
   std::vector<DraftClient::BatchItem> items;
   for (auto& [id, l] : live) {
@@ -532,6 +549,7 @@ void Engine::Impl::propose_drafts() {
       drop_draft(l, e);
     }
   }
+  if (draft_cycle) draft_cycle->seconds = std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 void Engine::Impl::deliver(std::vector<Request*>& touched) {
@@ -580,7 +598,17 @@ bool Engine::Impl::step() {
   const SchedulerOutput out = scheduler->schedule(now);
   if (!out.chunks.empty()) {
     try {
+      const bool decode = std::ranges::all_of(out.chunks, [](const ScheduledChunk& c) {
+        return c.request->num_computed() + 1 == c.request->num_tokens();
+      });
+      const int64_t generated_before = generated, drafted_before = drafted;
+      const Clock::time_point start = Clock::now();
       execute(out, touched);
+      if (draft_cycle && decode) {
+        const double seconds = draft_cycle->seconds + std::chrono::duration<double>(Clock::now() - start).count();
+        spec_gate->observe(draft_cycle->running, drafted > drafted_before, generated - generated_before, seconds);
+      }
+      draft_cycle.reset();
       if (draft) propose_drafts();
     } catch (const std::exception& e) {
       // A failed step fails the requests in it; the engine itself stays usable.
@@ -668,10 +696,17 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Engine::~Engine() { stop(); }
 
+// Loading runs on a thread of its own that ends with it. Packing and converting weights
+// run OpenMP regions, and libgomp keeps a thread pool per thread that started one for as
+// long as that thread lives: the caller's pool would outlive the load beside the step
+// thread's, and with more pooled threads than cores libgomp stops spinning between
+// regions, so every op of every later step paid a futex wake-up (measured: 64 tokens of a
+// Q4_0 110m through the server 18% in the kernel's wake-up paths, gone when the load's
+// pool ended with its thread).
 std::unique_ptr<Engine> Engine::create(const Config& config) {
   auto impl = std::make_unique<Impl>();
   impl->config = config;
-  impl->load();
+  std::async(std::launch::async, [&] { impl->load(); }).get();
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 

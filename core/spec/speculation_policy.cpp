@@ -13,17 +13,12 @@ constexpr int32_t kProbeEvery = 8;  // steps between probes
 
 }  // namespace
 
-SpeculationPolicy::SpeculationPolicy(const SpeculativeConfig& spec, const SchedulerConfig& sched,
-                                     bool model_draft)
-    : k_max_(spec.num_draft_tokens),
-      adaptive_(spec.adaptive),
-      model_draft_(model_draft),
-      max_batch_tokens_(sched.max_batch_tokens) {}
+SpeculationPolicy::SpeculationPolicy(const SpeculativeConfig& spec, const SchedulerConfig& sched)
+    : k_max_(spec.num_draft_tokens), adaptive_(spec.adaptive), max_batch_tokens_(sched.max_batch_tokens) {}
 
 int32_t SpeculationPolicy::num_drafts(State& s, int32_t running) const {
   int32_t k = k_max_;
   if (adaptive_) {
-    if (model_draft_ && running >= kLargeBatch) return 0;
     if (s.acceptance < kHopeless) {
       if (++s.idle_steps < kProbeEvery) return 0;
       s.idle_steps = 0;

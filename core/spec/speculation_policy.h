@@ -10,8 +10,7 @@
 //    8th step: enough to notice when its text turns predictable again;
 //  - then the batch: with R running requests, k is cut so that R * (k + 1) fits in
 //    max_batch_tokens, and halved again when R >= 16 (compute-bound steps);
-//  - a draft that runs a model of its own does so one sequence at a time, so with 16 or
-//    more running requests its passes cost more than verification saves: it pauses;
+//  - whether a step drafts at all is measured per batch size (SpeculationGate);
 //  - adaptive = false always drafts num_draft_tokens (still within the budget).
 #pragma once
 
@@ -28,8 +27,7 @@ class SpeculationPolicy {
     int32_t idle_steps = 0;   // steps without drafting while acceptance is very low
   };
 
-  // `model_draft`: the draft runs a model (TSR_DRAFT_NEEDS_MODEL), one pass per token.
-  SpeculationPolicy(const SpeculativeConfig& spec, const SchedulerConfig& sched, bool model_draft);
+  SpeculationPolicy(const SpeculativeConfig& spec, const SchedulerConfig& sched);
 
   // Drafts for this step; advances the probing counter of a request that rarely accepts.
   int32_t num_drafts(State& s, int32_t running_requests) const;
@@ -38,7 +36,6 @@ class SpeculationPolicy {
  private:
   int32_t k_max_;
   bool adaptive_;
-  bool model_draft_;
   int32_t max_batch_tokens_;
 };
 

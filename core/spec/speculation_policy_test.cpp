@@ -5,13 +5,13 @@
 namespace tsr {
 namespace {
 
-SpeculationPolicy policy(bool adaptive = true, int32_t budget = 2048, bool model_draft = false) {
+SpeculationPolicy policy(bool adaptive = true, int32_t budget = 2048) {
   SpeculativeConfig spec;
   spec.num_draft_tokens = 4;
   spec.adaptive = adaptive;
   SchedulerConfig sched;
   sched.max_batch_tokens = budget;
-  return SpeculationPolicy(spec, sched, model_draft);
+  return SpeculationPolicy(spec, sched);
 }
 
 TEST(SpeculationPolicy, FollowsTheAcceptanceRate) {
@@ -49,12 +49,6 @@ TEST(SpeculationPolicy, LargeBatchesDraftLessAndFitTheBudget) {
   EXPECT_EQ(policy(true, 32).num_drafts(s, 16), 1);   // 32 / 16 - 1 = 1
   EXPECT_EQ(policy(false, 16).num_drafts(s, 16), 0);  // no room for any draft
   EXPECT_EQ(policy(false).num_drafts(s, 16), 4);      // not adaptive: k unless the budget binds
-}
-
-TEST(SpeculationPolicy, DraftModelsPauseUnderLoad) {
-  SpeculationPolicy::State s;
-  EXPECT_EQ(policy(true, 2048, true).num_drafts(s, 15), 4);
-  EXPECT_EQ(policy(true, 2048, true).num_drafts(s, 16), 0);
 }
 
 }  // namespace
