@@ -14,6 +14,7 @@
 #include <optional>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include "core/chat/chat_template.h"
 #include "core/kv/host_memory.h"
@@ -205,6 +206,7 @@ struct Engine::Impl {
   void release_orphans();
   void check(const RequestParams& params) const;
   void propose_drafts();
+  void deliver_hidden(Live& l, int64_t first_row, int32_t start);
   void deliver(std::vector<Request*>& touched);
   void publish_stats();
   ForwardOptions forward_options(const Backend& backend, const KvCacheShape& shape, int32_t context) const;
@@ -278,8 +280,10 @@ void Engine::Impl::load() {
   if (config.speculative.method != "none") {
     auto plugin = Plugin::find(TSR_PLUGIN_DRAFT, draft_plugin_name(config.speculative.method), dirs);
     model_host = std::make_unique<ModelHost>(*backend, config);
-    draft = std::make_unique<DraftClient>(plugin, config.speculative, tokenizer->vocab().tokens,
-                                          model->n_params(), model_host->table(), config.backend.threads);
+    const DraftClient::TargetShape target{model->n_params(), model->hparams().n_layer, model->hparams().n_embd};
+    draft = std::make_unique<DraftClient>(plugin, config.speculative, tokenizer->vocab().tokens, target,
+                                          model_host->table(), config.backend.threads);
+    if (!draft->hidden_layers().empty()) runner->set_capture_layers(draft->hidden_layers());
     spec_policy = std::make_unique<SpeculationPolicy>(config.speculative, config.scheduler);
     if (config.speculative.adaptive) spec_gate = std::make_unique<SpeculationGate>(!draft->runs_model());
     spdlog::info("speculative decoding: {} drafts, k = {}{}", config.speculative.method,
@@ -460,9 +464,12 @@ void Engine::Impl::execute(const SchedulerOutput& out, std::vector<Request*>& to
   const int32_t n_vocab = model->hparams().n_vocab;
   const auto n_embd = size_t(model->hparams().n_embd);
   size_t row = 0, hidden_row = 0;
+  int64_t step_row = 0;  // the chunk's first row in the step
   for (const ScheduledChunk& c : out.chunks) {
     Request& r = *c.request;
     const int32_t before = r.num_tokens();
+    const int32_t start = r.num_computed();
+    const int64_t first_row = std::exchange(step_row, step_row + c.num_new_tokens);
     const auto [lo, hi] = r.pooled_rows(r.num_computed(), c.num_new_tokens);
     r.on_computed(c.num_new_tokens);
     if (r.embeds()) {
@@ -474,6 +481,7 @@ void Engine::Impl::execute(const SchedulerOutput& out, std::vector<Request*>& to
     }
     if (r.num_computed() < before) {  // a prefill chunk: no token yet
       kv.commit(r.id(), r.tokens(), r.num_computed(), r.cache_key());
+      deliver_hidden(live.at(r.id()), first_row, start);
       continue;
     }
     const auto k = static_cast<int32_t>(r.drafts().size());
@@ -495,6 +503,7 @@ void Engine::Impl::execute(const SchedulerOutput& out, std::vector<Request*>& to
     drafted += k;
     accepted += n_accepted;
     Live& l = live.at(r.id());
+    deliver_hidden(l, first_row, start);
     if (l.draft && k > 0) {
       try {
         l.draft->on_verified(n_accepted, r.tokens().back());
@@ -504,6 +513,24 @@ void Engine::Impl::execute(const SchedulerOutput& out, std::vector<Request*>& to
       }
     }
     if (r.finished()) scheduler->remove(&r);
+  }
+}
+
+// The target's states at the draft's layers for the positions this step added to the
+// request's history (from `start`; its rows from `first_row` of the step): a prompt chunk's
+// every row, a verification's last token and accepted drafts.
+void Engine::Impl::deliver_hidden(Live& l, int64_t first_row, int32_t start) {
+  const int32_t n = l.request->num_computed() - start;
+  if (!l.draft || draft->hidden_layers().empty() || n <= 0) return;
+  const tsr_tensor& all = runner->forward().captured();
+  const int64_t n_embd = all.shape[2];
+  tsr_tensor rows = all;
+  rows.shape[1] = n;
+  rows.data = static_cast<uint8_t*>(all.data) + first_row * n_embd * int64_t(sizeof(float));
+  try {
+    l.draft->on_hidden(rows, start);
+  } catch (const std::exception& e) {
+    drop_draft(l, e);
   }
 }
 

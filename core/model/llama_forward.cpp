@@ -133,8 +133,12 @@ void LlamaForward::run(const StepBatch& b, std::vector<float>& logits, std::vect
       b.block_tables.size() != size_t(b.num_seqs()) * b.max_blocks) {
     throw Error("malformed step batch", TSR_STATUS_INTERNAL);
   }
-  if (graphs_ && n_hidden == 0 && run_graph(b, logits)) return;
+  if (graphs_ && n_hidden == 0 && capture_layers_.empty() && run_graph(b, logits)) return;
   ensure_scratch(*eager_, n, n_out, n_hidden, metadata_ints(b));
+  if (!capture_layers_.empty() && n > capture_rows_) {
+    capture_ = backend_.alloc(uint64_t(capture_layers_.size()) * n * model_.hparams().n_embd * sizeof(float));
+    capture_rows_ = n;
+  }
   upload_metadata(*eager_, b);
   enqueue(*eager_, b);
   if (hidden != nullptr) {
@@ -238,6 +242,7 @@ void LlamaForward::enqueue(Scratch& s, const StepBatch& b) {
   for (int l = 0; l < hp.n_layer; ++l) {
     attention_block(s, l, n);
     ffn_block(s, l);
+    capture_layer(s, l, n);
   }
   output_hidden(s, int64_t(b.hidden_rows.size()));
   if (n_out == 0) return;  // a step of prefill chunks only: no token to sample yet
@@ -249,6 +254,32 @@ void LlamaForward::enqueue(Scratch& s, const StepBatch& b) {
                      &model_.output_norm(), hp.rms_eps, 0});
   s.out_logits = tensor_make(TSR_DTYPE_F32, s.logits->base(), {n_out, hp.n_vocab});
   matmul(s.out_logits, s.last_norm, model_.output());
+}
+
+void LlamaForward::set_capture_layers(std::vector<int32_t> layers) {
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i] < 0 || layers[i] >= model_.hparams().n_layer || (i > 0 && layers[i] <= layers[i - 1])) {
+      throw Error("capture layers must be strictly increasing layer indices below " +
+                  std::to_string(model_.hparams().n_layer));
+    }
+  }
+  capture_layers_ = std::move(layers);
+  capture_.reset();
+  capture_rows_ = 0;
+  captured_ = {};
+}
+
+// The residual stream after `layer`, when captured, copied (scaled by 1: exact) into its
+// slice of the capture buffer; the step's rows one after the other, layer after layer.
+void LlamaForward::capture_layer(Scratch& s, int layer, int64_t n) {
+  const auto it = std::find(capture_layers_.begin(), capture_layers_.end(), layer);
+  if (it == capture_layers_.end()) return;
+  const int64_t n_embd = model_.hparams().n_embd;
+  auto* base = reinterpret_cast<float*>(capture_->base());
+  const auto index = static_cast<int64_t>(it - capture_layers_.begin());
+  const tsr_tensor slice = tensor_make(TSR_DTYPE_F32, base + index * n * n_embd, {n, n_embd});
+  backend_.scale({sizeof(tsr_scale_params), &slice, &s.x, 1.0f, 0});
+  captured_ = tensor_make(TSR_DTYPE_F32, base, {int64_t(capture_layers_.size()), n, n_embd});
 }
 
 // The hidden rows through the output norm into the hidden buffer, gathered into xn (free

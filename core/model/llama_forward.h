@@ -43,6 +43,13 @@ class LlamaForward {
   // batch with hidden rows and no `hidden` is refused).
   void run(const StepBatch& batch, std::vector<float>& logits, std::vector<float>* hidden = nullptr);
 
+  // Keeps the residual stream after each of `layers` (strictly increasing, each below
+  // n_layer; empty: none) for every row of every later step: captured() is f32
+  // [layers, rows of the last step, n_embd] in backend memory, valid until the next step.
+  // Steps run eagerly while layers are captured.
+  void set_capture_layers(std::vector<int32_t> layers);
+  const tsr_tensor& captured() const { return captured_; }
+
   bool graphs_enabled() const { return graphs_ != nullptr; }
   int32_t graphs_recorded() const;
   int64_t graph_replays() const { return graph_replays_; }  // steps run from a graph
@@ -54,6 +61,7 @@ class LlamaForward {
   void enqueue(Scratch& s, const StepBatch& batch);
   void read_logits(Scratch& s, int32_t rows, std::vector<float>& logits);
   void output_hidden(Scratch& s, int64_t n_hidden);
+  void capture_layer(Scratch& s, int layer, int64_t n);
   bool run_graph(const StepBatch& batch, std::vector<float>& logits);
   void record_graph(Scratch& s, const StepBatch& padded, int32_t bucket);
   void attention_block(Scratch& s, int layer, int64_t n);
@@ -74,6 +82,10 @@ class LlamaForward {
   // ForwardOptions::matmul_observer and matmul_id_observer.
   std::function<void(const tsr_tensor&, const tsr_tensor&)> observer_;
   std::function<void(const tsr_tensor&, const tsr_tensor&, const tsr_tensor&)> id_observer_;
+  std::vector<int32_t> capture_layers_;
+  std::unique_ptr<BackendBuffer> capture_;  // [capture_layers_, capture_rows_, n_embd]
+  int64_t capture_rows_ = 0;
+  tsr_tensor captured_{};
   std::unique_ptr<Scratch> eager_;
   std::unique_ptr<Scratch> graph_scratch_;  // fixed addresses: the graphs' operands
   std::unique_ptr<DecodeGraphs> graphs_;

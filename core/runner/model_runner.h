@@ -52,6 +52,8 @@ class ModelRunner {
   KvCacheManager& kv() { return kv_; }
   const KvCacheManager& kv() const { return kv_; }
   const LlamaForward& forward() const { return forward_; }
+  // The layers whose residual stream every step keeps (LlamaForward::set_capture_layers).
+  void set_capture_layers(std::vector<int32_t> layers) { forward_.set_capture_layers(std::move(layers)); }
   const KvHostTier* host_tier() const { return tier_.get(); }  // NULL: none
   const KvDiskTier* disk_tier() const { return disk_.get(); }  // NULL: none
 

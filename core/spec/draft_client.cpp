@@ -18,30 +18,66 @@ void check_needs(uint32_t needs, const std::string& name) {
                     " that this host does not know (it knows TSR_DRAFT_NEEDS_TOKENS, _HIDDEN and _MODEL)",
                 TSR_STATUS_UNSUPPORTED);
   }
-  if ((needs & TSR_DRAFT_NEEDS_HIDDEN) != 0) {
-    throw Error("draft '" + name + "' needs the target's hidden states (TSR_DRAFT_NEEDS_HIDDEN), which this host "
-                "does not serve yet",
+}
+
+// A draft needing hidden states says which layers (hidden_layers) and takes them
+// (on_hidden): entries a plugin built before ABI 2.6 does not have.
+void check_hidden_entries(const tsr_draft_iface& t, const std::string& name) {
+  if ((t.needs & TSR_DRAFT_NEEDS_HIDDEN) == 0) return;
+  if (!TSR_STRUCT_HAS(&t, tsr_draft_iface, on_hidden) || t.hidden_layers == nullptr || t.on_hidden == nullptr) {
+    throw Error("draft '" + name + "' needs the target's hidden states (TSR_DRAFT_NEEDS_HIDDEN) but has no "
+                    "hidden_layers and on_hidden entries (ABI 2.6) to take them through",
                 TSR_STATUS_UNSUPPORTED);
   }
 }
 
 }  // namespace
 
+std::vector<int32_t> DraftClient::query_hidden_layers(int32_t n_layer) const {
+  std::vector<int32_t> layers(TSR_DRAFT_MAX_HIDDEN_LAYERS);
+  int32_t n = -1;
+  call_plugin("draft '" + name_ + "' hidden_layers", [&](tsr_error** e) {
+    n = iface_->hidden_layers(handle_, layers.data(), e);
+    return n < 0 ? TSR_STATUS_INVALID_ARGUMENT : TSR_STATUS_OK;
+  });
+  if (n < 1 || n > TSR_DRAFT_MAX_HIDDEN_LAYERS) {
+    throw Error("draft '" + name_ + "' asked for hidden states of " + std::to_string(n) + " layers (1 to " +
+                    std::to_string(TSR_DRAFT_MAX_HIDDEN_LAYERS) + ")",
+                TSR_STATUS_UNSUPPORTED);
+  }
+  layers.resize(size_t(n));
+  for (int32_t i = 0; i < n; ++i) {
+    if (layers[i] < 0 || layers[i] >= n_layer || (i > 0 && layers[i] <= layers[i - 1])) {
+      throw Error("draft '" + name_ + "' asked for the hidden states of layer " + std::to_string(layers[i]) +
+                      ": layers must be strictly increasing and below the target's " + std::to_string(n_layer),
+                  TSR_STATUS_UNSUPPORTED);
+    }
+  }
+  return layers;
+}
+
+namespace {
+
+}  // namespace
+
 DraftClient::DraftClient(std::shared_ptr<Plugin> plugin, const SpeculativeConfig& config,
-                         const std::vector<std::string>& vocab, uint64_t target_n_params,
+                         const std::vector<std::string>& vocab, const TargetShape& target,
                          const tsr_model_host* model_host, int32_t n_threads)
     : plugin_(std::move(plugin)),
       iface_(static_cast<const tsr_draft_iface*>(plugin_->iface())),
       name_(plugin_->name()),
       n_vocab_(static_cast<int32_t>(vocab.size())) {
   check_needs(iface_->needs, name_);
+  check_hidden_entries(*iface_, name_);
   tsr_draft_params p{};
   p.struct_size = sizeof(p);
   std::vector<const char*> texts;
   for (const std::string& t : vocab) texts.push_back(t.c_str());
   p.n_vocab = static_cast<int32_t>(vocab.size());
   p.vocab = texts.data();
-  p.target_n_params = target_n_params;
+  p.target_n_params = target.n_params;
+  p.target_n_layer = target.n_layer;
+  p.target_n_embd = target.n_embd;
   p.model_host = model_host;
   p.max_draft_tokens = config.num_draft_tokens;
   p.ngram_min = config.ngram_min;
@@ -50,6 +86,13 @@ DraftClient::DraftClient(std::shared_ptr<Plugin> plugin, const SpeculativeConfig
   p.n_threads = n_threads;
   call_plugin("draft '" + name_ + "'",
               [&](tsr_error** e) { return iface_->draft_create(&p, &handle_, e); });
+  if ((iface_->needs & TSR_DRAFT_NEEDS_HIDDEN) == 0) return;
+  try {
+    hidden_layers_ = query_hidden_layers(target.n_layer);
+  } catch (...) {
+    iface_->draft_destroy(handle_);
+    throw;
+  }
 }
 
 DraftClient::~DraftClient() { iface_->draft_destroy(handle_); }
@@ -116,6 +159,12 @@ std::vector<std::vector<int32_t>> DraftClient::propose_batch(std::span<const Bat
   });
   for (size_t i = 0; i < n; ++i) tokens[i] = checked(std::move(tokens[i]), proposals[i].n_tokens, proposals[i].capacity);
   return tokens;
+}
+
+void DraftClient::Seq::on_hidden(const tsr_tensor& states, int64_t first_position) {
+  const tsr_draft_hidden h{sizeof(tsr_draft_hidden), &states, first_position};
+  call_plugin("draft '" + owner_.name_ + "' on_hidden",
+              [&](tsr_error** e) { return owner_.iface_->on_hidden(owner_.handle_, handle_, &h, e); });
 }
 
 void DraftClient::Seq::on_verified(int32_t n_accepted, int32_t next_token) {

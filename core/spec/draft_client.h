@@ -16,10 +16,17 @@ namespace tsr {
 
 class DraftClient {
  public:
-  // `vocab` (the target's token texts) and `target_n_params` let the draft refuse an
-  // incompatible or oversized model; `model_host` serves drafts that need a model.
+  // What a draft learns of the target model.
+  struct TargetShape {
+    uint64_t n_params = 0;
+    int32_t n_layer = 0;
+    int32_t n_embd = 0;
+  };
+  // `vocab` (the target's token texts) and `target` let the draft refuse an incompatible
+  // or oversized model; `model_host` serves drafts that need a model. A draft needing
+  // hidden states is asked for its layers here (hidden_layers()).
   DraftClient(std::shared_ptr<Plugin> plugin, const SpeculativeConfig& config,
-              const std::vector<std::string>& vocab, uint64_t target_n_params,
+              const std::vector<std::string>& vocab, const TargetShape& target,
               const tsr_model_host* model_host, int32_t n_threads);
   ~DraftClient();
   DraftClient(const DraftClient&) = delete;
@@ -31,6 +38,9 @@ class DraftClient {
     // Up to k proposed tokens to follow `history`.
     std::vector<int32_t> propose(std::span<const int32_t> history, int32_t k);
     void on_verified(int32_t n_accepted, int32_t next_token);
+    // The target's states at hidden_layers() for consecutive positions from first_position
+    // (TSR_DRAFT_NEEDS_HIDDEN drafts): f32 [layers, rows, n_embd] in backend memory.
+    void on_hidden(const tsr_tensor& states, int64_t first_position);
 
    private:
     friend class DraftClient;
@@ -42,6 +52,8 @@ class DraftClient {
   std::unique_ptr<Seq> open(std::span<const int32_t> prompt);
   const std::string& name() const { return name_; }
   bool runs_model() const { return (iface_->needs & TSR_DRAFT_NEEDS_MODEL) != 0; }
+  // The target layers whose states the draft takes; empty when it needs none.
+  const std::vector<int32_t>& hidden_layers() const { return hidden_layers_; }
 
   // One request of propose_batch: its sequence, its history and the most tokens to propose.
   struct BatchItem {
@@ -59,12 +71,14 @@ class DraftClient {
   // The first n_tokens of a proposal of capacity k, checked: a count within k, ids in the
   // vocabulary.
   std::vector<int32_t> checked(std::vector<int32_t> tokens, int32_t n_tokens, int32_t k) const;
+  std::vector<int32_t> query_hidden_layers(int32_t n_layer) const;
 
   std::shared_ptr<Plugin> plugin_;  // keeps the library loaded while the handle lives
   const tsr_draft_iface* iface_;
   tsr_draft* handle_ = nullptr;
   std::string name_;
   int32_t n_vocab_ = 0;  // proposals must be ids below it
+  std::vector<int32_t> hidden_layers_;
 };
 
 }  // namespace tsr

@@ -142,10 +142,17 @@ std::vector<const char*> vocab_pointers() {
 }
 
 // Parameters any draft kind can work with.
+constexpr int32_t kTargetLayers = 6;
+constexpr int32_t kTargetEmbd = 16;
+
 struct GoodParams {
   std::vector<const char*> vocab = vocab_pointers();
   tsr_draft_params p{sizeof(tsr_draft_params), kVocab, kMaxDraft, 1, 3, "conformance-model.gguf",
-                     vocab.data(), 1, 0, 1000000, &kModelHost, nullptr};
+                     vocab.data(), 1, 0, 1000000, &kModelHost, nullptr,
+#if TSR_ABI_MINOR >= 6 || TSR_ABI_MAJOR > 2
+                     kTargetLayers, kTargetEmbd
+#endif
+  };
 };
 
 // Takes the error slot, not its value: the slot is read after the call has filled it
@@ -273,6 +280,48 @@ TEST_F(DraftTest, BatchedProposalsEqualSingleOnes) {
     }
   }
   for (size_t i = 0; i < histories.size(); ++i) table().seq_destroy(draft_, batched[i]), table().seq_destroy(draft_, single[i]);
+}
+#endif
+
+#if TSR_ABI_MINOR >= 6 || TSR_ABI_MAJOR > 2
+// A draft that needs hidden states names valid layers and takes states of its request's
+// positions, prompt first and then a token at a time, and still proposes well-formed tokens.
+TEST_F(DraftTest, HiddenStatesAreTaken) {
+  if ((table().needs & TSR_DRAFT_NEEDS_HIDDEN) == 0) GTEST_SKIP() << "the draft needs no hidden states";
+  ASSERT_TRUE(TSR_STRUCT_HAS(&table(), tsr_draft_iface, on_hidden) && table().hidden_layers != nullptr &&
+              table().on_hidden != nullptr)
+      << "TSR_DRAFT_NEEDS_HIDDEN without hidden_layers and on_hidden";
+  int32_t layers[TSR_DRAFT_MAX_HIDDEN_LAYERS];
+  tsr_error* e = nullptr;
+  const int32_t n = table().hidden_layers(draft_, layers, &e);
+  if (n < 0) check(TSR_STATUS_INVALID_ARGUMENT, &e, "hidden_layers");
+  ASSERT_GE(n, 1);
+  ASSERT_LE(n, TSR_DRAFT_MAX_HIDDEN_LAYERS);
+  for (int32_t i = 0; i < n; ++i) {
+    EXPECT_TRUE(layers[i] >= 0 && layers[i] < kTargetLayers && (i == 0 || layers[i] > layers[i - 1])) << layers[i];
+  }
+  std::vector<int32_t> history = repetitive(rng_, 9);
+  tsr_draft_seq* seq = new_seq(history);
+  std::vector<float> values(size_t(n) * history.size() * kTargetEmbd);
+  for (float& v : values) v = static_cast<float>(rng_() % 2001) / 1000.0f - 1.0f;
+  const auto give = [&](int64_t first, int64_t rows) {
+    tsr_tensor t{};
+    t.struct_size = sizeof t;
+    t.dtype = TSR_DTYPE_F32;
+    t.ndim = 3;
+    t.shape[0] = n, t.shape[1] = rows, t.shape[2] = kTargetEmbd;
+    t.strides[2] = sizeof(float), t.strides[1] = kTargetEmbd * sizeof(float);
+    t.strides[0] = int64_t(history.size()) * kTargetEmbd * sizeof(float);
+    t.data = values.data() + first * kTargetEmbd;
+    const tsr_draft_hidden h{sizeof(tsr_draft_hidden), &t, first};
+    check(table().on_hidden(draft_, seq, &h, &e), &e, "on_hidden");
+  };
+  give(0, int64_t(history.size()) - 1);  // the prompt less its last token
+  propose(seq, history, 4);
+  give(int64_t(history.size()) - 1, 1);
+  history.push_back(3);
+  propose(seq, history, 4);
+  table().seq_destroy(draft_, seq);
 }
 #endif
 

@@ -86,8 +86,8 @@ TEST(PluginLoader, DraftNeedsTheHostCannotServeAreRefused) {
   };
   for (const auto& [name, expected] : cases) {
     try {
-      DraftClient draft(Plugin::find(TSR_PLUGIN_DRAFT, name, {BROKEN_PLUGIN_DIR}), SpeculativeConfig{}, {"a", "b"}, 0,
-                        nullptr, 1);
+      DraftClient draft(Plugin::find(TSR_PLUGIN_DRAFT, name, {BROKEN_PLUGIN_DIR}), SpeculativeConfig{}, {"a", "b"},
+                        DraftClient::TargetShape{}, nullptr, 1);
       ADD_FAILURE() << name << " was accepted";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();

@@ -31,7 +31,8 @@ typedef struct tsr_draft_seq tsr_draft_seq; /* one per request, plugin-owned */
 
 /* What a draft needs from the core, declared in tsr_draft_iface.needs. */
 #define TSR_DRAFT_NEEDS_TOKENS 1u /* the request's token history (all drafts get it) */
-#define TSR_DRAFT_NEEDS_HIDDEN 2u /* the target's last hidden states (EAGLE-style heads) */
+#define TSR_DRAFT_NEEDS_HIDDEN 2u /* the target's hidden states at chosen layers (EAGLE-style
+                                     heads; ABI 2.6: hidden_layers and on_hidden) */
 #define TSR_DRAFT_NEEDS_MODEL 4u  /* a model of its own, through the host (draft models) */
 
 /* Models run by the host for drafts that need one (TSR_DRAFT_NEEDS_MODEL): the host
@@ -85,8 +86,32 @@ typedef struct tsr_draft_params {
   const tsr_model_host* model_host; /* models for TSR_DRAFT_NEEDS_MODEL drafts; outlives
                                        the tsr_draft */
   const tsr_ext_header* next; /* can be NULL */
+  /* ABI 2.6: the target's shape, for TSR_DRAFT_NEEDS_HIDDEN drafts. */
+  int32_t target_n_layer;     /* its layers: hidden_layers picks among 0 .. n_layer - 1 */
+  int32_t target_n_embd;      /* the width of its hidden states */
 } tsr_draft_params;
-TSR_ABI_PIN_SIZE(tsr_draft_params, 72);
+TSR_ABI_PIN_SIZE(tsr_draft_params, 80);
+/* The params through ABI 2.5 (no target shape). */
+#define TSR_DRAFT_PARAMS_SIZE_V2_5 TSR_SIZE_THROUGH(tsr_draft_params, next)
+
+/* ABI 2.6. Hidden states of the target for a TSR_DRAFT_NEEDS_HIDDEN draft: the residual
+ * stream after each of the layers hidden_layers chose (the layer's output, before the
+ * next layer's input norm), for consecutive positions of one request. */
+typedef struct tsr_draft_hidden {
+  size_t struct_size;
+  /* f32 [n_layers, n_rows, n_embd] in the engine backend's memory, strided as it says:
+   * layer i is hidden_layers' i-th layer, row j the state at history position
+   * first_position + j. On the CPU backend `data` is the forward pass's own buffer (no
+   * copy is made); on a GPU backend it is device memory, never copied to the host. The
+   * step that computed them has finished (the host synchronized its backend), so any
+   * stream of the device may read them. Valid for the call only. */
+  const tsr_tensor* states;
+  int64_t first_position;
+} tsr_draft_hidden;
+TSR_ABI_PIN_SIZE(tsr_draft_hidden, 24);
+
+/* The most layers a draft may ask for. */
+#define TSR_DRAFT_MAX_HIDDEN_LAYERS 8
 
 /* A proposal: up to `capacity` tokens written by propose(). */
 typedef struct tsr_draft_proposal {
@@ -135,8 +160,25 @@ typedef struct tsr_draft_iface {
   tsr_status (*propose_batch)(tsr_draft* draft, tsr_draft_seq* const* seqs, const int32_t* const* histories,
                               const size_t* n_histories, tsr_draft_proposal* const* proposals, size_t n,
                               tsr_error** error);
+
+  /* ABI 2.6, for drafts declaring TSR_DRAFT_NEEDS_HIDDEN (NULL otherwise; such a draft
+   * without both entries is refused at start). hidden_layers is called once, after
+   * draft_create: it writes the target layers whose states the draft wants to `layers`
+   * (room for TSR_DRAFT_MAX_HIDDEN_LAYERS), strictly increasing, each below
+   * target_n_layer, and returns how many (1 or more); -1 with *error set refuses. */
+  int32_t (*hidden_layers)(tsr_draft* draft, int32_t* layers, tsr_error** error);
+  /* After a step that computed positions of this request which are now part of its
+   * history (prompt chunks; the last token and the accepted drafts of a verification),
+   * before on_verified and the next propose: their states, in position order. Positions
+   * the engine did not compute have none: a prefix found in the prefix cache, or a
+   * prompt shared by the choices of one call (the first call's first_position says where
+   * a request's states start). A request preempted and recomputed gets its positions
+   * again, from a first_position below the previous call's end: they replace the states
+   * from there on. A failure turns speculation off for this request. */
+  tsr_status (*on_hidden)(tsr_draft* draft, tsr_draft_seq* seq, const tsr_draft_hidden* hidden,
+                          tsr_error** error);
 } tsr_draft_iface;
-TSR_ABI_PIN_SIZE(tsr_draft_iface, 72);
+TSR_ABI_PIN_SIZE(tsr_draft_iface, 88);
 /* The table through ABI 2.5 (no propose_batch): the host reads propose_batch only from
  * longer tables. */
 #define TSR_DRAFT_IFACE_SIZE_V2_5 TSR_SIZE_THROUGH(tsr_draft_iface, on_verified)

@@ -17,11 +17,17 @@
 //   // what propose() gets for one sequence. Without it, the table's propose_batch is NULL
 //   // and the host asks each sequence alone.
 //   void propose_batch(std::span<const BatchEntry<Seq>> batch);
+//   // ABI 2.6, with TSR_DRAFT_NEEDS_HIDDEN in kNeeds: the target layers whose states it
+//   // takes (hidden_layers), and those states for positions of a request (on_hidden).
+//   std::vector<int32_t> hidden_layers();
+//   void on_hidden(Seq&, const tsr_tensor& states, int64_t first_position);
 //
 // The generated entries check handles, params and proposal buffers, keep the proposal's
 // n_tokens within its capacity, and turn every exception into a status and error object.
 #pragma once
 
+#include <algorithm>
+#include <concepts>
 #include <memory>
 #include <span>
 #include <string>
@@ -57,7 +63,7 @@ class DraftPlugin {
         sizeof(tsr_draft_iface), Impl::kNeeds, 0, draft_create, draft_destroy,
         seq_create, seq_destroy, propose, on_verified,
 #if TSR_SDK_ABI_AT_LEAST(2, 6)
-        batch_entry(),
+        batch_entry(), hidden_layers_entry(), on_hidden_entry(),
 #endif
     };
     return t;
@@ -132,6 +138,53 @@ class DraftPlugin {
     } else {
       return nullptr;
     }
+  }
+
+  static constexpr bool kTakesHidden = requires(Impl& impl, Seq& q, const tsr_tensor& t) {
+    { impl.hidden_layers() } -> std::convertible_to<std::vector<int32_t>>;
+    impl.on_hidden(q, t, int64_t{0});
+  };
+  static_assert(kTakesHidden || (Impl::kNeeds & TSR_DRAFT_NEEDS_HIDDEN) == 0,
+                "a draft needing hidden states defines hidden_layers() and on_hidden(Seq&, const tsr_tensor&, int64_t)");
+
+  static constexpr auto hidden_layers_entry() -> decltype(tsr_draft_iface::hidden_layers) {
+    if constexpr (kTakesHidden) {
+      return hidden_layers;
+    } else {
+      return nullptr;
+    }
+  }
+  static constexpr auto on_hidden_entry() -> decltype(tsr_draft_iface::on_hidden) {
+    if constexpr (kTakesHidden) {
+      return on_hidden;
+    } else {
+      return nullptr;
+    }
+  }
+
+  static int32_t hidden_layers(tsr_draft* d, int32_t* layers, tsr_error** error) {
+    int32_t n = -1;
+    boundary(error, [&] {
+      require(layers != nullptr, "hidden_layers: layers is NULL");
+      const std::vector<int32_t> want = object<Impl>(d, "draft").hidden_layers();
+      require(!want.empty() && want.size() <= TSR_DRAFT_MAX_HIDDEN_LAYERS,
+              "hidden_layers: 1 to TSR_DRAFT_MAX_HIDDEN_LAYERS layers");
+      std::copy(want.begin(), want.end(), layers);
+      n = static_cast<int32_t>(want.size());
+    });
+    return n;
+  }
+
+  static tsr_status on_hidden(tsr_draft* d, tsr_draft_seq* s, const tsr_draft_hidden* hidden, tsr_error** error) {
+    return boundary(error, [&] {
+      Impl& impl = object<Impl>(d, "draft");
+      Seq& seq = object<Seq>(s, "on_hidden: seq");
+      const tsr_draft_hidden& h = checked(hidden, "on_hidden");
+      require(h.states != nullptr && h.states->ndim == 3 && h.states->dtype == TSR_DTYPE_F32,
+              "on_hidden: states must be f32 [layers, rows, n_embd]");
+      require(h.first_position >= 0, "on_hidden: negative first_position");
+      impl.on_hidden(seq, *h.states, h.first_position);
+    });
   }
 
   // Each proposal is checked as propose() checks it, before the Impl sees any.
