@@ -211,7 +211,8 @@ animal ::= "cat" | "dog" | "big " animal)";
 
 TEST(Constrained, SpeculationKeepsGreedyOutput) {
   TSR_REQUIRE_SHARED(kStories);
-  // Repetitive structure gives the n-gram draft something to propose.
+  // Repetitive structure gives the n-gram and suffix drafts something to propose; the
+  // draft model (the target itself) proposes for all requests in batched passes.
   const std::string schema = R"({"type": "object", "properties": {"items": {"type": "array",
     "items": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
     "age": {"type": "integer"}}, "required": ["name", "age"]}, "minItems": 6, "maxItems": 8}},
@@ -225,8 +226,10 @@ TEST(Constrained, SpeculationKeepsGreedyOutput) {
   };
   auto plain = Engine::create(config(kStories));
   const auto expected = run_all(*plain, make(*plain));
-  for (const char* method : {"ngram", "suffix"}) {
-    auto spec = Engine::create(config(kStories, method));
+  for (const char* method : {"ngram", "suffix", "draft_model"}) {
+    Config c = config(kStories, method);
+    c.speculative.draft_model = testing::shared_path(kStories);  // a self-draft: batched draft passes
+    auto spec = Engine::create(c);
     const auto got = run_all(*spec, make(*spec));
     for (size_t i = 0; i < expected.size(); ++i) {
       ASSERT_NE(expected[i].finish_reason, TSR_FINISH_ERROR) << expected[i].error;
