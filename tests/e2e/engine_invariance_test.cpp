@@ -2,7 +2,6 @@
 // every stories260K reference prompt yields llama.cpp's greedy ids in each setting.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <filesystem>
@@ -13,6 +12,7 @@
 #include "base/error.h"
 #include "tests/common/scratch_dir.h"
 #include "tests/common/engine_runs.h"
+#include "tests/common/greedy_references.h"
 #include "tests/common/shared_data.h"
 
 namespace tsr {
@@ -24,18 +24,9 @@ using testing::greedy_request;
 constexpr const char* kModel = "models/stories260K.gguf";
 constexpr const char* kRefs = "models/reference/stories260K.ref.jsonl";
 
-struct Reference {
-  std::vector<int32_t> prompt, greedy;
-};
+using Reference = testing::GreedyReference;
 
-std::vector<Reference> load_references() {
-  std::vector<Reference> refs;
-  for (const std::string& line : testing::read_lines(testing::shared_path(kRefs))) {
-    const auto j = nlohmann::json::parse(line);
-    refs.push_back({j["prompt_ids"].get<std::vector<int32_t>>(), j["greedy_ids"].get<std::vector<int32_t>>()});
-  }
-  return refs;
-}
+std::vector<Reference> load_references() { return testing::load_greedy_references(kRefs); }
 
 Config base_config() {
   Config c;

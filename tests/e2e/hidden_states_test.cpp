@@ -5,7 +5,6 @@
 // outputs stay the references'. A draft asking for layers the target does not have is
 // refused at start, naming them.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdio>
@@ -22,6 +21,7 @@
 #include "core/plugin_host/backend.h"
 #include "core/plugin_host/plugin_loader.h"
 #include "core/runner/model_runner.h"
+#include "tests/common/greedy_references.h"
 #include "tests/common/shared_data.h"
 
 namespace tsr {
@@ -30,18 +30,7 @@ namespace {
 constexpr const char* kModel = "models/stories260K.gguf";
 constexpr int32_t kTokens = 48;
 
-struct Reference {
-  std::vector<int32_t> prompt, greedy;
-};
-
-std::vector<Reference> load_references() {
-  std::vector<Reference> refs;
-  for (const auto& line : testing::read_lines(testing::shared_path("models/reference/stories260K.ref.jsonl"))) {
-    const auto j = nlohmann::json::parse(line);
-    refs.push_back({j["prompt_ids"].get<std::vector<int32_t>>(), j["greedy_ids"].get<std::vector<int32_t>>()});
-  }
-  return refs;
-}
+using Reference = testing::GreedyReference;
 
 uint64_t fnv1a(const std::vector<int32_t>& tokens) {
   uint64_t h = 1469598103934665603ull;
@@ -80,7 +69,7 @@ class HiddenStates : public ::testing::Test {
  protected:
   void SetUp() override {
     TSR_REQUIRE_SHARED(kModel);
-    refs_ = load_references();
+    refs_ = testing::load_greedy_references("models/reference/stories260K.ref.jsonl");
     dir_ = std::filesystem::path(::testing::TempDir()) / "hidden_probe";
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);

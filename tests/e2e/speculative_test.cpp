@@ -4,7 +4,6 @@
 // without speculation (chi-square homogeneity test, p > 0.001).
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdio>
@@ -15,6 +14,7 @@
 #include "core/engine/engine.h"
 #include "base/error.h"
 #include "tests/common/chi_square.h"
+#include "tests/common/greedy_references.h"
 #include "tests/common/shared_data.h"
 
 namespace tsr {
@@ -22,17 +22,10 @@ namespace {
 
 constexpr const char* kModel = "models/stories260K.gguf";
 
-struct Reference {
-  std::vector<int32_t> prompt, greedy;
-};
+using Reference = testing::GreedyReference;
 
 std::vector<Reference> load_references() {
-  std::vector<Reference> refs;
-  for (const auto& line : testing::read_lines(testing::shared_path("models/reference/stories260K.ref.jsonl"))) {
-    const auto j = nlohmann::json::parse(line);
-    refs.push_back({j["prompt_ids"].get<std::vector<int32_t>>(), j["greedy_ids"].get<std::vector<int32_t>>()});
-  }
-  return refs;
+  return testing::load_greedy_references("models/reference/stories260K.ref.jsonl");
 }
 
 Config config(const std::string& method) {
