@@ -5,7 +5,9 @@
 # Q4_0 copy of the target as its self-draft, whose passes run batched for all requests)
 # in the same run. Prints tokens/s per method and concurrency, the ratio to no
 # speculation at that concurrency, and the draft acceptance and draft-model passes per
-# engine step from /metrics.
+# engine step from /metrics. Each concurrency first runs one unmeasured round (the
+# speculation gate samples each batch-size class before it decides; a server that has run
+# a while has done so), then the measured one.
 #   B="1 16" METHODS="none draft_model" bench/speculative_batch.sh
 #   EXTRA_TOML=$'adaptive = false' bench/speculative_batch.sh   # lines for [speculative]
 set -euo pipefail
@@ -48,8 +50,9 @@ for method in $METHODS; do
   build/bin/tessera serve -m "$work/m110.gguf" -t 2 --config "$work/$method.toml" --port "$port" >/dev/null 2>"$work/$method.log" &
   pid=$!
   for _ in $(seq 150); do curl -sf "localhost:$port/health" >/dev/null && break; sleep 0.2; done
-  client > /dev/null  # warm-up
   for b in $B; do
+    for i in $(seq "$b"); do client > /dev/null & done  # the unmeasured round
+    wait $(jobs -p | grep -v "^$pid$")
     steps0=$(metric tessera_engine_steps_total); drafted0=$(metric tessera_spec_draft_tokens_total)
     accepted0=$(metric tessera_spec_accepted_tokens_total); passes0=$(metric tessera_spec_draft_model_passes_total)
     start=$(date +%s.%N)
