@@ -201,7 +201,12 @@ struct Engine::Impl {
   void drop_draft(Live& l, const std::exception& e);
   void execute(const SchedulerOutput& out, std::vector<Request*>& touched);
   bool follows_group(Live& l);
-  void fork_followers(Request& leader, std::span<const float> row, Clock::time_point now,
+  // Where a step computed a request's chunk: its first row in the step and first position.
+  struct PromptRows {
+    int64_t first_row;
+    int32_t start;
+  };
+  void fork_followers(Request& leader, std::span<const float> row, const PromptRows& rows, Clock::time_point now,
                       std::vector<Request*>& touched);
   void release_orphans();
   void check(const RequestParams& params) const;
@@ -419,8 +424,8 @@ bool Engine::Impl::follows_group(Live& l) {
 // token from the leader's last logits row, with its own seed and sampling, as if it had
 // computed the prompt itself. One that cannot run now (max_seqs) or whose prompt differs
 // waits in the queue like any request (and finds the prompt in the prefix cache).
-void Engine::Impl::fork_followers(Request& leader, std::span<const float> row, Clock::time_point now,
-                                  std::vector<Request*>& touched) {
+void Engine::Impl::fork_followers(Request& leader, std::span<const float> row, const PromptRows& rows,
+                                  Clock::time_point now, std::vector<Request*>& touched) {
   const std::span<const int32_t> prompt = leader.tokens().first(size_t(leader.num_prompt_tokens()));
   const int32_t n_vocab = model->hparams().n_vocab;
   for (const RequestId id : groups.take_followers(leader.id())) {
@@ -434,6 +439,7 @@ void Engine::Impl::fork_followers(Request& leader, std::span<const float> row, C
       continue;
     }
     runner->kv().fork(leader.id(), f.id());
+    deliver_hidden(it->second, rows.first_row, rows.start);  // the leader's last prompt chunk, shared
     try {
       f.append_verified(row, n_vocab, max_positions, now);
       generated += 1;
@@ -498,7 +504,7 @@ void Engine::Impl::execute(const SchedulerOutput& out, std::vector<Request*>& to
     // KV of rejected drafts never reaches the prefix cache: append_verified counts only the
     // accepted positions as computed.
     kv.commit(r.id(), r.tokens(), r.num_computed(), r.cache_key());
-    if (before == r.num_prompt_tokens()) fork_followers(r, rows.first(size_t(n_vocab)), now, touched);
+    if (before == r.num_prompt_tokens()) fork_followers(r, rows.first(size_t(n_vocab)), {first_row, start}, now, touched);
     generated += r.num_tokens() - before;
     drafted += k;
     accepted += n_accepted;

@@ -3,9 +3,9 @@
 // or else the target's first, middle and last. It proposes by prompt lookup (what followed
 // the last two tokens' latest earlier occurrence), so that verifications accept some drafts
 // and reject others. When a request ends it writes the states it received, by position, to
-// $TSR_HIDDEN_PROBE_DIR/<FNV-1a of the prompt, hex>.bin: int64 layers, int64 n_embd, int64
-// positions received again (a recomputation), then per position an int64 position and
-// layers × n_embd floats, in position order.
+// $TSR_HIDDEN_PROBE_DIR/<FNV-1a of the prompt, hex>-<the sequence's number>.bin: int64
+// layers, int64 n_embd, int64 positions received again (a recomputation), then per
+// position an int64 position and layers × n_embd floats, in position order.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +38,7 @@ class HiddenProbe {
 
   struct Seq {
     uint64_t key = 0;
+    int number = 0;  // sequences this draft created before it
     std::map<int64_t, std::vector<float>> states;  // position -> layers × n_embd
     int64_t next = 0;                               // the position after the last received
     int64_t again = 0;                              // positions received a second time
@@ -64,6 +65,7 @@ class HiddenProbe {
   std::unique_ptr<Seq> seq_create(std::span<const int32_t> prompt) {
     auto s = std::make_unique<Seq>();
     s->key = fnv1a(prompt);
+    s->number = created_++;
     return s;
   }
 
@@ -103,8 +105,8 @@ class HiddenProbe {
   void on_verified(Seq&, int32_t, int32_t) {}
 
   void seq_destroy(Seq& s) {
-    char name[32];
-    std::snprintf(name, sizeof name, "%016llx.bin", static_cast<unsigned long long>(s.key));
+    char name[48];
+    std::snprintf(name, sizeof name, "%016llx-%d.bin", static_cast<unsigned long long>(s.key), s.number);
     std::ofstream out(dir_ + "/" + name, std::ios::binary);
     const int64_t header[3] = {int64_t(layers_.size()), n_embd_, s.again};
     out.write(reinterpret_cast<const char*>(header), sizeof header);
@@ -118,6 +120,7 @@ class HiddenProbe {
   std::vector<int32_t> layers_;
   int64_t n_embd_ = 0;
   int32_t max_draft_tokens_ = 0;
+  int created_ = 0;
   std::string dir_;
 };
 

@@ -47,10 +47,8 @@ struct Received {
   std::vector<std::vector<float>> states;  // per position: layers × n_embd
 };
 
-Received read_probe(const std::filesystem::path& dir, const std::vector<int32_t>& prompt) {
-  char name[32];
-  std::snprintf(name, sizeof name, "%016llx.bin", static_cast<unsigned long long>(fnv1a(prompt)));
-  std::ifstream in(dir / name, std::ios::binary);
+Received read_file(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
   Received r;
   if (!in) return r;
   int64_t header[3];
@@ -63,6 +61,17 @@ Received read_probe(const std::filesystem::path& dir, const std::vector<int32_t>
     r.states.push_back(std::move(row));
   }
   return r;
+}
+
+// Every request the probe saw with this prompt, one file each.
+std::vector<Received> read_probe(const std::filesystem::path& dir, const std::vector<int32_t>& prompt) {
+  char prefix[24];
+  std::snprintf(prefix, sizeof prefix, "%016llx-", static_cast<unsigned long long>(fnv1a(prompt)));
+  std::vector<Received> all;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().filename().string().starts_with(prefix)) all.push_back(read_file(entry.path()));
+  }
+  return all;
 }
 
 class HiddenStates : public ::testing::Test {
@@ -126,12 +135,20 @@ class HiddenStates : public ::testing::Test {
     return out;
   }
 
-  // Positions 0 .. n - 2 of the request's text (the last token is sampled, never computed)
-  // arrived once each and equal the one-pass states.
-  void expect_states(const Reference& ref, const std::vector<int32_t>& output, const std::vector<int32_t>& layers) {
+  // For each of the `requests` requests of this prompt (all with this output): positions
+  // 0 .. n - 2 of the text (the last token is sampled, never computed) arrived once each
+  // and equal the one-pass states.
+  void expect_states(const Reference& ref, const std::vector<int32_t>& output, const std::vector<int32_t>& layers,
+                     size_t requests = 1) {
+    const std::vector<Received> all = read_probe(dir_, ref.prompt);
+    ASSERT_EQ(all.size(), requests);
+    for (const Received& got : all) expect_received(got, ref, output, layers);
+  }
+
+  void expect_received(const Received& got, const Reference& ref, const std::vector<int32_t>& output,
+                       const std::vector<int32_t>& layers) {
     std::vector<int32_t> text = ref.prompt;
     text.insert(text.end(), output.begin(), output.end());
-    const Received got = read_probe(dir_, ref.prompt);
     ASSERT_EQ(got.layers, int64_t(layers.size()));
     EXPECT_EQ(got.again, 0) << "a position arrived twice";
     ASSERT_EQ(got.positions.size(), text.size() - 1);
@@ -179,6 +196,28 @@ TEST_F(HiddenStates, BatchedRequestsGetTheirOwnStates) {
     EXPECT_EQ(outputs[i], std::vector<int32_t>(refs_[i].greedy.begin(), refs_[i].greedy.begin() + kTokens)) << i;
     expect_states(refs_[i], outputs[i], {0, 2, 4});
   }
+}
+
+// The choices of one call compute their prompt once; each gets the states of it.
+TEST_F(HiddenStates, ChoicesOfOneCallEachGetThePromptsStates) {
+  auto engine = Engine::create(config());
+  const Reference& ref = refs_[1];
+  std::vector<RequestParams> params;
+  std::vector<std::vector<int32_t>> outputs(3);
+  std::vector<OutputCallback> callbacks;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    params.push_back(request(ref.prompt));
+    params.back().prompt_group = 7;
+    callbacks.push_back([&outputs, i](const RequestOutput& o) {
+      outputs[i].insert(outputs[i].end(), o.tokens.begin(), o.tokens.end());
+    });
+  }
+  engine->submit_all(params, callbacks);
+  while (engine->step()) {
+  }
+  const std::vector<int32_t> greedy(ref.greedy.begin(), ref.greedy.begin() + kTokens);
+  for (const auto& out : outputs) EXPECT_EQ(out, greedy);
+  expect_states(ref, greedy, {0, 2, 4}, outputs.size());
 }
 
 TEST_F(HiddenStates, LayersTheTargetLacksAreRefusedAtStart) {

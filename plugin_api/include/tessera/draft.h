@@ -170,9 +170,10 @@ typedef struct tsr_draft_iface {
   /* After a step that computed positions of this request which are now part of its
    * history (prompt chunks; the last token and the accepted drafts of a verification),
    * before on_verified and the next propose: their states, in position order. Positions
-   * the engine did not compute have none: a prefix found in the prefix cache, or a
-   * prompt shared by the choices of one call (the first call's first_position says where
-   * a request's states start). A request preempted and recomputed gets its positions
+   * the engine did not compute have none: a prefix found in the prefix cache (the first
+   * call's first_position says where a request's states start). The choices of one call
+   * share their prompt's computation: each gets the states of the chunk that completed it
+   * (the whole prompt when it ran in one chunk, as short prompts do). A request preempted and recomputed gets its positions
    * again, from a first_position below the previous call's end: they replace the states
    * from there on. A failure turns speculation off for this request. */
   tsr_status (*on_hidden)(tsr_draft* draft, tsr_draft_seq* seq, const tsr_draft_hidden* hidden,
