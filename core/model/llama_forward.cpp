@@ -239,10 +239,11 @@ void LlamaForward::enqueue(Scratch& s, const StepBatch& b) {
 
   backend_.get_rows({sizeof(tsr_get_rows_params), &s.x, &model_.tok_embd(), &s.tokens});
   if (hp.embd_scale != 1.0f) backend_.scale({sizeof(tsr_scale_params), &s.x, &s.x, hp.embd_scale, 0});
+  capture_layer(s, 0, n);
   for (int l = 0; l < hp.n_layer; ++l) {
     attention_block(s, l, n);
     ffn_block(s, l);
-    capture_layer(s, l, n);
+    capture_layer(s, l + 1, n);
   }
   output_hidden(s, int64_t(b.hidden_rows.size()));
   if (n_out == 0) return;  // a step of prefill chunks only: no token to sample yet
@@ -258,8 +259,8 @@ void LlamaForward::enqueue(Scratch& s, const StepBatch& b) {
 
 void LlamaForward::set_capture_layers(std::vector<int32_t> layers) {
   for (size_t i = 0; i < layers.size(); ++i) {
-    if (layers[i] < 0 || layers[i] >= model_.hparams().n_layer || (i > 0 && layers[i] <= layers[i - 1])) {
-      throw Error("capture layers must be strictly increasing layer indices below " +
+    if (layers[i] < 0 || layers[i] > model_.hparams().n_layer || (i > 0 && layers[i] <= layers[i - 1])) {
+      throw Error("capture layers must be strictly increasing layer indices from 0 to " +
                   std::to_string(model_.hparams().n_layer));
     }
   }
@@ -269,8 +270,9 @@ void LlamaForward::set_capture_layers(std::vector<int32_t> layers) {
   captured_ = {};
 }
 
-// The residual stream after `layer`, when captured, copied (scaled by 1: exact) into its
-// slice of the capture buffer; the step's rows one after the other, layer after layer.
+// The residual stream entering `layer` (n_layer: leaving the last), when captured, copied
+// (scaled by 1: exact) into its slice of the capture buffer; the step's rows one after the
+// other, layer after layer.
 void LlamaForward::capture_layer(Scratch& s, int layer, int64_t n) {
   const auto it = std::find(capture_layers_.begin(), capture_layers_.end(), layer);
   if (it == capture_layers_.end()) return;

@@ -43,10 +43,11 @@ class LlamaForward {
   // batch with hidden rows and no `hidden` is refused).
   void run(const StepBatch& batch, std::vector<float>& logits, std::vector<float>* hidden = nullptr);
 
-  // Keeps the residual stream after each of `layers` (strictly increasing, each below
-  // n_layer; empty: none) for every row of every later step: captured() is f32
-  // [layers, rows of the last step, n_embd] in backend memory, valid until the next step.
-  // Steps run eagerly while layers are captured.
+  // Keeps the residual stream entering each of `layers` (strictly increasing, 0 ..
+  // n_layer: 0 the scaled embeddings, i the output of layer i - 1, n_layer the last layer's
+  // output before the output norm; empty: none) for every row of every later step:
+  // captured() is f32 [layers, rows of the last step, n_embd] in backend memory, valid
+  // until the next step. Steps run eagerly while layers are captured.
   void set_capture_layers(std::vector<int32_t> layers);
   const tsr_tensor& captured() const { return captured_; }
 

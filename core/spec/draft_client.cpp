@@ -47,9 +47,10 @@ std::vector<int32_t> DraftClient::query_hidden_layers(int32_t n_layer) const {
   }
   layers.resize(size_t(n));
   for (int32_t i = 0; i < n; ++i) {
-    if (layers[i] < 0 || layers[i] >= n_layer || (i > 0 && layers[i] <= layers[i - 1])) {
+    if (layers[i] < 0 || layers[i] > n_layer || (i > 0 && layers[i] <= layers[i - 1])) {
       throw Error("draft '" + name_ + "' asked for the hidden states of layer " + std::to_string(layers[i]) +
-                      ": layers must be strictly increasing and below the target's " + std::to_string(n_layer),
+                      ": layers must be strictly increasing, from 0 (the embeddings) to the target's " +
+                      std::to_string(n_layer) + " (its last layer's output)",
                   TSR_STATUS_UNSUPPORTED);
     }
   }

@@ -298,7 +298,7 @@ TEST_F(DraftTest, HiddenStatesAreTaken) {
   ASSERT_GE(n, 1);
   ASSERT_LE(n, TSR_DRAFT_MAX_HIDDEN_LAYERS);
   for (int32_t i = 0; i < n; ++i) {
-    EXPECT_TRUE(layers[i] >= 0 && layers[i] < kTargetLayers && (i == 0 || layers[i] > layers[i - 1])) << layers[i];
+    EXPECT_TRUE(layers[i] >= 0 && layers[i] <= kTargetLayers && (i == 0 || layers[i] > layers[i - 1])) << layers[i];
   }
   std::vector<int32_t> history = repetitive(rng_, 9);
   tsr_draft_seq* seq = new_seq(history);

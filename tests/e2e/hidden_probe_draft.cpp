@@ -1,6 +1,6 @@
 // A draft plugin for tests that takes the target's hidden states (TSR_DRAFT_NEEDS_HIDDEN)
 // and records them: the layers it asks for come from $TSR_HIDDEN_PROBE_LAYERS ("0,2,4"),
-// or else the target's first, middle and last. It proposes by prompt lookup (what followed
+// or else the embeddings, the middle layer's input and the last layer's output. It proposes by prompt lookup (what followed
 // the last two tokens' latest earlier occurrence), so that verifications accept some drafts
 // and reject others. When a request ends it writes the states it received, by position, to
 // $TSR_HIDDEN_PROBE_DIR/<FNV-1a of the prompt, hex>-<the sequence's number>.bin: int64
@@ -53,7 +53,7 @@ class HiddenProbe {
       std::stringstream list(env);
       for (std::string item; std::getline(list, item, ',');) layers_.push_back(std::stoi(item));
     } else {
-      layers_ = {0, p.target_n_layer / 2, p.target_n_layer - 1};
+      layers_ = {0, p.target_n_layer / 2, p.target_n_layer};
     }
     const char* dir = std::getenv("TSR_HIDDEN_PROBE_DIR");
     require(dir != nullptr, "hidden probe: set TSR_HIDDEN_PROBE_DIR");

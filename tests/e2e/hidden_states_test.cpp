@@ -1,7 +1,7 @@
 // The target's hidden states through the draft ABI (TSR_DRAFT_NEEDS_HIDDEN, ABI 2.6): a
 // probe draft (hidden_probe_draft.cpp) records what it receives while it speculates. Every
 // position the engine computed arrives once, alone and batched, and equals the residual
-// stream after the chosen layers in one forward pass over the request's whole text; greedy
+// stream entering the chosen layers in one forward pass over the request's whole text; greedy
 // outputs stay the references'. A draft asking for layers the target does not have is
 // refused at start, naming them.
 #include <gtest/gtest.h>
@@ -110,7 +110,7 @@ class HiddenStates : public ::testing::Test {
     return p;
   }
 
-  // The residual stream after `layers` for every position of `tokens`, in one forward pass.
+  // The residual stream entering `layers` for every position of `tokens`, in one forward pass.
   static std::vector<std::vector<float>> forward_states(const std::vector<int32_t>& tokens,
                                                         const std::vector<int32_t>& layers) {
     auto backend = Backend::create(Plugin::find(TSR_PLUGIN_BACKEND, "cpu", {TESSERA_PLUGIN_DIR}), 0, 1);
@@ -171,7 +171,7 @@ class HiddenStates : public ::testing::Test {
 
 TEST_F(HiddenStates, EveryComputedPositionArrivesOnceAndEqualsAOnePassForward) {
   auto engine = Engine::create(config());
-  const std::vector<int32_t> layers = {0, 2, 4};  // stories260K's 5 layers: first, middle, last
+  const std::vector<int32_t> layers = {0, 2, 5};  // stories260K's 5 layers: embeddings, middle, last output
   for (const Reference& ref : refs_) {
     const GenerateResult r = engine->generate(request(ref.prompt));
     EXPECT_EQ(r.tokens, std::vector<int32_t>(ref.greedy.begin(), ref.greedy.begin() + kTokens));
@@ -194,7 +194,7 @@ TEST_F(HiddenStates, BatchedRequestsGetTheirOwnStates) {
   }
   for (size_t i = 0; i < refs_.size(); ++i) {
     EXPECT_EQ(outputs[i], std::vector<int32_t>(refs_[i].greedy.begin(), refs_[i].greedy.begin() + kTokens)) << i;
-    expect_states(refs_[i], outputs[i], {0, 2, 4});
+    expect_states(refs_[i], outputs[i], {0, 2, 5});
   }
 }
 
@@ -217,11 +217,11 @@ TEST_F(HiddenStates, ChoicesOfOneCallEachGetThePromptsStates) {
   }
   const std::vector<int32_t> greedy(ref.greedy.begin(), ref.greedy.begin() + kTokens);
   for (const auto& out : outputs) EXPECT_EQ(out, greedy);
-  expect_states(ref, greedy, {0, 2, 4}, outputs.size());
+  expect_states(ref, greedy, {0, 2, 5}, outputs.size());
 }
 
 TEST_F(HiddenStates, LayersTheTargetLacksAreRefusedAtStart) {
-  for (const char* layers : {"0,5", "2,1", ""}) {
+  for (const char* layers : {"0,6", "2,1", "-1,2", ""}) {
     ASSERT_EQ(::setenv("TSR_HIDDEN_PROBE_LAYERS", layers, 1), 0);
     try {
       Engine::create(config());

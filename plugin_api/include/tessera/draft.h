@@ -87,7 +87,7 @@ typedef struct tsr_draft_params {
                                        the tsr_draft */
   const tsr_ext_header* next; /* can be NULL */
   /* ABI 2.6: the target's shape, for TSR_DRAFT_NEEDS_HIDDEN drafts. */
-  int32_t target_n_layer;     /* its layers: hidden_layers picks among 0 .. n_layer - 1 */
+  int32_t target_n_layer;     /* its layers: hidden_layers picks among 0 .. n_layer */
   int32_t target_n_embd;      /* the width of its hidden states */
 } tsr_draft_params;
 TSR_ABI_PIN_SIZE(tsr_draft_params, 80);
@@ -95,8 +95,12 @@ TSR_ABI_PIN_SIZE(tsr_draft_params, 80);
 #define TSR_DRAFT_PARAMS_SIZE_V2_5 TSR_SIZE_THROUGH(tsr_draft_params, next)
 
 /* ABI 2.6. Hidden states of the target for a TSR_DRAFT_NEEDS_HIDDEN draft: the residual
- * stream after each of the layers hidden_layers chose (the layer's output, before the
- * next layer's input norm), for consecutive positions of one request. */
+ * stream entering each of the layers hidden_layers chose, for consecutive positions of one
+ * request. Layer i's state is its input, before its input norm: the token embeddings
+ * (scaled as the model scales them) for i = 0, the output of layer i - 1 otherwise, and
+ * for i = n_layer the last layer's output, before the output norm. These are Hugging
+ * Face's hidden_states[i] up to n_layer - 1, and what EAGLE-3's extract_layers (llama.cpp's
+ * eagle3 GGUF key, e.g. 2, n/2 and n - 3) index. */
 typedef struct tsr_draft_hidden {
   size_t struct_size;
   /* f32 [n_layers, n_rows, n_embd] in the engine backend's memory, strided as it says:
@@ -164,8 +168,9 @@ typedef struct tsr_draft_iface {
   /* ABI 2.6, for drafts declaring TSR_DRAFT_NEEDS_HIDDEN (NULL otherwise; such a draft
    * without both entries is refused at start). hidden_layers is called once, after
    * draft_create: it writes the target layers whose states the draft wants to `layers`
-   * (room for TSR_DRAFT_MAX_HIDDEN_LAYERS), strictly increasing, each below
-   * target_n_layer, and returns how many (1 or more); -1 with *error set refuses. */
+   * (room for TSR_DRAFT_MAX_HIDDEN_LAYERS), strictly increasing, each at most
+   * target_n_layer (tsr_draft_hidden says what i means), and returns how many (1 or more);
+   * -1 with *error set refuses. */
   int32_t (*hidden_layers)(tsr_draft* draft, int32_t* layers, tsr_error** error);
   /* After a step that computed positions of this request which are now part of its
    * history (prompt chunks; the last token and the accepted drafts of a verification),
