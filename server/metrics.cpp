@@ -52,6 +52,8 @@ void render_engine(std::string& out, const EngineStats& s) {
   single(out, "tessera_spec_draft_tokens_total", "Speculative draft tokens proposed and verified.", "counter",
          s.draft_tokens);
   single(out, "tessera_spec_accepted_tokens_total", "Speculative draft tokens accepted.", "counter", s.accepted_tokens);
+  single(out, "tessera_spec_verifications_total", "Target passes of a request that verified its drafts.", "counter",
+         s.verifications);
   single(out, "tessera_spec_draft_model_passes_total", "Forward passes of draft models (one per round for all requests).",
          "counter", s.draft_model_passes);
   single(out, "tessera_graph_replays_total", "Decode steps replayed from a recorded backend graph.", "counter",

@@ -159,8 +159,9 @@ void log_stats(const RequestStats& s, tsr_finish_reason reason) {
                s.prompt_tokens, s.cached_tokens, s.ttft_ms, pp, s.completion_tokens, tg,
                finish_reason_name(reason));
   if (s.draft_tokens > 0) {
-    spdlog::info("speculative: {} of {} draft tokens accepted ({:.1f}%)", s.accepted_tokens,
-                 s.draft_tokens, 100.0 * s.accepted_tokens / s.draft_tokens);
+    spdlog::info("speculative: {} of {} draft tokens accepted ({:.1f}%), {:.2f} tokens per verifying pass",
+                 s.accepted_tokens, s.draft_tokens, 100.0 * s.accepted_tokens / s.draft_tokens,
+                 double(s.accepted_tokens + s.verifications) / double(std::max<int64_t>(s.verifications, 1)));
   }
 }
 
@@ -173,8 +174,9 @@ void log_engine_stats(const Engine& engine) {
                s.generated_tokens ? double(s.steps) / s.generated_tokens : 0.0,
                100 * s.prefix_hit_rate, s.preemptions);
   if (s.draft_tokens > 0) {
-    spdlog::info("speculative: {} of {} draft tokens accepted ({:.1f}%)", s.accepted_tokens,
-                 s.draft_tokens, 100.0 * s.accepted_tokens / s.draft_tokens);
+    spdlog::info("speculative: {} of {} draft tokens accepted ({:.1f}%), {:.2f} tokens per verifying pass",
+                 s.accepted_tokens, s.draft_tokens, 100.0 * s.accepted_tokens / s.draft_tokens,
+                 double(s.accepted_tokens + s.verifications) / double(std::max<int64_t>(s.verifications, 1)));
   }
 }
 

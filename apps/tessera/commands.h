@@ -34,4 +34,7 @@ std::function<int()> register_maskbench(CLI::App& app);
 // `tessera perplexity`.
 std::function<int()> register_perplexity(CLI::App& app);
 
+// `tessera train-eagle -m TARGET -o HEAD`: an EAGLE-3 head trained on the CPU.
+std::function<int()> register_train_eagle(CLI::App& app);
+
 }  // namespace tsr::app

@@ -1,4 +1,4 @@
-// The `tessera` command: run, serve, bench, synth, quantize, maskbench, perplexity, inspect.
+// The `tessera` command: run, serve, bench, synth, quantize, maskbench, perplexity, train-eagle, inspect.
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -40,6 +40,9 @@ int main(int argc, char** argv) {
   CLI::App* perplexity = app.add_subcommand("perplexity", "perplexity of a text, and KL divergence from a reference model");
   std::function<int()> perplexity_action = tsr::app::register_perplexity(*perplexity);
 
+  CLI::App* train_eagle = app.add_subcommand("train-eagle", "train an EAGLE-3 draft head for a small target on the CPU");
+  std::function<int()> train_eagle_action = tsr::app::register_train_eagle(*train_eagle);
+
   CLI::App* inspect = app.add_subcommand("inspect", "print a GGUF file's metadata and tensors");
   std::string inspect_path;
   bool full_arrays = false;
@@ -65,6 +68,7 @@ int main(int argc, char** argv) {
     if (imatrix->parsed()) return imatrix_action();
     if (maskbench->parsed()) return maskbench_action();
     if (perplexity->parsed()) return perplexity_action();
+    if (train_eagle->parsed()) return train_eagle_action();
     if (inspect->parsed()) return tsr::app::cmd_inspect(inspect_path, full_arrays);
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());

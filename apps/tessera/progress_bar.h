@@ -17,12 +17,14 @@ class ProgressBar {
       : total_(std::max<uint64_t>(total, 1)), label_(std::move(label)), tty_(isatty(STDERR_FILENO) != 0) {
     if (!label_.empty()) label_ += ' ';
   }
-  void update(uint64_t done) {
+  // `status` (e.g. a loss) follows the bar.
+  void update(uint64_t done, const std::string& status = {}) {
     const int percent = static_cast<int>(std::min(done, total_) * 100 / total_);
     if (percent == shown_ || (!tty_ && percent / 10 == shown_ / 10)) return;
     shown_ = percent;
     const std::string bar(static_cast<size_t>(percent / 2), '#');
-    std::fprintf(stderr, "%s%s[%-50s] %3d%%%s", tty_ ? "\r" : "", label_.c_str(), bar.c_str(), percent, tty_ ? "" : "\n");
+    std::fprintf(stderr, "%s%s[%-50s] %3d%%%s%s%s", tty_ ? "\r" : "", label_.c_str(), bar.c_str(), percent,
+                 status.empty() ? "" : " ", status.c_str(), tty_ ? "" : "\n");
     if (tty_ && percent == 100) std::fputc('\n', stderr);
   }
 

@@ -171,7 +171,7 @@ struct Engine::Impl {
   std::mutex step_mutex;
   std::unordered_map<RequestId, Live> live;
   std::vector<float> logits, hidden;
-  int64_t finished = 0, steps = 0, generated = 0, drafted = 0, accepted = 0;
+  int64_t finished = 0, steps = 0, generated = 0, drafted = 0, accepted = 0, verifications = 0;
 
   // Shared with submitting threads.
   mutable std::mutex inbox_mutex;
@@ -284,7 +284,7 @@ void Engine::Impl::load() {
   grammars = load_constraint_plugins(config, *tokenizer, dirs);
   if (config.speculative.method != "none") {
     auto plugin = Plugin::find(TSR_PLUGIN_DRAFT, draft_plugin_name(config.speculative.method), dirs);
-    model_host = std::make_unique<ModelHost>(*backend, config);
+    model_host = std::make_unique<ModelHost>(*backend, config, *model);
     const DraftClient::TargetShape target{model->n_params(), model->hparams().n_layer, model->hparams().n_embd};
     draft = std::make_unique<DraftClient>(plugin, config.speculative, tokenizer->vocab().tokens, target,
                                           model_host->table(), config.backend.threads);
@@ -508,6 +508,7 @@ void Engine::Impl::execute(const SchedulerOutput& out, std::vector<Request*>& to
     generated += r.num_tokens() - before;
     drafted += k;
     accepted += n_accepted;
+    verifications += k > 0;
     Live& l = live.at(r.id());
     deliver_hidden(l, first_row, start);
     if (l.draft && k > 0) {
@@ -696,6 +697,7 @@ void Engine::Impl::publish_stats() {
   s.generated_tokens = generated;
   s.draft_tokens = drafted;
   s.accepted_tokens = accepted;
+  s.verifications = verifications;
   s.draft_model_passes = model_host ? model_host->passes() : 0;
   s.constraint_compiles = static_cast<int64_t>(grammars->misses());
   s.constraint_cache_hits = static_cast<int64_t>(grammars->hits());

@@ -49,6 +49,10 @@ struct EngineStats {
   int64_t generated_tokens = 0;
   int64_t draft_tokens = 0;     // speculative decoding: proposed and verified
   int64_t accepted_tokens = 0;  // of which accepted
+  // Target passes of a request that verified drafts: each gives the accepted drafts and one
+  // more token, so (accepted_tokens + verifications) / verifications is the mean number of
+  // tokens per verifying pass (EAGLE's acceptance length).
+  int64_t verifications = 0;
   int64_t draft_model_passes = 0;  // forward passes of draft models (one per round for a batch)
   int64_t constraint_compiles = 0;    // constraints compiled (cache misses)
   int64_t constraint_cache_hits = 0;  // requests that found theirs compiled or compiling

@@ -19,6 +19,8 @@ struct LlamaForward::Scratch {
   int32_t cap_tokens = 0, cap_logits = 0, cap_hidden = 0;
   size_t cap_meta = 0;
   std::unique_ptr<BackendBuffer> act, meta, logits, hidden;
+  std::unique_ptr<BackendBuffer> head;  // an EAGLE-3 head's [n, 2 n_embd] attention input and its features
+  int64_t cap_head = 0;                 // floats
   // Views for the current step.
   tsr_tensor x, xn, q, k, v, attn, gate, up, last, last_norm, out_logits, out_hidden;
   tsr_tensor k_rot, v_rot;  // k and v rotated, for a rotated cache (KvCache::rotation)
@@ -122,17 +124,25 @@ void LlamaForward::upload_metadata(Scratch& s, const StepBatch& b) {
   backend_.write(*s.meta, 0, s.host_meta.data(), s.host_meta.size() * sizeof(int32_t));
 }
 
-void LlamaForward::run(const StepBatch& b, std::vector<float>& logits, std::vector<float>* hidden) {
+void LlamaForward::check(const StepBatch& b, bool hidden) const {
   const int32_t n = b.num_tokens();
   const int32_t n_out = static_cast<int32_t>(b.logit_rows.size());
   const int32_t n_hidden = static_cast<int32_t>(b.hidden_rows.size());
-  if (n == 0 || n_out > n || n_hidden > n || (n_hidden > 0 && hidden == nullptr) || b.num_seqs() == 0 ||
+  if (n == 0 || n_out > n || n_hidden > n || (n_hidden > 0 && !hidden) || b.num_seqs() == 0 ||
       b.max_blocks <= 0 ||
       b.positions.size() != size_t(n) || b.cache_positions.size() != size_t(n) || b.slot_mapping.size() != size_t(n) ||
       b.query_start_loc.size() != size_t(b.num_seqs() + 1) ||
       b.block_tables.size() != size_t(b.num_seqs()) * b.max_blocks) {
     throw Error("malformed step batch", TSR_STATUS_INTERNAL);
   }
+}
+
+void LlamaForward::run(const StepBatch& b, std::vector<float>& logits, std::vector<float>* hidden) {
+  check(b, hidden != nullptr);
+  if (model_.hparams().eagle3()) throw Error("an EAGLE-3 head steps through run_head", TSR_STATUS_INTERNAL);
+  const int32_t n = b.num_tokens();
+  const int32_t n_out = static_cast<int32_t>(b.logit_rows.size());
+  const int32_t n_hidden = static_cast<int32_t>(b.hidden_rows.size());
   if (graphs_ && n_hidden == 0 && capture_layers_.empty() && run_graph(b, logits)) return;
   ensure_scratch(*eager_, n, n_out, n_hidden, metadata_ints(b));
   if (!capture_layers_.empty() && n > capture_rows_) {
@@ -146,6 +156,32 @@ void LlamaForward::run(const StepBatch& b, std::vector<float>& logits, std::vect
     if (n_hidden > 0) backend_.read(*eager_->hidden, 0, hidden->data(), hidden->size() * sizeof(float));
   }
   read_logits(*eager_, n_out, logits);
+}
+
+void LlamaForward::run_head(const StepBatch& b, const float* features, int32_t width, std::vector<float>& logits,
+                            std::vector<float>& states) {
+  check(b, false);
+  const LlamaHParams& hp = model_.hparams();
+  if (!hp.eagle3() || (width != hp.eagle3_features && width != hp.n_embd) || features == nullptr) {
+    throw Error("run_head: not an EAGLE-3 head, or features of another width", TSR_STATUS_INTERNAL);
+  }
+  const int32_t n = b.num_tokens(), n_out = static_cast<int32_t>(b.logit_rows.size());
+  Scratch& s = *eager_;
+  ensure_scratch(s, n, n_out, 0, metadata_ints(b));
+  const int64_t head_floats = int64_t(n) * (2 * int64_t(hp.n_embd) + hp.eagle3_features);
+  if (head_floats > s.cap_head) {
+    s.head = backend_.alloc(uint64_t(head_floats) * sizeof(float));
+    s.cap_head = head_floats;
+  }
+  upload_metadata(s, b);
+  backend_.write(*s.head, uint64_t(n) * 2 * hp.n_embd * sizeof(float), features, size_t(n) * width * sizeof(float));
+  enqueue_head(s, b, width);
+  states.resize(size_t(n_out) * hp.n_embd);
+  if (n_out > 0) {
+    const auto offset = static_cast<uint64_t>(static_cast<uint8_t*>(s.last.data) - s.act->base());
+    backend_.read(*s.act, offset, states.data(), states.size() * sizeof(float));
+  }
+  read_logits(s, n_out, logits);
 }
 
 void LlamaForward::read_logits(Scratch& s, int32_t rows, std::vector<float>& logits) {
@@ -199,12 +235,9 @@ void LlamaForward::record_graph(Scratch& s, const StepBatch& padded, int32_t buc
   }
 }
 
-// Enqueues the whole step: embedding, the layers, and the output head for logit_rows.
-void LlamaForward::enqueue(Scratch& s, const StepBatch& b) {
+// Carves the activation buffer into a step's tensors for n tokens; returns the rest.
+float* LlamaForward::carve(Scratch& s, int64_t n) {
   const LlamaHParams& hp = model_.hparams();
-  const int64_t n = b.num_tokens();
-  const int64_t n_out = static_cast<int64_t>(b.logit_rows.size());
-  // Carve the activation buffer into this step's tensors.
   float* p = reinterpret_cast<float*>(s.act->base());
   auto take = [&](std::initializer_list<int64_t> shape, tsr_dtype dtype = TSR_DTYPE_F32) {
     int64_t count = 1;
@@ -236,7 +269,14 @@ void LlamaForward::enqueue(Scratch& s, const StepBatch& b) {
     s.expert_down = take({n, used, hp.n_embd});
     if (hp.moe_biases) s.expert_bias = take({n * used, std::max<int64_t>(hp.n_ff_exp, hp.n_embd)});
   }
+  return p;
+}
 
+// Enqueues the whole step: embedding, the layers, and the output head for logit_rows.
+void LlamaForward::enqueue(Scratch& s, const StepBatch& b) {
+  const LlamaHParams& hp = model_.hparams();
+  const int64_t n = b.num_tokens();
+  float* free = carve(s, n);
   backend_.get_rows({sizeof(tsr_get_rows_params), &s.x, &model_.tok_embd(), &s.tokens});
   if (hp.embd_scale != 1.0f) backend_.scale({sizeof(tsr_scale_params), &s.x, &s.x, hp.embd_scale, 0});
   capture_layer(s, 0, n);
@@ -246,10 +286,49 @@ void LlamaForward::enqueue(Scratch& s, const StepBatch& b) {
     capture_layer(s, l + 1, n);
   }
   output_hidden(s, int64_t(b.hidden_rows.size()));
+  output_logits(s, b, free);
+}
+
+// The head's step: x = the features (through fc when they are the target's); the layer's
+// attention reads [norm(embedding) | norm(x)], written as the two halves of one buffer
+// (row ops write strided rows), and adds to x (or to norm(x), norm_before_residual); then
+// the feed-forward and the output head, as llama.cpp's llama_model_eagle3 graph.
+void LlamaForward::enqueue_head(Scratch& s, const StepBatch& b, int32_t width) {
+  const LlamaHParams& hp = model_.hparams();
+  const LlamaLayer& w = model_.layer(0);
+  const int64_t n = b.num_tokens(), e = hp.n_embd;
+  float* free = carve(s, n);
+  auto* h = reinterpret_cast<float*>(s.head->base());
+  const tsr_tensor in = tensor_make(TSR_DTYPE_F32, h, {n, 2 * e});
+  const tsr_tensor features = tensor_make(TSR_DTYPE_F32, h + n * 2 * e, {n, int64_t(width)});
+  auto half = [&](int64_t offset) {
+    tsr_tensor t = tensor_make(TSR_DTYPE_F32, h + offset, {n, e});
+    t.strides[0] = 2 * e * int64_t(sizeof(float));
+    return t;
+  };
+  const tsr_tensor embd_half = half(0), feature_half = half(e);
+  backend_.get_rows({sizeof(tsr_get_rows_params), &s.xn, &model_.tok_embd(), &s.tokens});
+  backend_.rms_norm({sizeof(tsr_rms_norm_params), &embd_half, &s.xn, &w.attn_norm, hp.rms_eps, 0});
+  if (width == hp.eagle3_features) {
+    matmul(s.x, features, model_.fc());
+  } else {
+    backend_.scale({sizeof(tsr_scale_params), &s.x, &features, 1.0f, 0});
+  }
+  backend_.rms_norm({sizeof(tsr_rms_norm_params), &feature_half, &s.x, &w.hidden_norm, hp.rms_eps, 0});
+  if (hp.eagle3_norm_before_residual) backend_.scale({sizeof(tsr_scale_params), &s.x, &feature_half, 1.0f, 0});
+  attention_from(s, 0, n, in);
+  ffn_block(s, 0);
+  output_logits(s, b, free);
+}
+
+// The rows of x whose logits are wanted through the output norm and matrix, into the
+// logits buffer; s.last keeps them before the norm. `free`: unused activation memory.
+void LlamaForward::output_logits(Scratch& s, const StepBatch& b, float* free) {
+  const LlamaHParams& hp = model_.hparams();
+  const int64_t n_out = static_cast<int64_t>(b.logit_rows.size());
   if (n_out == 0) return;  // a step of prefill chunks only: no token to sample yet
-  // Only the rows whose logits are wanted go through the output head.
-  s.last = take({n_out, hp.n_embd});
-  s.last_norm = take({n_out, hp.n_embd});
+  s.last = tensor_make(TSR_DTYPE_F32, free, {n_out, hp.n_embd});
+  s.last_norm = tensor_make(TSR_DTYPE_F32, free + n_out * hp.n_embd, {n_out, hp.n_embd});
   backend_.get_rows({sizeof(tsr_get_rows_params), &s.last, &s.x, &s.logit_rows});
   backend_.rms_norm({sizeof(tsr_rms_norm_params), &s.last_norm, &s.last,
                      &model_.output_norm(), hp.rms_eps, 0});
@@ -307,15 +386,22 @@ void LlamaForward::matmul(tsr_tensor& y, const tsr_tensor& x, const tsr_tensor& 
 
 void LlamaForward::attention_block(Scratch& s, int l, int64_t n) {
   const LlamaHParams& hp = model_.hparams();
+  backend_.rms_norm({sizeof(tsr_rms_norm_params), &s.xn, &s.x, &model_.layer(l).attn_norm, hp.rms_eps, 0});
+  attention_from(s, l, n, s.xn);
+}
+
+// Layer l's attention over `in` (the normalized residual stream; an EAGLE-3 head's wider
+// input), added to the residual stream x.
+void LlamaForward::attention_from(Scratch& s, int l, int64_t n, const tsr_tensor& in) {
+  const LlamaHParams& hp = model_.hparams();
   const LlamaLayer& w = model_.layer(l);
-  backend_.rms_norm({sizeof(tsr_rms_norm_params), &s.xn, &s.x, &w.attn_norm, hp.rms_eps, 0});
   // Projections see q/k/v as [n, heads * head_dim] matrices.
   tsr_tensor q2 = tensor_make(TSR_DTYPE_F32, s.q.data, {n, int64_t(hp.n_head) * hp.head_dim});
   tsr_tensor k2 = tensor_make(TSR_DTYPE_F32, s.k.data, {n, int64_t(hp.n_head_kv) * hp.head_dim});
   tsr_tensor v2 = tensor_make(TSR_DTYPE_F32, s.v.data, {n, int64_t(hp.n_head_kv) * hp.head_dim});
-  matmul(q2, s.xn, w.wq);
-  matmul(k2, s.xn, w.wk);
-  matmul(v2, s.xn, w.wv);
+  matmul(q2, in, w.wq);
+  matmul(k2, in, w.wk);
+  matmul(v2, in, w.wv);
   if (hp.qkv_bias) {
     for (auto [t, b] : {std::pair{&q2, &w.bq}, {&k2, &w.bk}, {&v2, &w.bv}}) {
       backend_.bias_add({sizeof(tsr_bias_add_params), t, t, b});

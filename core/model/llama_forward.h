@@ -43,6 +43,14 @@ class LlamaForward {
   // batch with hidden rows and no `hidden` is refused).
   void run(const StepBatch& batch, std::vector<float>& logits, std::vector<float>* hidden = nullptr);
 
+  // A step of an EAGLE-3 head (LlamaHParams::eagle3): row i takes the batch's token i and
+  // row i of `features` (host memory, num_tokens rows of `width` floats: the head's
+  // eagle3_features, target states that fc projects, or its n_embd, states it output
+  // itself). `logits` gets logit_rows' rows and `states` the same rows' output states
+  // before the output norm (what the head's next step takes as features).
+  void run_head(const StepBatch& batch, const float* features, int32_t width, std::vector<float>& logits,
+                std::vector<float>& states);
+
   // Keeps the residual stream entering each of `layers` (strictly increasing, 0 ..
   // n_layer: 0 the scaled embeddings, i the output of layer i - 1, n_layer the last layer's
   // output before the output norm; empty: none) for every row of every later step:
@@ -59,13 +67,18 @@ class LlamaForward {
   struct Scratch;
   void ensure_scratch(Scratch& s, int32_t n_tokens, int32_t n_logits, int32_t n_hidden, size_t meta_ints);
   void upload_metadata(Scratch& s, const StepBatch& batch);
+  void check(const StepBatch& batch, bool hidden) const;
+  float* carve(Scratch& s, int64_t n);
   void enqueue(Scratch& s, const StepBatch& batch);
+  void enqueue_head(Scratch& s, const StepBatch& batch, int32_t width);
+  void output_logits(Scratch& s, const StepBatch& batch, float* free);
   void read_logits(Scratch& s, int32_t rows, std::vector<float>& logits);
   void output_hidden(Scratch& s, int64_t n_hidden);
   void capture_layer(Scratch& s, int layer, int64_t n);
   bool run_graph(const StepBatch& batch, std::vector<float>& logits);
   void record_graph(Scratch& s, const StepBatch& padded, int32_t bucket);
   void attention_block(Scratch& s, int layer, int64_t n);
+  void attention_from(Scratch& s, int layer, int64_t n, const tsr_tensor& in);
   void attention(const tsr_tensor& out, const tsr_tensor& q, Scratch& s, int layer);
   void rotated_attention(Scratch& s, int layer, int64_t n);
   void output_projection(Scratch& s, const LlamaLayer& w);

@@ -122,7 +122,7 @@ TEST(LlamaHParams, ArchitecturesAndTheirAdditions) {
     w.add_u32("qwen3.attention.key_length", 16);
     w.add_u32("qwen3.attention.value_length", 8);
   }, "attention.value_length other than key_length is not supported", "qwen3");
-  expect_refused({}, "model architecture 'deepseek2' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma3, phi3, gpt-oss)",
+  expect_refused({}, "model architecture 'deepseek2' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma3, phi3, gpt-oss; eagle3 heads as drafts beside a target)",
                  "deepseek2");
 }
 

@@ -23,6 +23,7 @@ struct ArchInfo {
   bool gemma;  // GeGLU, post-norms, sqrt(n_embd) embedding scale, sliding-window layers
   bool phi3;   // gate and up in one ffn_up, LongRoPE
   bool gpt_oss;  // sinks, biases, alternating sliding window, softmax-weighted experts, clamped SwiGLU
+  bool eagle3;   // an EAGLE-3 head: one layer over [token embedding | projected target features]
 };
 
 // Architectures whose GGUF tensors follow llama's names and layout, with what each adds
@@ -30,13 +31,14 @@ struct ArchInfo {
 // llm_build_gemma3, llama_model_phi3, llama_model_openai_moe). Any of them may have experts
 // (expert_count); qwen3moe and gpt-oss must.
 constexpr ArchInfo kArchs[] = {
-    {"llama", TSR_ROPE_NORMAL, false, false, false, false, false},
-    {"qwen2", TSR_ROPE_NEOX, true, false, false, false, false},
-    {"qwen3", TSR_ROPE_NEOX, false, true, false, false, false},
-    {"qwen3moe", TSR_ROPE_NEOX, false, true, false, false, false},
-    {"gemma3", TSR_ROPE_NEOX, false, true, true, false, false},
-    {"phi3", TSR_ROPE_NEOX, false, false, false, true, false},
-    {"gpt-oss", TSR_ROPE_NEOX, true, false, false, false, true},
+    {"llama", TSR_ROPE_NORMAL, false, false, false, false, false, false},
+    {"qwen2", TSR_ROPE_NEOX, true, false, false, false, false, false},
+    {"qwen3", TSR_ROPE_NEOX, false, true, false, false, false, false},
+    {"qwen3moe", TSR_ROPE_NEOX, false, true, false, false, false, false},
+    {"gemma3", TSR_ROPE_NEOX, false, true, true, false, false, false},
+    {"phi3", TSR_ROPE_NEOX, false, false, false, true, false, false},
+    {"gpt-oss", TSR_ROPE_NEOX, true, false, false, false, true, false},
+    {"eagle3", TSR_ROPE_NORMAL, false, false, false, false, false, true},
 };
 
 const ArchInfo& find_arch(const std::string& arch) {
@@ -44,8 +46,11 @@ const ArchInfo& find_arch(const std::string& arch) {
     if (arch == a.name) return a;
   }
   std::string supported;
-  for (const ArchInfo& a : kArchs) supported += (supported.empty() ? "" : ", ") + std::string(a.name);
-  throw Error("model architecture '" + arch + "' is not supported (supported: " + supported + ")",
+  for (const ArchInfo& a : kArchs) {
+    if (!a.eagle3) supported += (supported.empty() ? "" : ", ") + std::string(a.name);
+  }
+  throw Error("model architecture '" + arch + "' is not supported (supported: " + supported +
+                  "; eagle3 heads as drafts beside a target)",
               TSR_STATUS_UNSUPPORTED);
 }
 
@@ -166,6 +171,33 @@ void read_experts(const GgufFile& g, LlamaHParams& hp) {
   if (hp.n_ff_exp <= 0) throw Error(g.path() + ": the experts' feed-forward width is 0");
 }
 
+// An EAGLE-3 head's keys: its target layers (eagle3.extract_layers, a few converters
+// write eagle3.target_layers; absent: llama.cpp's default of 2, n/2 and n - 3 of the
+// target, which LlamaModel::load fills in), the target's width, and where the residual
+// around attention starts. Its output vocabulary is d2t's (a reduced one), else its
+// output matrix's, else its embeddings', else the target's (0 here until load).
+void read_eagle3(const GgufFile& g, LlamaHParams& hp) {
+  const std::string a = hp.arch + ".";
+  hp.eagle3_layers = g.get_i32_array(a + "extract_layers")
+                         .value_or(g.get_i32_array(a + "target_layers").value_or(std::vector<int32_t>{}));
+  if (hp.eagle3_layers.size() > 8) throw Error(g.path() + ": " + a + "extract_layers names more than 8 layers");
+  for (const int32_t l : hp.eagle3_layers) {
+    if (l < 0) throw Error(g.path() + ": " + a + "extract_layers holds a negative layer");
+  }
+  const int32_t target_width =
+      g.get_int(a + "target_hidden_size") ? required_int(g, a + "target_hidden_size", 1) : hp.n_embd;
+  const size_t layers = hp.eagle3_layers.empty() ? 3 : hp.eagle3_layers.size();
+  hp.eagle3_features = static_cast<int32_t>(layers) * target_width;
+  hp.eagle3_norm_before_residual = g.get_bool(a + "norm_before_residual").value_or(false);
+  if (hp.n_layer != 1) throw Error(g.path() + ": an eagle3 head must have one layer (block_count 1)", TSR_STATUS_UNSUPPORTED);
+  for (const char* name : {"d2t.weight", "d2t", "output.weight", "token_embd.weight"}) {
+    if (const GgufTensorInfo* t = g.find_tensor(name); t != nullptr && !t->ne.empty() && t->ne.back() <= INT32_MAX) {
+      hp.n_vocab = static_cast<int32_t>(std::string(name).starts_with("d2t") ? t->ne[0] : t->ne.back());
+      return;
+    }
+  }
+}
+
 // {arch}.pooling_type as llama.cpp numbers it (llama_pooling_type); see Pooling.
 Pooling read_pooling(const GgufFile& g, const std::string& key) {
   const std::optional<int64_t> v = g.get_int(key);
@@ -250,6 +282,10 @@ LlamaHParams llama_hparams_from_gguf(const GgufFile& g) {
   read_experts(g, hp);
   if (arch.gpt_oss) read_gpt_oss(g, hp);
   hp.pooling = read_pooling(g, a + "pooling_type");
+  if (arch.eagle3) {
+    read_eagle3(g, hp);
+    return hp;
+  }
   const GgufTensorInfo* embd = g.find_tensor("token_embd.weight");
   if (embd == nullptr || embd->ne.size() != 2 || embd->ne[1] > INT32_MAX) {
     throw Error(g.path() + ": missing or malformed tensor token_embd.weight");
@@ -265,9 +301,10 @@ class LlamaModel::Loader {
   Loader(LlamaModel& m, Backend& b, const LoadProgress& progress, bool pack_weights)
       : m_(m), backend_(b), progress_(progress), pack_weights_(pack_weights) {}
 
-  void run() {
+  void run(const LlamaModel* target) {
     upload_data_region();
     if (m_.quant_) check_scheme_runs();
+    if (m_.hparams_.eagle3()) return run_eagle3(target);
     const LlamaHParams& hp = m_.hparams_;
     if (hp.qkv_bias) require_op(TSR_OP_BIAS_ADD, "bias_add", "its attention biases");
     if (hp.gelu_ffn) require_op(TSR_OP_GELU_MUL, "gelu_mul", "its GeGLU feed-forward");
@@ -342,14 +379,120 @@ class LlamaModel::Loader {
       m_.layers_.push_back(l);
     }
     if (packed_ > 0) spdlog::info("backend '{}' packed {} weight tensors into its own layout", backend_.name(), packed_);
-    if (m_.quant_) {
-      spdlog::info("quant {}: converted {} weight tensors ({:.1f} -> {:.1f} MiB), kept {} whose rows do not fit",
-                   m_.quant_->name(), converted_, double(bytes_before_) / (1 << 20),
-                   double(bytes_after_) / (1 << 20), kept_);
-    }
+    log_conversions();
   }
 
  private:
+  void log_conversions() const {
+    if (!m_.quant_) return;
+    spdlog::info("quant {}: converted {} weight tensors ({:.1f} -> {:.1f} MiB), kept {} whose rows do not fit",
+                 m_.quant_->name(), converted_, double(bytes_before_) / (1 << 20), double(bytes_after_) / (1 << 20),
+                 kept_);
+  }
+
+  // An EAGLE-3 head, as llama.cpp's llama_model_eagle3 reads it: fc (the target features
+  // to n_embd), one layer whose q, k and v read [norm(embedding) | norm(features)] (2 n_embd
+  // wide, blk.0.hidden_norm normalizing the features), and the output norm and matrix over
+  // its vocabulary, with d2t mapping that vocabulary to the target's where it is reduced.
+  // The embeddings are the target's (a head's own token_embd serves only a full-vocabulary
+  // head), and so is the output matrix where the head has neither.
+  void run_eagle3(const LlamaModel* target) {
+    LlamaHParams& hp = m_.hparams_;
+    const GgufFile& g = *m_.gguf_;
+    if (target == nullptr) {
+      throw Error(g.path() + " is an EAGLE-3 head, which runs beside its target model: give it as "
+                  "[speculative] draft_model with method = \"eagle\"", TSR_STATUS_UNSUPPORTED);
+    }
+    const LlamaHParams& th = target->hparams();
+    resolve_eagle3_layers(th);
+    const GgufTensorInfo* d2t = g.find_tensor("d2t.weight") ? g.find_tensor("d2t.weight") : g.find_tensor("d2t");
+    const bool own_embd = g.find_tensor("token_embd.weight") != nullptr && d2t == nullptr;
+    if (hp.n_vocab == 0) hp.n_vocab = th.n_vocab;
+    if (own_embd) {
+      m_.tok_embd_ = matrix("token_embd.weight", th.n_vocab, hp.n_embd, TSR_OP_GET_ROWS);
+    } else {
+      require_same_width(th, "token embeddings");
+      m_.tok_embd_ = target->tok_embd();
+    }
+    m_.output_norm_ = vector_f32("output_norm.weight", hp.n_embd);
+    if (g.find_tensor("output.weight")) {
+      m_.output_ = matrix("output.weight", hp.n_vocab, hp.n_embd, TSR_OP_MATMUL);
+    } else if (own_embd) {
+      m_.output_ = matrix("token_embd.weight", hp.n_vocab, hp.n_embd, TSR_OP_MATMUL);
+    } else {
+      require_same_width(th, "output matrix");
+      if (hp.n_vocab != th.n_vocab) throw Error(g.path() + ": a head over a reduced vocabulary needs output.weight");
+      m_.output_ = target->output();
+    }
+    if (d2t != nullptr) m_.target_tokens_ = target_ids(*d2t, th.n_vocab);
+    m_.fc_ = matrix("fc.weight", hp.n_embd, hp.eagle3_features, TSR_OP_MATMUL);
+    load_rope_factors();
+    const int64_t q_dim = int64_t(hp.n_head) * hp.head_dim, kv_dim = int64_t(hp.n_head_kv) * hp.head_dim;
+    LlamaLayer l;
+    l.attn_norm = vector_f32("blk.0.attn_norm.weight", hp.n_embd);
+    l.hidden_norm = vector_f32("blk.0.hidden_norm.weight", hp.n_embd);
+    l.wq = matrix("blk.0.attn_q.weight", q_dim, 2 * int64_t(hp.n_embd), TSR_OP_MATMUL);
+    l.wk = matrix("blk.0.attn_k.weight", kv_dim, 2 * int64_t(hp.n_embd), TSR_OP_MATMUL);
+    l.wv = matrix("blk.0.attn_v.weight", kv_dim, 2 * int64_t(hp.n_embd), TSR_OP_MATMUL);
+    l.wo = matrix("blk.0.attn_output.weight", hp.n_embd, q_dim, TSR_OP_MATMUL);
+    l.ffn_norm = vector_f32("blk.0.ffn_norm.weight", hp.n_embd);
+    l.w_gate = matrix("blk.0.ffn_gate.weight", hp.n_ff, hp.n_embd, TSR_OP_MATMUL);
+    l.w_up = matrix("blk.0.ffn_up.weight", hp.n_ff, hp.n_embd, TSR_OP_MATMUL);
+    l.w_down = matrix("blk.0.ffn_down.weight", hp.n_embd, hp.n_ff, TSR_OP_MATMUL);
+    m_.layers_.push_back(l);
+    log_conversions();
+  }
+
+  // The target layers of the features: the file's, else llama.cpp's default (2, n/2 and
+  // n - 3); strictly increasing (the draft ABI's order) and within the target.
+  void resolve_eagle3_layers(const LlamaHParams& th) {
+    LlamaHParams& hp = m_.hparams_;
+    const std::string path = m_.gguf_->path();
+    if (hp.eagle3_layers.empty()) hp.eagle3_layers = {2, th.n_layer / 2, th.n_layer - 3};
+    for (size_t i = 0; i < hp.eagle3_layers.size(); ++i) {
+      const int32_t l = hp.eagle3_layers[i];
+      if (l < 0 || l > th.n_layer || (i > 0 && l <= hp.eagle3_layers[i - 1])) {
+        throw Error(path + ": eagle3.extract_layers must be strictly increasing layers of the target (0 to " +
+                        std::to_string(th.n_layer) + ")",
+                    TSR_STATUS_UNSUPPORTED);
+      }
+    }
+    if (hp.eagle3_features != int64_t(hp.eagle3_layers.size()) * th.n_embd) {
+      throw Error(path + ": the head's features are " + std::to_string(hp.eagle3_features) + " wide, the target's " +
+                      std::to_string(hp.eagle3_layers.size()) + " layers x " + std::to_string(th.n_embd),
+                  TSR_STATUS_UNSUPPORTED);
+    }
+  }
+
+  void require_same_width(const LlamaHParams& th, const char* what) const {
+    if (th.n_embd == m_.hparams_.n_embd) return;
+    throw Error(m_.gguf_->path() + ": the head reads the target's " + what + ", but its embedding_length " +
+                    std::to_string(m_.hparams_.n_embd) + " differs from the target's " + std::to_string(th.n_embd),
+                TSR_STATUS_UNSUPPORTED);
+  }
+
+  // d2t: the target id of each of the head's output ids (I64 or I32), each a target id.
+  std::vector<int32_t> target_ids(const GgufTensorInfo& t, int32_t target_vocab) const {
+    const int64_t n = m_.hparams_.n_vocab;
+    const size_t width = t.type == GgmlType::I64 ? 8 : t.type == GgmlType::I32 ? 4 : 0;
+    if (width == 0 || t.nelements != n) throw Error(t.name + " must be " + std::to_string(n) + " I64 or I32 ids");
+    std::vector<int32_t> ids(static_cast<size_t>(n));
+    const uint8_t* src = m_.gguf_->tensor_data(t);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t v = 0;
+      if (width == 8) {
+        std::memcpy(&v, src + 8 * i, 8);
+      } else {
+        int32_t v32 = 0;
+        std::memcpy(&v32, src + 4 * i, 4);
+        v = v32;
+      }
+      if (v < 0 || v >= target_vocab) throw Error(t.name + " maps id " + std::to_string(i) + " outside the target's vocabulary");
+      ids[size_t(i)] = static_cast<int32_t>(v);
+    }
+    return ids;
+  }
+
   void upload_data_region() {
     const GgufFile& g = *m_.gguf_;
     if (g.tensors().empty()) throw Error(g.path() + ": the file has no tensors");
@@ -712,12 +855,12 @@ class LlamaModel::Loader {
 std::unique_ptr<LlamaModel> LlamaModel::load(std::shared_ptr<const GgufFile> gguf,
                                              Backend& backend, const LoadProgress& progress,
                                              std::shared_ptr<const QuantScheme> quant,
-                                             bool pack_weights) {
+                                             bool pack_weights, const LlamaModel* target) {
   std::unique_ptr<LlamaModel> m(new LlamaModel());
   m->hparams_ = llama_hparams_from_gguf(*gguf);
   m->gguf_ = std::move(gguf);
   m->quant_ = std::move(quant);
-  Loader(*m, backend, progress, pack_weights).run();
+  Loader(*m, backend, progress, pack_weights).run(target);
   for (const GgufTensorInfo& t : m->gguf_->tensors()) m->n_params_ += static_cast<uint64_t>(t.nelements);
   const LlamaHParams& hp = m->hparams_;
   spdlog::info("model: {} {} layers, {} embd, {} heads ({} kv), ffn {}, vocab {}, ctx {}",

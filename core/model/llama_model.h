@@ -76,6 +76,17 @@ struct LlamaHParams {
   bool attn_out_bias = false;
   Pooling pooling = Pooling::LAST;
 
+  // EAGLE-3 heads (arch eagle3, one decoder layer; llama.cpp's llama_model_eagle3): the
+  // target layers whose states make a feature row (eagle3.extract_layers; tsr_draft_hidden
+  // numbers them), the row's width (those layers x eagle3.target_hidden_size, else x
+  // n_embd), and whether the residual around attention is the normalized features
+  // (eagle3.norm_before_residual) rather than the features. n_vocab is the head's output
+  // vocabulary; its inputs are the target's token ids.
+  std::vector<int32_t> eagle3_layers;
+  int32_t eagle3_features = 0;
+  bool eagle3_norm_before_residual = false;
+
+  bool eagle3() const { return eagle3_features > 0; }
   bool moe() const { return n_expert > 0; }
   // YaRN's correction dims for a RoPE base, as ggml_rope_yarn_corr_dims computes them (in
   // float), clamped into what tsr_rope_params accepts without changing the ramp.
@@ -100,6 +111,7 @@ struct LlamaLayer {
   tsr_tensor sinks;  // [n_head], with hparams().attn_sinks, else zeroed
   // With hparams().moe_biases: the router's [n_expert] and the experts' [n_expert, width].
   tsr_tensor ffn_gate_inp_b, gate_exps_b, up_exps_b, down_exps_b;
+  tsr_tensor hidden_norm;  // [n_embd], an EAGLE-3 head's norm of its feature input, else zeroed
 };
 
 // Called with (bytes done, bytes total) while weights are placed on the backend.
@@ -112,10 +124,12 @@ class LlamaModel {
   // whose rows fit the scheme's blocks is converted to it (others keep their type, as
   // llama.cpp does); the scheme must run on `backend`, natively or with its own kernels.
   // With `pack_weights`, every matmul weight is offered to the backend's weight_pack.
+  // An EAGLE-3 head needs its `target` (can be NULL otherwise; outlives the head), whose
+  // token embeddings it reads, and whose output matrix where it has none of its own.
   static std::unique_ptr<LlamaModel> load(std::shared_ptr<const GgufFile> gguf,
                                           Backend& backend, const LoadProgress& progress = {},
                                           std::shared_ptr<const QuantScheme> quant = nullptr,
-                                          bool pack_weights = true);
+                                          bool pack_weights = true, const LlamaModel* target = nullptr);
   ~LlamaModel();
 
   const LlamaHParams& hparams() const { return hparams_; }
@@ -128,6 +142,10 @@ class LlamaModel {
   // within it; NULL when the file has none.
   const tsr_tensor* rope_factors(int32_t context) const;
   const LlamaLayer& layer(int i) const { return layers_[i]; }
+  // An EAGLE-3 head's feature projection [n_embd, eagle3_features] (else zeroed), and the
+  // target id of each of its output ids (d2t; empty when they are the target's).
+  const tsr_tensor& fc() const { return fc_; }
+  const std::vector<int32_t>& target_tokens() const { return target_tokens_; }
   uint64_t weight_bytes() const { return weight_bytes_; }
   // Weight bytes one decode step reads: all of them but the rows of an embedding table
   // that is not also the output matrix (a step gathers one row of it per token).
@@ -142,6 +160,8 @@ class LlamaModel {
   std::shared_ptr<const GgufFile> gguf_;
   std::vector<std::unique_ptr<BackendBuffer>> buffers_;
   tsr_tensor tok_embd_{}, output_norm_{}, output_{};
+  tsr_tensor fc_{};
+  std::vector<int32_t> target_tokens_;
   // rope_freqs, rope_factors_long, rope_factors_short: data NULL when absent.
   tsr_tensor rope_freqs_{}, rope_long_{}, rope_short_{};
   std::vector<LlamaLayer> layers_;

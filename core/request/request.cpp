@@ -141,6 +141,7 @@ int32_t Request::append_verified(std::span<const float> logits, int32_t n_vocab,
   }
   drafted_ += k;
   accepted_ += accepted;
+  verifications_ += k > 0;
   drafts_.clear();
   num_computed_ = before + accepted;
   return accepted;
@@ -263,6 +264,7 @@ RequestStats Request::stats() const {
   s.preemptions = preemptions_;
   s.draft_tokens = drafted_;
   s.accepted_tokens = accepted_;
+  s.verifications = verifications_;
   if (scheduled_once_) s.queue_ms = ms_between(arrival_, first_scheduled_);
   if (s.completion_tokens > 0) s.ttft_ms = ms_between(arrival_, first_token_);
   if (finished()) {

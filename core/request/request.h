@@ -75,6 +75,7 @@ struct RequestStats {
   int32_t preemptions = 0;
   int32_t draft_tokens = 0;     // proposed by speculative decoding and verified
   int32_t accepted_tokens = 0;  // of which the target accepted
+  int32_t verifications = 0;    // target passes that verified drafts (EngineStats::verifications)
 };
 
 // What a step produced for one request: the increment since the last output.
@@ -191,7 +192,7 @@ class Request {
   bool scheduled_once_ = false;
   int32_t cached_tokens_ = 0;
   int32_t preemptions_ = 0;
-  int32_t drafted_ = 0, accepted_ = 0;
+  int32_t drafted_ = 0, accepted_ = 0, verifications_ = 0;
   std::optional<EmbeddingPool> pool_;
   std::vector<float> embedding_;  // the pooled result, with the final output
   std::unique_ptr<ConstraintMatcher> matcher_;

@@ -108,4 +108,10 @@ void ModelRunner::run_sequences(std::span<const SequencePart> parts, std::vector
   forward_.run(build_sequences_batch(kv_, parts), logits);
 }
 
+void ModelRunner::run_head_sequences(std::span<const SequencePart> parts, const float* features, int32_t width,
+                                     std::vector<float>& logits, std::vector<float>& states) {
+  apply_kv_moves();
+  forward_.run_head(build_sequences_batch(kv_, parts), features, width, logits, states);
+}
+
 }  // namespace tsr

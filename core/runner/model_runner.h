@@ -72,6 +72,12 @@ class ModelRunner {
   // gets each part's last row, in order.
   void run_sequences(std::span<const SequencePart> parts, std::vector<float>& logits);
 
+  // run_sequences for an EAGLE-3 head: the batch's row r (the parts' tokens in order)
+  // takes row r of `features` (LlamaForward::run_head); `states` gets each part's last
+  // row's output state.
+  void run_head_sequences(std::span<const SequencePart> parts, const float* features, int32_t width,
+                          std::vector<float>& logits, std::vector<float>& states);
+
  private:
   // Offloads read evicted blocks into the tier, restores write tier blocks into the pool
   // and copy-on-write copies follow, in that order (KvTransfers).

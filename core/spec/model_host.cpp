@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstring>
 #include <new>
 
 #include "base/error.h"
@@ -20,6 +21,7 @@ struct tsr_model {
   std::unique_ptr<tsr::ModelRunner> runner;
   tsr::SeqId next_seq = 1;
   std::vector<float> logits;
+  std::vector<float> features, states;  // a feature model's rows, gathered for one pass
 };
 
 struct tsr_model_seq {
@@ -33,6 +35,7 @@ struct ModelHostAccess {
   static ModelHost& host(void* context) { return *static_cast<ModelHost*>(context); }
   static Backend& backend(ModelHost& h) { return h.backend_; }
   static const Config& config(ModelHost& h) { return h.config_; }
+  static const LlamaModel& target(ModelHost& h) { return h.target_; }
   static int64_t* passes(ModelHost& h) { return &h.passes_; }
 };
 
@@ -47,8 +50,9 @@ tsr_status model_open(void* context, const char* path, tsr_model** out, tsr_erro
     auto m = std::make_unique<tsr_model>();
     m->passes = ModelHostAccess::passes(host);
     m->gguf = GgufFile::open(path);
-    m->model = LlamaModel::load(m->gguf, backend);
-    m->token_texts = vocab_from_gguf(*m->gguf).tokens;
+    m->model = LlamaModel::load(m->gguf, backend, {}, nullptr, true, &ModelHostAccess::target(host));
+    // A head has no vocabulary of its own: its ids are the target's (through d2t).
+    if (!m->model->hparams().eagle3()) m->token_texts = vocab_from_gguf(*m->gguf).tokens;
     const LlamaHParams& hp = m->model->hparams();
     ModelRunnerOptions ro;
     KvCacheShape shape = ModelRunner::cache_shape(*m->model, config.cache);
@@ -89,7 +93,8 @@ void seq_destroy(tsr_model* m, tsr_model_seq* seq) {
 // sequence's tokens are harmless if a later check fails: the next decode overwrites them.
 SequencePart prepare(tsr_model* m, tsr_model_seq* s, const int32_t* tokens, size_t n, const char* what) {
   if (s == nullptr || tokens == nullptr || n == 0) throw Error(std::string(what) + ": NULL argument or no tokens");
-  const int32_t n_vocab = m->model->hparams().n_vocab;
+  // Tokens index the embeddings: a head's are the target's, of the target's vocabulary.
+  const auto n_vocab = static_cast<int32_t>(m->model->tok_embd().shape[0]);
   for (size_t i = 0; i < n; ++i) {
     if (tokens[i] < 0 || tokens[i] >= n_vocab) throw Error(std::string(what) + ": token id out of range");
   }
@@ -103,16 +108,34 @@ SequencePart prepare(tsr_model* m, tsr_model_seq* s, const int32_t* tokens, size
   return {s->id, start, std::span(tokens, n)};
 }
 
+void check_plain(const tsr_model* m, const char* what) {
+  if (m->model->hparams().eagle3()) throw Error(std::string(what) + ": an EAGLE-3 head decodes through seqs_decode_features");
+}
+
 tsr_status seq_decode(tsr_model* m, tsr_model_seq* s, const int32_t* tokens, size_t n,
                       float* logits, tsr_error** error) {
   return guarded(error, [&] {
     if (logits == nullptr) throw Error("seq_decode: logits is NULL");
+    check_plain(m, "seq_decode");
     const SequencePart part = prepare(m, s, tokens, n, "seq_decode");
     m->runner->run_sequence(part.seq, part.start, part.tokens, false, m->logits);
     ++*m->passes;
     s->tokens.insert(s->tokens.end(), tokens, tokens + n);
     std::copy(m->logits.begin(), m->logits.end(), logits);
   });
+}
+
+// Each sequence's new tokens checked and given blocks; no sequence twice.
+std::vector<SequencePart> prepare_all(tsr_model* m, tsr_model_seq* const* seqs, const int32_t* const* tokens,
+                                      const size_t* n, size_t n_seqs, const char* what) {
+  std::vector<SequencePart> parts;
+  for (size_t i = 0; i < n_seqs; ++i) {
+    if (seqs[i] != nullptr && std::ranges::any_of(parts, [&](const SequencePart& p) { return p.seq == seqs[i]->id; })) {
+      throw Error(std::string(what) + ": a sequence appears twice");
+    }
+    parts.push_back(prepare(m, seqs[i], tokens[i], n[i], what));
+  }
+  return parts;
 }
 
 tsr_status seqs_decode(tsr_model* m, tsr_model_seq* const* seqs, const int32_t* const* tokens, const size_t* n,
@@ -122,13 +145,8 @@ tsr_status seqs_decode(tsr_model* m, tsr_model_seq* const* seqs, const int32_t* 
     if (seqs == nullptr || tokens == nullptr || n == nullptr || logits == nullptr) {
       throw Error("seqs_decode: NULL argument");
     }
-    std::vector<SequencePart> parts;
-    for (size_t i = 0; i < n_seqs; ++i) {
-      if (seqs[i] != nullptr && std::ranges::any_of(parts, [&](const SequencePart& p) { return p.seq == seqs[i]->id; })) {
-        throw Error("seqs_decode: a sequence appears twice");
-      }
-      parts.push_back(prepare(m, seqs[i], tokens[i], n[i], "seqs_decode"));
-    }
+    check_plain(m, "seqs_decode");
+    const std::vector<SequencePart> parts = prepare_all(m, seqs, tokens, n, n_seqs, "seqs_decode");
     m->runner->run_sequences(parts, m->logits);
     ++*m->passes;
     for (size_t i = 0; i < n_seqs; ++i) seqs[i]->tokens.insert(seqs[i]->tokens.end(), tokens[i], tokens[i] + n[i]);
@@ -144,12 +162,82 @@ tsr_status seq_truncate(tsr_model*, tsr_model_seq* s, size_t n, tsr_error** erro
   });
 }
 
+int32_t model_n_features(const tsr_model* m) { return m->model->hparams().eagle3_features; }
+
+int32_t model_n_embd(const tsr_model* m) { return m->model->hparams().n_embd; }
+
+int32_t model_feature_layers(const tsr_model* m, int32_t* layers, int32_t capacity) {
+  const std::vector<int32_t>& ours = m->model->hparams().eagle3_layers;
+  for (int32_t i = 0; layers != nullptr && i < capacity && size_t(i) < ours.size(); ++i) layers[i] = ours[size_t(i)];
+  return static_cast<int32_t>(ours.size());
+}
+
+const int32_t* model_target_tokens(const tsr_model* m) {
+  const std::vector<int32_t>& ids = m->model->target_tokens();
+  return ids.empty() ? nullptr : ids.data();
+}
+
+tsr_status seqs_decode_features(tsr_model* m, tsr_model_seq* const* seqs, const int32_t* const* tokens, const size_t* n,
+                                const float* const* features, int32_t width, size_t n_seqs, float* logits,
+                                float* states, tsr_error** error) {
+  return guarded(error, [&] {
+    if (n_seqs == 0) return;
+    if (seqs == nullptr || tokens == nullptr || n == nullptr || features == nullptr || logits == nullptr) {
+      throw Error("seqs_decode_features: NULL argument");
+    }
+    const LlamaHParams& hp = m->model->hparams();
+    if (!hp.eagle3()) throw Error("seqs_decode_features: not a feature model (an EAGLE-3 head)");
+    if (width != hp.eagle3_features && width != hp.n_embd) {
+      throw Error("seqs_decode_features: feature_width " + std::to_string(width) + " is neither model_n_features (" +
+                  std::to_string(hp.eagle3_features) + ") nor model_n_embd (" + std::to_string(hp.n_embd) + ")");
+    }
+    const std::vector<SequencePart> parts = prepare_all(m, seqs, tokens, n, n_seqs, "seqs_decode_features");
+    m->features.clear();
+    for (size_t i = 0; i < n_seqs; ++i) {
+      if (features[i] == nullptr) throw Error("seqs_decode_features: NULL feature rows");
+      m->features.insert(m->features.end(), features[i], features[i] + n[i] * size_t(width));
+    }
+    m->runner->run_head_sequences(parts, m->features.data(), width, m->logits, m->states);
+    ++*m->passes;
+    for (size_t i = 0; i < n_seqs; ++i) seqs[i]->tokens.insert(seqs[i]->tokens.end(), tokens[i], tokens[i] + n[i]);
+    std::copy(m->logits.begin(), m->logits.end(), logits);
+    if (states != nullptr) std::copy(m->states.begin(), m->states.end(), states);
+  });
+}
+
+// The engine's states to host memory: rows read in place where the backend's memory is
+// the host's. A device backend's states would need its copy entries, which the host does
+// not reach from here yet: refused by name rather than read from a device address.
+tsr_status states_read(void* context, const tsr_tensor* states, float* out, tsr_error** error) {
+  return guarded(error, [&] {
+    if (states == nullptr || out == nullptr || states->ndim != 3 || states->dtype != TSR_DTYPE_F32) {
+      throw Error("states_read: NULL argument or not f32 [layers, rows, n_embd] states");
+    }
+    Backend& backend = ModelHostAccess::backend(ModelHostAccess::host(context));
+    if (backend.props().host_visible == 0) {
+      throw Error("states_read: backend '" + backend.name() + "' keeps states in device memory, which the model "
+                  "host cannot copy to the host yet", TSR_STATUS_UNSUPPORTED);
+    }
+    const auto* base = static_cast<const uint8_t*>(states->data);
+    const int64_t layers = states->shape[0], rows = states->shape[1], n_embd = states->shape[2];
+    for (int64_t l = 0; l < layers; ++l) {
+      for (int64_t r = 0; r < rows; ++r) {
+        std::memcpy(out + (l * rows + r) * n_embd, base + l * states->strides[0] + r * states->strides[1],
+                    size_t(n_embd) * sizeof(float));
+      }
+    }
+  });
+}
+
 }  // namespace
 
-ModelHost::ModelHost(Backend& backend, const Config& config)
+ModelHost::ModelHost(Backend& backend, const Config& config, const LlamaModel& target)
     : backend_(backend),
       config_(config),
+      target_(target),
       table_{sizeof(tsr_model_host), this, model_open, model_close, model_n_vocab, model_token_text,
-             model_n_params, seq_create, seq_destroy, seq_decode, seq_truncate, seqs_decode} {}
+             model_n_params, seq_create, seq_destroy, seq_decode, seq_truncate, seqs_decode,
+             model_n_features, model_n_embd, model_feature_layers, model_target_tokens, seqs_decode_features,
+             states_read} {}
 
 }  // namespace tsr

@@ -11,9 +11,13 @@
 
 namespace tsr {
 
+class LlamaModel;
+
 class ModelHost {
  public:
-  ModelHost(Backend& backend, const Config& config);
+  // `target` (outlives the host) is the engine's model, which feature models (EAGLE-3
+  // heads) read embeddings from.
+  ModelHost(Backend& backend, const Config& config, const LlamaModel& target);
   const tsr_model_host* table() const { return &table_; }
   // Forward passes run for drafts so far (seq_decode and seqs_decode calls that ran).
   int64_t passes() const { return passes_; }
@@ -22,6 +26,7 @@ class ModelHost {
   friend struct ModelHostAccess;
   Backend& backend_;
   Config config_;
+  const LlamaModel& target_;
   tsr_model_host table_;
   int64_t passes_ = 0;
 };

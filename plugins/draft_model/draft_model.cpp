@@ -15,29 +15,9 @@
 
 namespace {
 
+using tsr::sdk::call_host;
 using tsr::sdk::Failure;
-using tsr::sdk::g_host;  // set by the SDK's query when the host loads the plugin
 using tsr::sdk::require;
-
-// Calls a host entry `call(tsr_error**)`; a failure becomes a Failure carrying its message.
-// (The status is taken before the error is read: argument order is unspecified.)
-template <class Call>
-void call_host(const std::string& what, Call&& call) {
-  tsr_error* error = nullptr;
-  const tsr_status status = call(&error);
-  if (status == TSR_STATUS_OK) return;
-  std::string message = what + ": " + (error ? g_host->error_message(error) : "failed");
-  g_host->error_free(error);
-  throw Failure(status, message);
-}
-
-int32_t argmax(const std::vector<float>& logits, float* prob) {
-  const auto best = std::max_element(logits.begin(), logits.end());
-  double total = 0;
-  for (float l : logits) total += std::exp(double(l - *best));
-  *prob = static_cast<float>(1.0 / total);
-  return static_cast<int32_t>(best - logits.begin());
-}
 
 class ModelDraft {
  public:
@@ -106,7 +86,7 @@ class ModelDraft {
         const auto& e = batch[j];
         if (i >= capacity(e)) continue;
         float prob = 0;
-        next[j] = argmax(e.seq->logits, &prob);
+        next[j] = tsr::sdk::greedy_token(e.seq->logits, &prob);
         e.tokens[i] = next[j];
         if (!e.probs.empty()) e.probs[i] = prob;
         *e.n_tokens = i + 1;
@@ -123,6 +103,12 @@ class ModelDraft {
  private:
   // A draft must share the target's vocabulary token for token, and be smaller.
   void check_compatible(const tsr_draft_params& p) const {
+#if TSR_SDK_ABI_AT_LEAST(2, 7)
+    if (TSR_STRUCT_HAS(host_, tsr_model_host, model_n_features) && host_->model_n_features(model_) > 0) {
+      throw Failure(TSR_STATUS_UNSUPPORTED, std::string(p.model_path) +
+                                                " is an EAGLE-3 head, not a model: use [speculative] method = \"eagle\"");
+    }
+#endif
     if (n_vocab_ != p.n_vocab) {
       throw Failure(TSR_STATUS_UNSUPPORTED, "draft model vocabulary has " + std::to_string(n_vocab_) +
                                                 " tokens, the target " + std::to_string(p.n_vocab));

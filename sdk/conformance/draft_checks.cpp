@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <stdexcept>
@@ -18,6 +19,7 @@
 
 struct tsr_model {
   int32_t n_vocab;
+  bool features;  // a feature model (an EAGLE-3 head): opened from a path naming a head
   int open_seqs = 0;
 };
 struct tsr_model_seq {
@@ -29,6 +31,8 @@ namespace {
 
 constexpr int32_t kVocab = 48;
 constexpr int32_t kMaxDraft = 5;
+constexpr int32_t kTargetLayers = 6;  // the target's shape for drafts taking hidden states
+constexpr int32_t kTargetEmbd = 16;
 int g_open_models = 0;
 
 tsr_status fail(tsr_error** e, tsr_status status, const std::string& msg) {
@@ -41,7 +45,7 @@ tsr_status fail(tsr_error** e, tsr_status status, const std::string& msg) {
 tsr_status model_open(void*, const char* path, tsr_model** out, tsr_error** e) {
   if (path == nullptr || out == nullptr) return fail(e, TSR_STATUS_INVALID_ARGUMENT, "model_open: NULL");
   ++g_open_models;
-  *out = new tsr_model{kVocab};
+  *out = new tsr_model{kVocab, std::strstr(path, "head") != nullptr};
   return TSR_STATUS_OK;
 }
 void model_close(tsr_model* m) {
@@ -81,6 +85,10 @@ void model_seq_destroy(tsr_model* m, tsr_model_seq* s) {
 // Logits peak at (7 * last + 3) mod n_vocab.
 tsr_status model_seq_decode(tsr_model* m, tsr_model_seq* s, const int32_t* tokens, size_t n,
                             float* logits, tsr_error** e) {
+  if (m->features) {
+    ADD_FAILURE() << "seq_decode called on a feature model";
+    return fail(e, TSR_STATUS_INVALID_ARGUMENT, "seq_decode: a feature model");
+  }
   if (s == nullptr || tokens == nullptr || n == 0 || logits == nullptr) {
     ADD_FAILURE() << "seq_decode called with a NULL or empty argument";
     return fail(e, TSR_STATUS_INVALID_ARGUMENT, "seq_decode: bad arguments");
@@ -123,11 +131,69 @@ tsr_status model_seqs_decode(tsr_model* m, tsr_model_seq* const* seqs, const int
   return TSR_STATUS_OK;
 }
 
+#if TSR_ABI_MINOR >= 7 || TSR_ABI_MAJOR > 2
+// The fake head: features of the target's layers 1, 3 and 5 (kTargetEmbd wide each, see
+// GoodParams), states kHeadEmbd wide; logits as a plain model's.
+constexpr int32_t kHeadEmbd = 12;
+constexpr int32_t kFeatureLayers[] = {1, 3, 5};
+
+int32_t model_n_features(const tsr_model* m) { return m->features ? 3 * kTargetEmbd : 0; }
+int32_t model_n_embd(const tsr_model*) { return kHeadEmbd; }
+int32_t model_feature_layers(const tsr_model* m, int32_t* layers, int32_t capacity) {
+  if (!m->features) return 0;
+  for (int32_t i = 0; i < capacity && i < 3; ++i) layers[i] = kFeatureLayers[i];
+  return 3;
+}
+const int32_t* model_target_tokens(const tsr_model*) { return nullptr; }
+
+tsr_status model_seqs_decode_features(tsr_model* m, tsr_model_seq* const* seqs, const int32_t* const* tokens,
+                                      const size_t* n, const float* const* features, int32_t width, size_t n_seqs,
+                                      float* logits, float* states, tsr_error** e) {
+  if (!m->features || (width != model_n_features(m) && width != kHeadEmbd) || features == nullptr) {
+    ADD_FAILURE() << "seqs_decode_features on a plain model or with feature_width " << width;
+    return fail(e, TSR_STATUS_INVALID_ARGUMENT, "seqs_decode_features: bad model or width");
+  }
+  for (size_t i = 0; i < n_seqs; ++i) {
+    for (size_t j = 0; features[i] != nullptr && j < n[i] * size_t(width); ++j) {
+      if (!std::isfinite(features[i][j])) {
+        ADD_FAILURE() << "seqs_decode_features given a feature that is not finite";
+        return fail(e, TSR_STATUS_INVALID_ARGUMENT, "seqs_decode_features: bad feature");
+      }
+    }
+  }
+  m->features = false;  // decodes as the plain model does
+  const tsr_status status = model_seqs_decode(m, seqs, tokens, n, n_seqs, logits, e);
+  m->features = true;
+  if (states != nullptr) std::fill_n(states, n_seqs * kHeadEmbd, 0.5f);
+  return status;
+}
+
+// The conformance host's states are host memory.
+tsr_status model_states_read(void*, const tsr_tensor* t, float* out, tsr_error** e) {
+  if (t == nullptr || out == nullptr || t->ndim != 3 || t->dtype != TSR_DTYPE_F32) {
+    ADD_FAILURE() << "states_read given NULL or not [layers, rows, n_embd] f32 states";
+    return fail(e, TSR_STATUS_INVALID_ARGUMENT, "states_read: bad arguments");
+  }
+  const auto* base = static_cast<const uint8_t*>(t->data);
+  for (int64_t l = 0; l < t->shape[0]; ++l) {
+    for (int64_t r = 0; r < t->shape[1]; ++r) {
+      std::memcpy(out + (l * t->shape[1] + r) * t->shape[2], base + l * t->strides[0] + r * t->strides[1],
+                  size_t(t->shape[2]) * sizeof(float));
+    }
+  }
+  return TSR_STATUS_OK;
+}
+#endif
+
 const tsr_model_host kModelHost = {
     sizeof(tsr_model_host), nullptr, model_open, model_close, model_n_vocab, model_token_text,
     model_n_params, model_seq_create, model_seq_destroy, model_seq_decode, model_seq_truncate,
 #if TSR_ABI_MINOR >= 6 || TSR_ABI_MAJOR > 2
     model_seqs_decode,
+#endif
+#if TSR_ABI_MINOR >= 7 || TSR_ABI_MAJOR > 2
+    model_n_features, model_n_embd, model_feature_layers, model_target_tokens, model_seqs_decode_features,
+    model_states_read,
 #endif
 };
 
@@ -142,12 +208,12 @@ std::vector<const char*> vocab_pointers() {
 }
 
 // Parameters any draft kind can work with.
-constexpr int32_t kTargetLayers = 6;
-constexpr int32_t kTargetEmbd = 16;
 
 struct GoodParams {
   std::vector<const char*> vocab = vocab_pointers();
-  tsr_draft_params p{sizeof(tsr_draft_params), kVocab, kMaxDraft, 1, 3, "conformance-model.gguf",
+  // A draft that takes hidden states gets a head (a feature model), others a plain model.
+  tsr_draft_params p{sizeof(tsr_draft_params), kVocab, kMaxDraft, 1, 3,
+                     (table().needs & TSR_DRAFT_NEEDS_HIDDEN) != 0 ? "conformance-head.gguf" : "conformance-model.gguf",
                      vocab.data(), 1, 0, 1000000, &kModelHost, nullptr,
 #if TSR_ABI_MINOR >= 6 || TSR_ABI_MAJOR > 2
                      kTargetLayers, kTargetEmbd

@@ -26,6 +26,7 @@
 
 #include "core/engine/engine.h"
 #include "base/error.h"
+#include "tests/common/eagle_heads.h"
 #include "tests/common/shared_data.h"
 
 namespace tsr {
@@ -226,9 +227,12 @@ TEST(Constrained, SpeculationKeepsGreedyOutput) {
   };
   auto plain = Engine::create(config(kStories));
   const auto expected = run_all(*plain, make(*plain));
-  for (const char* method : {"ngram", "suffix", "draft_model"}) {
+  const std::string head = ::testing::TempDir() + "/constrained_eagle_head.gguf";
+  testing::write_trained_head(testing::shared_path(kStories), head);
+  for (const char* method : {"ngram", "suffix", "draft_model", "eagle"}) {
     Config c = config(kStories, method);
-    c.speculative.draft_model = testing::shared_path(kStories);  // a self-draft: batched draft passes
+    // A self-draft (batched draft passes), or a head trained briefly.
+    c.speculative.draft_model = std::string(method) == "eagle" ? head : testing::shared_path(kStories);
     auto spec = Engine::create(c);
     const auto got = run_all(*spec, make(*spec));
     for (size_t i = 0; i < expected.size(); ++i) {

@@ -122,12 +122,12 @@ TEST_F(Speculative, SuffixNeedsFewerPassesThanNgramOnRepeatedOutputs) {
 }
 
 TEST_F(Speculative, UnknownDraftMethodIsRefused) {
-  Config c = config("eagle");
+  Config c = config("medusa");
   try {
     Engine::create(c);
-    FAIL() << "an engine without the eagle plugin started";
+    FAIL() << "an engine without the medusa plugin started";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("libtessera_draft_eagle.so"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("libtessera_draft_medusa.so"), std::string::npos) << e.what();
   }
 }
 

@@ -65,8 +65,43 @@ typedef struct tsr_model_host {
    * on the other sequences of the call. */
   tsr_status (*seqs_decode)(tsr_model* model, tsr_model_seq* const* seqs, const int32_t* const* tokens,
                             const size_t* n, size_t n_seqs, float* logits, tsr_error** error);
+
+  /* ABI 2.7: feature models, which take a feature row beside each token: EAGLE-3 heads
+   * (GGUF general.architecture "eagle3", as llama.cpp's converter writes them). model_open
+   * opens one against the engine's target, whose token embeddings it reads (and whose
+   * output matrix, where the head has neither its own nor token_embd). Tokens passed to
+   * it are target ids; its logits rows are over its own vocabulary (model_n_vocab), whose
+   * ids model_target_tokens maps to the target's. */
+  /* The width of a target feature row: the states of model_feature_layers' layers, one
+   * after the other (layers x the target's n_embd); 0 for a plain model. */
+  int32_t (*model_n_features)(const tsr_model* model);
+  /* The width of the model's own output states (its n_embd). */
+  int32_t (*model_n_embd)(const tsr_model* model);
+  /* The target layers (tsr_draft_hidden's numbering) whose states make a feature row, in
+   * the row's order: writes min(count, capacity) of them to `layers` and returns count
+   * (0 for a plain model). */
+  int32_t (*model_feature_layers)(const tsr_model* model, int32_t* layers, int32_t capacity);
+  /* The target id of each of the model's model_n_vocab output ids (EAGLE-3's d2t, for a
+   * head over a reduced vocabulary), or NULL when they are the target's ids. Valid while
+   * the model lives. */
+  const int32_t* (*model_target_tokens)(const tsr_model* model);
+  /* seqs_decode for a feature model: row r of sequence i takes token tokens[i][r] and the
+   * feature row features[i] + r * feature_width (host memory). feature_width is either
+   * model_n_features (target features, which the model projects: EAGLE-3's fc) or
+   * model_n_embd (states the model output itself, as `states` returned them: a head's
+   * autoregressive steps). `states` (can be NULL) gets n_seqs rows of model_n_embd: each
+   * sequence's last row's output state, before the output norm. */
+  tsr_status (*seqs_decode_features)(tsr_model* model, tsr_model_seq* const* seqs, const int32_t* const* tokens,
+                                     const size_t* n, const float* const* features, int32_t feature_width,
+                                     size_t n_seqs, float* logits, float* states, tsr_error** error);
+  /* Copies the states of a tsr_draft_hidden (the engine backend's memory: device memory on
+   * a GPU) to host memory: `out` gets layers x rows x n_embd floats, contiguous, in the
+   * tensor's order. What a draft keeping target features between steps reads them with. */
+  tsr_status (*states_read)(void* context, const tsr_tensor* states, float* out, tsr_error** error);
 } tsr_model_host;
-TSR_ABI_PIN_SIZE(tsr_model_host, 96);
+TSR_ABI_PIN_SIZE(tsr_model_host, 144);
+/* The table through ABI 2.6 (no feature models). */
+#define TSR_MODEL_HOST_SIZE_V2_6 TSR_SIZE_THROUGH(tsr_model_host, seqs_decode)
 /* The table through ABI 2.5 (no seqs_decode). */
 #define TSR_MODEL_HOST_SIZE_V2_5 TSR_SIZE_THROUGH(tsr_model_host, seq_truncate)
 

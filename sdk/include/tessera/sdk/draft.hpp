@@ -27,6 +27,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <concepts>
 #include <memory>
 #include <span>
@@ -37,6 +38,28 @@
 #include "tessera/sdk/plugin.hpp"
 
 namespace tsr::sdk {
+
+// Calls a host entry `call(tsr_error**)` (the model services of a model-running draft); a
+// failure becomes a Failure carrying the host's message after `what`. (The status is
+// taken before the error is read: argument order is unspecified.)
+template <class Call>
+void call_host(const std::string& what, Call&& call) {
+  tsr_error* error = nullptr;
+  const tsr_status status = call(&error);
+  if (status == TSR_STATUS_OK) return;
+  std::string message = what + ": " + (error ? g_host->error_message(error) : "failed");
+  g_host->error_free(error);
+  throw Failure(status, message);
+}
+
+// The greedy id of a row of logits, and its softmax probability in `prob`.
+inline int32_t greedy_token(std::span<const float> logits, float* prob) {
+  const auto best = std::max_element(logits.begin(), logits.end());
+  double total = 0;
+  for (const float l : logits) total += std::exp(double(l - *best));
+  *prob = static_cast<float>(1.0 / total);
+  return static_cast<int32_t>(best - logits.begin());
+}
 
 // One sequence of a propose_batch call: propose()'s arguments, and its result in n_tokens.
 template <class Seq>
