@@ -33,8 +33,9 @@ namespace {
 struct TrainEagleFlags {
   EngineFlags engine;
   std::string output, layers, prompts_file;
-  int32_t texts = 256, text_tokens = 256, epochs = 6, batch = 4, ttt_steps = 3, n_ff = 0, checkpoint_every = 0;
-  float lr = 3e-3f, temperature = 1.0f;
+  // The defaults trained stories260K's head of the README (2.69 tokens per verifying pass).
+  int32_t texts = 512, text_tokens = 256, epochs = 10, batch = 4, ttt_steps = 4, n_ff = 0, checkpoint_every = 0;
+  float lr = 5e-3f, temperature = 0.7f;
   uint64_t seed = 1;
 };
 

@@ -16,17 +16,18 @@
 
 namespace tsr::testing {
 
-// Trains a head for the target at `target_path` on `texts` texts of 96 tokens it writes
-// (greedy-ish: temperature 0.5), `epochs` passes, and writes it to `out`.
+// Trains a head for the target at `target_path` on `texts` texts of `tokens` tokens it
+// writes (greedy-ish: temperature 0.5), `epochs` passes, and writes it to `out`. (A head
+// drafts well only at positions its texts reached.)
 inline void write_trained_head(const std::string& target_path, const std::string& out, int32_t texts = 64,
-                               int32_t epochs = 8) {
+                               int32_t epochs = 8, int32_t tokens = 96) {
   auto backend = Backend::create(Plugin::find(TSR_PLUGIN_BACKEND, "cpu", {TESSERA_PLUGIN_DIR}), 0, 1);
   std::shared_ptr<const GgufFile> gguf = GgufFile::open(target_path);
   auto target = LlamaModel::load(gguf, *backend);
   const LlamaHParams& hp = target->hparams();
   const std::vector<int32_t> layers = eagle3_default_layers(hp.n_layer);
   const std::vector<Eagle3Sequence> data =
-      eagle3_generate_texts(*target, *backend, layers, {{1}}, Eagle3DataOptions{texts, 96, 0.5f, 3});
+      eagle3_generate_texts(*target, *backend, layers, {{1}}, Eagle3DataOptions{texts, tokens, 0.5f, 3});
   Eagle3Shape s;
   s.n_embd = hp.n_embd, s.n_head = hp.n_head, s.n_head_kv = hp.n_head_kv, s.n_ff = hp.n_ff;
   s.n_vocab = hp.n_vocab, s.target_n_embd = hp.n_embd, s.n_ctx = hp.n_ctx_train;

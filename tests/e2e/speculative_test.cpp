@@ -14,6 +14,7 @@
 #include "core/engine/engine.h"
 #include "base/error.h"
 #include "tests/common/chi_square.h"
+#include "tests/common/eagle_heads.h"
 #include "tests/common/greedy_references.h"
 #include "tests/common/shared_data.h"
 
@@ -235,10 +236,14 @@ TEST_F(Speculative, SeededSamplesDoNotDependOnSpeculationOrBatch) {
   std::vector<std::vector<int32_t>> expected;
   for (const RequestParams& r : alone) expected.push_back(plain->generate(r).tokens);
 
-  const std::pair<const char*, int32_t> setups[] = {{"ngram", 1}, {"ngram", 4}, {"ngram", 8}, {"suffix", 4}};
+  // An EAGLE head trained briefly (its greedy drafts, point masses).
+  const std::string head = ::testing::TempDir() + "/seeded_samples_head.gguf";
+  testing::write_trained_head(testing::shared_path(kModel), head, 12, 3, 256);
+  const std::pair<const char*, int32_t> setups[] = {{"ngram", 1}, {"ngram", 4}, {"ngram", 8}, {"suffix", 4}, {"eagle", 4}};
   for (const auto& [method, k] : setups) {
     Config c = config(method);
     c.speculative.num_draft_tokens = k;
+    c.speculative.draft_model = head;
     auto spec = Engine::create(c);
     for (size_t i = 0; i < alone.size(); ++i) EXPECT_EQ(spec->generate(alone[i]).tokens, expected[i]) << method << " k " << k;
     // Batched with greedy and differently seeded requests, which change every step's k.
@@ -297,6 +302,18 @@ TEST_F(Speculative, SampledTokensIdenticallyDistributed) {
   const auto ca = after_mode(a), cb = after_mode(b);
   ASSERT_GT(ca.size() + cb.size(), 0u);
   EXPECT_GT(chi_square_homogeneity_p(ca, cb), 0.001);
+
+  // EAGLE: a trained head's greedy drafts; each position's distribution is still the target's.
+  Config c = config("eagle");
+  c.speculative.draft_model = ::testing::TempDir() + "/distribution_head.gguf";
+  c.speculative.adaptive = false;
+  testing::write_trained_head(testing::shared_path(kModel), c.speculative.draft_model, 32, 6, 256);
+  auto eagle = Engine::create(c);
+  const auto e = sample_triples(*eagle, prompt, n);
+  ASSERT_GT(eagle->stats().accepted_tokens, 1000) << "the head's drafts were rarely accepted";
+  for (int pos = 0; pos < 3; ++pos) {
+    EXPECT_GT(chi_square_homogeneity_p(marginal(a, pos), marginal(e, pos)), 0.001) << "eagle, token " << pos + 1;
+  }
 }
 
 }  // namespace
