@@ -42,13 +42,31 @@ class EagleDraft {
     const tsr_model_host* host;
     tsr_model* model;
     tsr_model_seq* seq = nullptr;
-    int64_t base = -1;            // the first position with target features (-1: none yet)
-    std::vector<float> features;  // rows from `base` on, n_features each
+    int64_t base = -1;            // the position of the head's row 0 (-1: no features yet)
+    // Target features from position `kept` on, n_features each. Rows the head has consumed
+    // are dropped (all but the last, which a recomputation of its logits reads), so a
+    // request keeps a few rows rather than its whole context's.
+    int64_t kept = 0;
+    std::vector<float> features;
     std::vector<int32_t> fed;     // the token of each head row computed from target features
     std::vector<float> logits;    // after the head's last row
     std::vector<float> state;     // its output state
-    int64_t rows() const { return base < 0 ? 0 : base + int64_t(features.size() / width); }
     size_t width = 1;
+    int64_t rows() const { return base < 0 ? 0 : kept + int64_t(features.size() / width); }  // positions with features
+
+    // The head starts again at `first`: no rows, no features.
+    void restart(int64_t first) {
+      base = kept = first;
+      features.clear();
+      fed.clear();
+    }
+    // Drops the feature rows before the last consumed one.
+    void drop_consumed() {
+      const int64_t from = base + int64_t(fed.size()) - 1;
+      if (from <= kept) return;
+      features.erase(features.begin(), features.begin() + std::ptrdiff_t(size_t(from - kept) * width));
+      kept = from;
+    }
   };
 
   explicit EagleDraft(const tsr_draft_params& p) : host_(p.model_host), max_draft_tokens_(p.max_draft_tokens) {
@@ -84,26 +102,24 @@ class EagleDraft {
   }
 
   // The target's states for positions first.. as feature rows ([layer | layer | ...] per
-  // position). States from before `base` (a recomputation) restart the rows there.
+  // position), replacing those from `first` on (a recomputation). States after a gap, or
+  // before the rows kept, restart the head there.
   void on_hidden(Seq& s, const tsr_tensor& states, int64_t first) {
     require(states.ndim == 3 && states.shape[0] == int64_t(layers_.size()) && states.shape[2] == target_embd_,
             "eagle: states of the wrong shape");
     const int64_t rows = states.shape[1], n_layers = states.shape[0];
     host_states_.resize(size_t(n_layers * rows * target_embd_));
     call_host("eagle states_read", [&](tsr_error** e) { return host_->states_read(host_->context, &states, host_states_.data(), e); });
-    if (s.base < 0 || first < s.base || first > s.rows()) {  // a gap: the rows start again
-      s.base = first;
-      s.features.clear();
-    }
-    s.features.resize(size_t(first - s.base) * s.width);
+    if (s.base < 0 || first < s.kept || first > s.rows()) s.restart(first);  // a gap, or states already dropped
+    s.features.resize(size_t(first - s.kept) * s.width);
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t l = 0; l < n_layers; ++l) {
         const float* src = host_states_.data() + (l * rows + r) * target_embd_;
         s.features.insert(s.features.end(), src, src + target_embd_);
       }
     }
-    const auto valid = static_cast<size_t>(std::max<int64_t>(0, first - s.base));
-    if (s.fed.size() > valid) s.fed.resize(valid);  // head rows past `first` are recomputed
+    const auto valid = static_cast<size_t>(first - s.base);
+    if (s.fed.size() > valid) s.fed.resize(valid);  // head rows from `first` on are recomputed
   }
 
   int32_t propose(Seq& s, std::span<const int32_t> history, std::span<int32_t> tokens, std::span<float> probs) {
@@ -195,10 +211,16 @@ class EagleDraft {
       ++keep;
     }
     if (int64_t(keep) + s.base > last) --keep;  // recompute the last row for its logits
+    if (s.base + int64_t(keep) < s.kept) {  // those rows' features were dropped: restart at the first kept
+      s.base = s.kept;
+      s.fed.clear();
+      keep = 0;
+    }
     call_host("eagle truncate", [&](tsr_error** e) { return host_->seq_truncate(model_, s.seq, keep, e); });
     s.fed.resize(keep);
     const size_t first = size_t(s.base) + keep + 1;
-    return Pending{&s, history.subspan(first, size_t(last + 2) - first), s.features.data() + keep * s.width};
+    return Pending{&s, history.subspan(first, size_t(last + 2) - first),
+                   s.features.data() + size_t(s.base + int64_t(keep) - s.kept) * s.width};
   }
 
   int32_t greedy(const std::vector<float>& logits, float* prob) const {
@@ -226,7 +248,10 @@ class EagleDraft {
     });
     for (size_t i = 0; i < pending.size(); ++i) {
       Seq& s = *pending[i].seq;
-      if (width == n_features_) s.fed.insert(s.fed.end(), pending[i].tokens.begin(), pending[i].tokens.end());
+      if (width == n_features_) {
+        s.fed.insert(s.fed.end(), pending[i].tokens.begin(), pending[i].tokens.end());
+        s.drop_consumed();
+      }
       std::copy_n(logits_.begin() + std::ptrdiff_t(i * size_t(n_vocab_)), n_vocab_, s.logits.begin());
       std::copy_n(states_.begin() + std::ptrdiff_t(i * size_t(n_embd_)), n_embd_, s.state.begin());
     }
