@@ -23,7 +23,6 @@
 #include "core/eagle/eagle3_trainer.h"
 #include "core/model/llama_model.h"
 #include "core/plugin_host/plugin_loader.h"
-#include "core/quant/quant.h"
 #include "core/tokenizer/tokenizer.h"
 
 namespace tsr::app {
@@ -50,31 +49,6 @@ std::vector<int32_t> parse_layers(const std::string& text) {
     }
   }
   return layers;
-}
-
-std::vector<float> f32_tensor(const GgufFile& g, const std::string& name) {
-  const GgufTensorInfo* t = g.find_tensor(name);
-  if (t == nullptr) throw Error(g.path() + ": no tensor " + name);
-  return quant::dequantize(t->type, {g.tensor_data(*t), t->nbytes}, t->nelements);
-}
-
-// A head beside the target: its width, heads and RoPE, a feed-forward of --n-ff (the
-// target's by default), its own output matrix starting as the target's.
-Eagle3Weights initial_head(const GgufFile& g, const LlamaHParams& hp, const TrainEagleFlags& f,
-                           const std::vector<int32_t>& layers) {
-  Eagle3Shape s;
-  s.n_embd = hp.n_embd, s.n_head = hp.n_head, s.n_head_kv = hp.n_head_kv;
-  s.n_ff = f.n_ff > 0 ? f.n_ff : hp.n_ff;
-  s.n_vocab = hp.n_vocab, s.target_n_embd = hp.n_embd, s.n_ctx = hp.n_ctx_train;
-  s.rms_eps = hp.rms_eps, s.rope_base = hp.rope_freq_base;
-  s.layers = layers;
-  if (hp.head_dim * hp.n_head != hp.n_embd || hp.n_rot != hp.head_dim || hp.rope_mode != TSR_ROPE_NORMAL) {
-    throw Error("train-eagle: heads are trained for llama-style targets (head size x heads = width, full NORMAL RoPE)",
-                TSR_STATUS_UNSUPPORTED);
-  }
-  Eagle3Weights w = eagle3_random(s, f.seed, 1.0f, false);
-  w.output = f32_tensor(g, g.find_tensor("output.weight") ? "output.weight" : "token_embd.weight");
-  return w;
 }
 
 // Linear warm-up over the first 5% of updates, then a cosine down to a tenth.
@@ -114,8 +88,8 @@ int run_train_eagle(const TrainEagleFlags& f) {
   const std::vector<Eagle3Sequence> texts =
       eagle3_generate_texts(*target, *backend, layers, prompts, data, [&](int32_t done) { texts_bar.update(uint64_t(done)); });
 
-  Eagle3Weights head = initial_head(*gguf, hp, f, layers);
-  const std::vector<float> embeddings = f32_tensor(*gguf, "token_embd.weight");
+  Eagle3Weights head = eagle3_initial_head(*gguf, hp, layers, f.n_ff, f.seed);
+  const std::vector<float> embeddings = eagle3_target_tensor(*gguf, "token_embd.weight");
   Eagle3TrainOptions options;
   options.ttt_steps = f.ttt_steps;
   Eagle3Trainer trainer(head, embeddings, options);

@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "core/model/gguf_writer.h"
+#include "core/quant/quant.h"
 
 namespace tsr {
 
@@ -39,6 +40,29 @@ Eagle3Weights eagle3_random(const Eagle3Shape& s, uint64_t seed, float scale, bo
   fill(w.w_down, e, size_t(s.n_ff), scale, rng);
   if (own_output) fill(w.output, size_t(s.n_vocab), e, scale, rng);
   for (auto* norm : {&w.attn_norm, &w.hidden_norm, &w.ffn_norm, &w.output_norm}) norm->assign(e, 1.0f);
+  return w;
+}
+
+std::vector<float> eagle3_target_tensor(const GgufFile& target, const std::string& name) {
+  const GgufTensorInfo* t = target.find_tensor(name);
+  if (t == nullptr) throw Error(target.path() + ": no tensor " + name);
+  return quant::dequantize(t->type, {target.tensor_data(*t), t->nbytes}, t->nelements);
+}
+
+Eagle3Weights eagle3_initial_head(const GgufFile& target, const LlamaHParams& hp, const std::vector<int32_t>& layers,
+                                  int32_t n_ff, uint64_t seed) {
+  if (hp.head_dim * hp.n_head != hp.n_embd || hp.n_rot != hp.head_dim || hp.rope_mode != TSR_ROPE_NORMAL) {
+    throw Error("train-eagle: heads are trained for llama-style targets (head size x heads = width, full NORMAL RoPE)",
+                TSR_STATUS_UNSUPPORTED);
+  }
+  Eagle3Shape s;
+  s.n_embd = hp.n_embd, s.n_head = hp.n_head, s.n_head_kv = hp.n_head_kv;
+  s.n_ff = n_ff > 0 ? n_ff : hp.n_ff;
+  s.n_vocab = hp.n_vocab, s.target_n_embd = hp.n_embd, s.n_ctx = hp.n_ctx_train;
+  s.rms_eps = hp.rms_eps, s.rope_base = hp.rope_freq_base;
+  s.layers = layers;
+  Eagle3Weights w = eagle3_random(s, seed, 1.0f, false);
+  w.output = eagle3_target_tensor(target, target.find_tensor("output.weight") ? "output.weight" : "token_embd.weight");
   return w;
 }
 

@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "core/model/gguf.h"
+#include "core/model/llama_model.h"
+
 namespace tsr {
 
 struct Eagle3Shape {
@@ -43,6 +46,17 @@ struct Eagle3Weights {
 // Norms at 1, matrices uniform in +-scale / sqrt(fan-in) from `seed`; no output matrix
 // (the target's) unless `own_output`.
 Eagle3Weights eagle3_random(const Eagle3Shape& shape, uint64_t seed, float scale, bool own_output);
+
+// A target's tensor as f32 (its token embeddings, its output matrix): what a head in
+// training reads. Throws tsr::Error naming a missing tensor.
+std::vector<float> eagle3_target_tensor(const GgufFile& target, const std::string& name);
+
+// A head to train beside a llama-style target (hparams `hp`): the target's width, heads,
+// RoPE and context, a feed-forward of `n_ff` (0: the target's), the features of `layers`,
+// matrices from `seed`, and its own output matrix starting as the target's. Throws
+// tsr::Error for a target whose heads or RoPE a head cannot copy.
+Eagle3Weights eagle3_initial_head(const GgufFile& target, const LlamaHParams& hp, const std::vector<int32_t>& layers,
+                                  int32_t n_ff, uint64_t seed);
 
 // Writes the head as an eagle3 GGUF (F32 tensors; d2t as I64). Throws tsr::Error on a
 // weight of the wrong size or an I/O failure.

@@ -12,7 +12,6 @@
 #include "core/model/llama_model.h"
 #include "core/plugin_host/backend.h"
 #include "core/plugin_host/plugin_loader.h"
-#include "core/quant/quant.h"
 
 namespace tsr::testing {
 
@@ -28,17 +27,8 @@ inline void write_trained_head(const std::string& target_path, const std::string
   const std::vector<int32_t> layers = eagle3_default_layers(hp.n_layer);
   const std::vector<Eagle3Sequence> data =
       eagle3_generate_texts(*target, *backend, layers, {{1}}, Eagle3DataOptions{texts, tokens, 0.5f, 3});
-  Eagle3Shape s;
-  s.n_embd = hp.n_embd, s.n_head = hp.n_head, s.n_head_kv = hp.n_head_kv, s.n_ff = hp.n_ff;
-  s.n_vocab = hp.n_vocab, s.target_n_embd = hp.n_embd, s.n_ctx = hp.n_ctx_train;
-  s.rms_eps = hp.rms_eps, s.rope_base = hp.rope_freq_base, s.layers = layers;
-  Eagle3Weights head = eagle3_random(s, 5, 1.0f, false);
-  const auto f32 = [&](const char* name) {
-    const GgufTensorInfo* t = gguf->find_tensor(name);
-    return quant::dequantize(t->type, {gguf->tensor_data(*t), t->nbytes}, t->nelements);
-  };
-  head.output = f32(gguf->find_tensor("output.weight") ? "output.weight" : "token_embd.weight");
-  const std::vector<float> embeddings = f32("token_embd.weight");
+  Eagle3Weights head = eagle3_initial_head(*gguf, hp, layers, 0, 5);
+  const std::vector<float> embeddings = eagle3_target_tensor(*gguf, "token_embd.weight");
   Eagle3Trainer trainer(head, embeddings, Eagle3TrainOptions{});
   for (int32_t epoch = 0; epoch < epochs; ++epoch) {
     for (size_t i = 0; i < data.size(); i += 4) {

@@ -23,7 +23,6 @@
 #include "core/model/llama_model.h"
 #include "core/plugin_host/backend.h"
 #include "core/plugin_host/plugin_loader.h"
-#include "core/quant/quant.h"
 #include "core/spec/model_host.h"
 #include "tests/common/eagle_heads.h"
 #include "tests/common/greedy_references.h"
@@ -134,12 +133,6 @@ class ReferenceHead {
   std::vector<float> state_;
 };
 
-std::vector<float> f32_tensor(const GgufFile& g, const std::string& name) {
-  const GgufTensorInfo* t = g.find_tensor(name);
-  if (t == nullptr) throw Error("no tensor " + name);
-  return quant::dequantize(t->type, {g.tensor_data(*t), t->nbytes}, t->nelements);
-}
-
 double worst_relative(const std::vector<float>& got, const std::vector<float>& want) {
   double worst = 0;
   for (size_t i = 0; i < want.size(); ++i) {
@@ -216,9 +209,9 @@ class Eagle : public ::testing::Test {
       EXPECT_EQ(std::vector<int32_t>(api.model_target_tokens(head), api.model_target_tokens(head) + s.n_vocab), w.d2t);
     }
 
-    const std::vector<float> embd = f32_tensor(*gguf_, "token_embd.weight");
+    const std::vector<float> embd = eagle3_target_tensor(*gguf_, "token_embd.weight");
     const std::vector<float> target_output =
-        gguf_->find_tensor("output.weight") ? f32_tensor(*gguf_, "output.weight") : embd;
+        gguf_->find_tensor("output.weight") ? eagle3_target_tensor(*gguf_, "output.weight") : embd;
     std::mt19937 rng(7);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     const std::vector<size_t> rows = {5, 3};
