@@ -49,6 +49,8 @@ void render_engine(std::string& out, const EngineStats& s) {
   single(out, "tessera_num_requests_running", "Requests in the running batch.", "gauge", s.num_running);
   single(out, "tessera_preemptions_total", "Requests preempted by recompute.", "counter", s.preemptions);
   single(out, "tessera_engine_steps_total", "Engine steps run.", "counter", s.steps);
+  single(out, "tessera_engine_steps_interrupted_total", "Engine steps abandoned for a newly arrived request.",
+         "counter", s.steps_interrupted);
   single(out, "tessera_spec_draft_tokens_total", "Speculative draft tokens proposed and verified.", "counter",
          s.draft_tokens);
   single(out, "tessera_spec_accepted_tokens_total", "Speculative draft tokens accepted.", "counter", s.accepted_tokens);

@@ -172,6 +172,8 @@ struct Engine::Impl {
   std::unordered_map<RequestId, Live> live;
   std::vector<float> logits, hidden;
   int64_t finished = 0, steps = 0, generated = 0, drafted = 0, accepted = 0, verifications = 0;
+  int64_t steps_interrupted = 0;
+  uint64_t arrivals_seen = 0;  // `arrivals` when this step took the inbox
 
   // Shared with submitting threads.
   mutable std::mutex inbox_mutex;
@@ -181,6 +183,7 @@ struct Engine::Impl {
   std::vector<Compiled> compiled;  // constraints compiled since the last step
   size_t n_compiling = 0;          // step thread only: live requests waiting for one
   std::atomic<RequestId> next_id{1};
+  std::atomic<uint64_t> arrivals{0};  // calls submitted: a new one interrupts an interruptible step
   std::thread worker;
   bool stopping = false;       // guarded by inbox_mutex
   std::string failure;         // guarded by inbox_mutex: why the engine serves no more, if it does not
@@ -199,7 +202,7 @@ struct Engine::Impl {
   void finish(Live& l, tsr_finish_reason reason, Clock::time_point now, std::string error = {});
   void check_device(const std::exception& step_error, std::vector<Request*>& touched);
   void drop_draft(Live& l, const std::exception& e);
-  void execute(const SchedulerOutput& out, std::vector<Request*>& touched);
+  bool execute(const SchedulerOutput& out, std::vector<Request*>& touched);
   bool follows_group(Live& l);
   // Where a step computed a request's chunk: its first row in the step and first position.
   struct PromptRows {
@@ -463,8 +466,10 @@ void Engine::Impl::release_orphans() {
   }
 }
 
-void Engine::Impl::execute(const SchedulerOutput& out, std::vector<Request*>& touched) {
-  runner->execute(out, logits, hidden);
+// False: a call arrived during an interruptible step and the step was abandoned.
+bool Engine::Impl::execute(const SchedulerOutput& out, std::vector<Request*>& touched) {
+  const StepInterrupt interrupt = [this] { return arrivals.load(std::memory_order_relaxed) != arrivals_seen; };
+  if (!runner->execute(out, logits, hidden, out.interruptible ? &interrupt : nullptr)) return false;
   KvCacheManager& kv = runner->kv();
   const Clock::time_point now = Clock::now();  // tokens exist from here on
   const int32_t n_vocab = model->hparams().n_vocab;
@@ -521,6 +526,7 @@ void Engine::Impl::execute(const SchedulerOutput& out, std::vector<Request*>& to
     }
     if (r.finished()) scheduler->remove(&r);
   }
+  return true;
 }
 
 // The target's states at the draft's layers for the positions this step added to the
@@ -615,6 +621,7 @@ bool Engine::Impl::step() {
       inbox_cv.wait_for(lock, std::chrono::milliseconds(50));
     }
     subs.swap(inbox);
+    arrivals_seen = arrivals.load(std::memory_order_relaxed);
     cancel_ids.swap(cancels);
     done.swap(compiled);
   }
@@ -637,13 +644,17 @@ bool Engine::Impl::step() {
       });
       const int64_t generated_before = generated, drafted_before = drafted;
       const Clock::time_point start = Clock::now();
-      execute(out, touched);
-      if (draft_cycle && decode) {
-        const double seconds = draft_cycle->seconds + std::chrono::duration<double>(Clock::now() - start).count();
-        spec_gate->observe(draft_cycle->running, drafted > drafted_before, generated - generated_before, seconds);
+      if (!execute(out, touched)) {
+        scheduler->on_interrupted();
+        ++steps_interrupted;
+      } else {
+        if (draft_cycle && decode) {
+          const double seconds = draft_cycle->seconds + std::chrono::duration<double>(Clock::now() - start).count();
+          spec_gate->observe(draft_cycle->running, drafted > drafted_before, generated - generated_before, seconds);
+        }
+        draft_cycle.reset();
+        if (draft) propose_drafts();
       }
-      draft_cycle.reset();
-      if (draft) propose_drafts();
     } catch (const std::exception& e) {
       // A failed step fails the requests in it; the engine itself stays usable.
       spdlog::error("step failed: {}", e.what());
@@ -694,6 +705,7 @@ void Engine::Impl::publish_stats() {
   s.requests_finished = finished;
   s.preemptions = scheduler->total_preemptions();
   s.steps = steps;
+  s.steps_interrupted = steps_interrupted;
   s.generated_tokens = generated;
   s.draft_tokens = drafted;
   s.accepted_tokens = accepted;
@@ -852,6 +864,7 @@ std::vector<RequestId> Engine::submit_all(std::vector<RequestParams> params, std
       ids.push_back(m.next_id++);
       m.inbox.push_back({ids.back(), ids.front(), std::move(params[i]), std::move(on_output[i]), now});
     }
+    m.arrivals.fetch_add(1, std::memory_order_relaxed);
   }
   m.inbox_cv.notify_one();
   return ids;

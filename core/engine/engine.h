@@ -46,6 +46,8 @@ struct EngineStats {
   int64_t requests_finished = 0;
   int64_t preemptions = 0;
   int64_t steps = 0;
+  // Steps abandoned for a new call (SchedulerOutput::interruptible); counted in steps too.
+  int64_t steps_interrupted = 0;
   int64_t generated_tokens = 0;
   int64_t draft_tokens = 0;     // speculative decoding: proposed and verified
   int64_t accepted_tokens = 0;  // of which accepted

@@ -137,25 +137,30 @@ void LlamaForward::check(const StepBatch& b, bool hidden) const {
   }
 }
 
-void LlamaForward::run(const StepBatch& b, std::vector<float>& logits, std::vector<float>* hidden) {
+bool LlamaForward::run(const StepBatch& b, std::vector<float>& logits, std::vector<float>* hidden,
+                       const StepInterrupt* interrupt) {
   check(b, hidden != nullptr);
   if (model_.hparams().eagle3()) throw Error("an EAGLE-3 head steps through run_head", TSR_STATUS_INTERNAL);
   const int32_t n = b.num_tokens();
   const int32_t n_out = static_cast<int32_t>(b.logit_rows.size());
   const int32_t n_hidden = static_cast<int32_t>(b.hidden_rows.size());
-  if (graphs_ && n_hidden == 0 && capture_layers_.empty() && run_graph(b, logits)) return;
+  if (graphs_ && n_hidden == 0 && capture_layers_.empty() && run_graph(b, logits)) return true;
   ensure_scratch(*eager_, n, n_out, n_hidden, metadata_ints(b));
   if (!capture_layers_.empty() && n > capture_rows_) {
     capture_ = backend_.alloc(uint64_t(capture_layers_.size()) * n * model_.hparams().n_embd * sizeof(float));
     capture_rows_ = n;
   }
   upload_metadata(*eager_, b);
-  enqueue(*eager_, b);
+  if (!enqueue(*eager_, b, interrupt)) {
+    backend_.synchronize();
+    return false;
+  }
   if (hidden != nullptr) {
     hidden->resize(size_t(n_hidden) * model_.hparams().n_embd);
     if (n_hidden > 0) backend_.read(*eager_->hidden, 0, hidden->data(), hidden->size() * sizeof(float));
   }
   read_logits(*eager_, n_out, logits);
+  return true;
 }
 
 void LlamaForward::run_head(const StepBatch& b, const float* features, int32_t width, std::vector<float>& logits,
@@ -272,8 +277,10 @@ float* LlamaForward::carve(Scratch& s, int64_t n) {
   return p;
 }
 
-// Enqueues the whole step: embedding, the layers, and the output head for logit_rows.
-void LlamaForward::enqueue(Scratch& s, const StepBatch& b) {
+// Enqueues the whole step: embedding, the layers, and the output head for logit_rows;
+// false when `interrupt` abandoned it. Past half the layers a step is always finished: the
+// work thrown away would outweigh the wait saved.
+bool LlamaForward::enqueue(Scratch& s, const StepBatch& b, const StepInterrupt* interrupt) {
   const LlamaHParams& hp = model_.hparams();
   const int64_t n = b.num_tokens();
   float* free = carve(s, n);
@@ -281,12 +288,14 @@ void LlamaForward::enqueue(Scratch& s, const StepBatch& b) {
   if (hp.embd_scale != 1.0f) backend_.scale({sizeof(tsr_scale_params), &s.x, &s.x, hp.embd_scale, 0});
   capture_layer(s, 0, n);
   for (int l = 0; l < hp.n_layer; ++l) {
+    if (interrupt != nullptr && 2 * l < hp.n_layer && (*interrupt)()) return false;
     attention_block(s, l, n);
     ffn_block(s, l);
     capture_layer(s, l + 1, n);
   }
   output_hidden(s, int64_t(b.hidden_rows.size()));
   output_logits(s, b, free);
+  return true;
 }
 
 // The head's step: x = the features (through fc when they are the target's); the layer's

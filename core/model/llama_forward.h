@@ -32,6 +32,11 @@ struct ForwardOptions {
 
 class DecodeGraphs;
 
+// Asked at each layer boundary of the first half of an eager step; true abandons the step.
+// Its KV writes are for positions past each sequence's computed ones, rewritten when the
+// step runs again, so nothing is lost but the work.
+using StepInterrupt = std::function<bool()>;
+
 class LlamaForward {
  public:
   LlamaForward(const LlamaModel& model, Backend& backend, KvCache& cache,
@@ -40,8 +45,10 @@ class LlamaForward {
 
   // Runs the step; writes logit_rows.size() rows of n_vocab logits to `logits` and, when
   // `hidden` is not NULL, hidden_rows.size() rows of n_embd output-norm states to it (a
-  // batch with hidden rows and no `hidden` is refused).
-  void run(const StepBatch& batch, std::vector<float>& logits, std::vector<float>* hidden = nullptr);
+  // batch with hidden rows and no `hidden` is refused). False: `interrupt` (can be NULL;
+  // steps replayed from a graph never ask it) abandoned the step; logits are not written.
+  bool run(const StepBatch& batch, std::vector<float>& logits, std::vector<float>* hidden = nullptr,
+           const StepInterrupt* interrupt = nullptr);
 
   // A step of an EAGLE-3 head (LlamaHParams::eagle3): row i takes the batch's token i and
   // row i of `features` (host memory, num_tokens rows of `width` floats: the head's
@@ -69,7 +76,7 @@ class LlamaForward {
   void upload_metadata(Scratch& s, const StepBatch& batch);
   void check(const StepBatch& batch, bool hidden) const;
   float* carve(Scratch& s, int64_t n);
-  void enqueue(Scratch& s, const StepBatch& batch);
+  bool enqueue(Scratch& s, const StepBatch& batch, const StepInterrupt* interrupt = nullptr);
   void enqueue_head(Scratch& s, const StepBatch& batch, int32_t width);
   void output_logits(Scratch& s, const StepBatch& batch, float* free);
   void read_logits(Scratch& s, int32_t rows, std::vector<float>& logits);

@@ -92,9 +92,10 @@ void ModelRunner::apply_kv_moves() {
   if (!copies.empty()) copy_kv_blocks(backend_, cache_, copies);
 }
 
-void ModelRunner::execute(const SchedulerOutput& out, std::vector<float>& logits, std::vector<float>& hidden) {
+bool ModelRunner::execute(const SchedulerOutput& out, std::vector<float>& logits, std::vector<float>& hidden,
+                          const StepInterrupt* interrupt) {
   apply_kv_moves();
-  forward_.run(build_step_batch(out, kv_), logits, &hidden);
+  return forward_.run(build_step_batch(out, kv_), logits, &hidden, interrupt);
 }
 
 void ModelRunner::run_sequence(SeqId seq, int32_t start, std::span<const int32_t> tokens, bool all_logits,

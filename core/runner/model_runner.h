@@ -59,8 +59,10 @@ class ModelRunner {
 
   // A scheduler step: the host-tier copies and block copies (copy-on-write) its
   // allocations asked for, then one forward pass over its chunks. `logits` and `hidden`
-  // (embedding requests' states) get the rows build_step_batch asks for.
-  void execute(const SchedulerOutput& out, std::vector<float>& logits, std::vector<float>& hidden);
+  // (embedding requests' states) get the rows build_step_batch asks for. False: `interrupt`
+  // (can be NULL) abandoned the pass (LlamaForward::run); the copies stay made.
+  bool execute(const SchedulerOutput& out, std::vector<float>& logits, std::vector<float>& hidden,
+               const StepInterrupt* interrupt = nullptr);
 
   // `tokens` at positions start, start + 1, ... of `seq`, whose blocks cover them
   // (kv().allocate). `logits` gets the last token's row, or with `all_logits` every token's.

@@ -1,6 +1,7 @@
 #include "core/sched/scheduler.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "base/error.h"
 
@@ -168,7 +169,9 @@ SchedulerOutput Scheduler::schedule(Clock::time_point now) {
   SchedulerOutput out;
   int32_t budget = config_.max_batch_tokens;
   const bool several = std::ranges::any_of(running_per_call_, [](const auto& c) { return c.second > 1; });
+  const bool after_break = yielded_ || std::exchange(interrupted_, false);
   yielded_ = !yielded_ && several && new_call_waiting();
+  out.interruptible = several && !yielded_ && !after_break && !kv_.window().enabled();
   schedule_running(out, budget, now, yielded_);
   // Admitting new work in a step that had to preempt would only thrash.
   if (out.preempted.empty()) schedule_waiting(out, budget, now);

@@ -9,7 +9,11 @@
 // call holding several sequences sits out a step in which a new call (one with nothing
 // running) waits to start, never two steps in a row: on a CPU a step's time grows with
 // its rows, so a new request's first token does not wait for another call's whole batch
-// (it waits for the step in flight, then runs beside single-sequence calls only).
+// (it waits for the step in flight, then runs beside single-sequence calls only). Such a
+// step may also be interrupted (SchedulerOutput::interruptible): a new call arriving while
+// it runs abandons it, so the newcomer waits for half a step at most. Neither the step after
+// an interrupted or yielding one nor a streaming window's step is interruptible, so
+// multi-sequence calls advance at least every third step whatever arrives.
 // Not thread-safe: the engine's step thread owns it.
 #pragma once
 
@@ -33,6 +37,8 @@ struct SchedulerOutput {
   std::vector<ScheduledChunk> chunks;
   std::vector<Request*> preempted;
   int32_t num_tokens = 0;
+  // The step may be abandoned when a new call arrives (Scheduler::on_interrupted).
+  bool interruptible = false;
 };
 
 class Scheduler {
@@ -44,6 +50,9 @@ class Scheduler {
   // running requests, counted as a prefix hit; false (nothing changes) when max_seqs run.
   bool add_running(Request* r, Clock::time_point now);
   SchedulerOutput schedule(Clock::time_point now);
+  // The last schedule()'s step was abandoned before it computed anything: its requests
+  // keep their places, blocks and computed tokens, and the next schedule() starts over.
+  void on_interrupted() { interrupted_ = true; }
   // Removes a request from the queues and frees its blocks (finished or aborted).
   void remove(Request* r);
 
@@ -76,7 +85,8 @@ class Scheduler {
   std::vector<Request*> running_;
   std::unordered_map<RequestId, int32_t> running_per_call_;
   int64_t preemptions_ = 0;
-  bool yielded_ = false;  // the last step's multi-sequence calls sat out
+  bool yielded_ = false;      // the last step's multi-sequence calls sat out
+  bool interrupted_ = false;  // the last step was abandoned
   int64_t prefix_queries_ = 0, prefix_hits_ = 0;
 };
 

@@ -149,5 +149,37 @@ TEST(SchedulerCallShare, ACallOfSeveralSequencesSitsOutANewCallsFirstStep) {
   EXPECT_EQ(scheduler.schedule(now).chunks.size(), 6u);  // nothing new: everyone runs
 }
 
+// A step computing a call of several sequences may be abandoned for a newcomer, but not the
+// step after an abandoned or yielding one, so such a call advances whatever arrives. An
+// abandoned step is scheduled again whole; steps of single-sequence calls are never
+// interruptible (they are short).
+TEST(SchedulerCallShare, AStepOfSeveralSequencesIsInterruptibleButNotTwiceInARow) {
+  Calls calls;
+  Scheduler& scheduler = calls.scheduler;
+  const Clock::time_point now = calls.now;
+  calls.add(2);
+  EXPECT_FALSE(scheduler.schedule(now).interruptible);
+  EXPECT_FALSE(scheduler.schedule(now).interruptible);  // one sequence: nothing to interrupt
+  for (int i = 0; i < 3; ++i) calls.add(1);
+  EXPECT_FALSE(scheduler.schedule(now).interruptible);  // call 1 was not running yet
+  const SchedulerOutput abandoned = scheduler.schedule(now);
+  EXPECT_TRUE(abandoned.interruptible);
+  scheduler.on_interrupted();
+  const SchedulerOutput again = scheduler.schedule(now);
+  EXPECT_FALSE(again.interruptible);
+  ASSERT_EQ(again.chunks.size(), abandoned.chunks.size());
+  for (size_t i = 0; i < again.chunks.size(); ++i) {
+    EXPECT_EQ(again.chunks[i].request, abandoned.chunks[i].request);
+    EXPECT_EQ(again.chunks[i].num_new_tokens, abandoned.chunks[i].num_new_tokens);
+  }
+  EXPECT_TRUE(scheduler.schedule(now).interruptible);
+  calls.add(11);
+  const SchedulerOutput yielding = scheduler.schedule(now);
+  EXPECT_EQ(yielding.chunks.size(), 2u);  // the newcomer and the single-sequence call
+  EXPECT_FALSE(yielding.interruptible);
+  EXPECT_FALSE(scheduler.schedule(now).interruptible);  // the step after a yielding one
+  EXPECT_TRUE(scheduler.schedule(now).interruptible);
+}
+
 }  // namespace
 }  // namespace tsr

@@ -4,6 +4,7 @@
 
 
 #include <atomic>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -280,6 +281,38 @@ TEST_F(EngineInvariance, BackgroundThreadWithConcurrentSubmitAndCancel) {
   EXPECT_EQ(finished, 12);
   EXPECT_EQ(engine->stats().kv_blocks_used, 0);
   EXPECT_EQ(engine->stats().num_running + engine->stats().num_waiting, 0);
+}
+
+// A call of sixteen sequences runs while single requests keep arriving: steps computing it
+// are abandoned for the newcomers (SchedulerOutput::interruptible, LlamaForward's layer
+// boundaries) and run again, and every output stays the references'.
+TEST_F(EngineInvariance, InterruptedStepsKeepGreedyOutput) {
+  auto engine = Engine::create(base_config());
+  engine->start();
+  const std::vector<RequestParams> batch = mixed_batch(refs_);
+  std::vector<std::vector<int32_t>> outputs(batch.size());
+  std::atomic<size_t> finished{0};
+  std::vector<OutputCallback> callbacks;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    callbacks.push_back([&outputs, &finished, i](const RequestOutput& out) {
+      outputs[i].insert(outputs[i].end(), out.tokens.begin(), out.tokens.end());
+      if (out.finished) ++finished;
+    });
+  }
+  engine->submit_all(batch, std::move(callbacks));
+  int arrivals = 0;
+  for (; finished < batch.size(); ++arrivals) {
+    const Reference& r = refs_[size_t(arrivals) % refs_.size()];
+    EXPECT_EQ(engine->generate(greedy_request(r.prompt, 3)).tokens,
+              std::vector<int32_t>(r.greedy.begin(), r.greedy.begin() + 3));
+  }
+  engine->stop();
+  expect_references(refs_, outputs);
+  const EngineStats stats = engine->stats();
+  EXPECT_GT(stats.steps_interrupted, 0) << arrivals << " arrivals";
+  std::printf("%lld of %lld steps interrupted by %d arrivals\n", static_cast<long long>(stats.steps_interrupted),
+              static_cast<long long>(stats.steps), arrivals);
+  EXPECT_EQ(stats.kv_blocks_used, 0);
 }
 
 // What the engine cannot serve is refused at submit, naming the field, rather than failing
