@@ -26,6 +26,7 @@
 #include "core/spec/model_host.h"
 #include "tests/common/eagle_heads.h"
 #include "tests/common/greedy_references.h"
+#include "tests/common/scratch_dir.h"
 #include "tests/common/shared_data.h"
 
 namespace tsr {
@@ -147,8 +148,10 @@ class Eagle : public ::testing::Test {
     TSR_REQUIRE_SHARED(kModel);
     gguf_ = GgufFile::open(testing::shared_path(kModel));
     target_hp_ = llama_hparams_from_gguf(*gguf_);
-    dir_ = std::filesystem::path(::testing::TempDir()) / "eagle_test";
-    std::filesystem::create_directories(dir_);
+    // A folder per test process: ctest runs this fixture's tests side by side, and one
+    // rewriting a file another has mapped kills that one (SIGBUS).
+    scratch_ = std::make_unique<testing::ScratchDir>("eagle_test");
+    dir_ = scratch_->path();
   }
 
   // stories260K's shape for a head over its layers 1, 3 and 5 (the last output).
@@ -277,6 +280,7 @@ class Eagle : public ::testing::Test {
 
   std::shared_ptr<const GgufFile> gguf_;
   LlamaHParams target_hp_;
+  std::unique_ptr<testing::ScratchDir> scratch_;
   std::filesystem::path dir_;
 };
 

@@ -22,6 +22,7 @@
 #include "core/plugin_host/plugin_loader.h"
 #include "core/runner/model_runner.h"
 #include "tests/common/greedy_references.h"
+#include "tests/common/scratch_dir.h"
 #include "tests/common/shared_data.h"
 
 namespace tsr {
@@ -79,9 +80,8 @@ class HiddenStates : public ::testing::Test {
   void SetUp() override {
     TSR_REQUIRE_SHARED(kModel);
     refs_ = testing::load_greedy_references("models/reference/stories260K.ref.jsonl");
-    dir_ = std::filesystem::path(::testing::TempDir()) / "hidden_probe";
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
+    scratch_ = std::make_unique<testing::ScratchDir>("hidden_probe");  // one per test process
+    dir_ = scratch_->path();
     ASSERT_EQ(::setenv("TSR_HIDDEN_PROBE_DIR", dir_.c_str(), 1), 0);
     ASSERT_EQ(::setenv("TESSERA_PLUGIN_PATH", HIDDEN_PROBE_DIR, 1), 0);
   }
@@ -166,6 +166,7 @@ class HiddenStates : public ::testing::Test {
   }
 
   std::vector<Reference> refs_;
+  std::unique_ptr<testing::ScratchDir> scratch_;
   std::filesystem::path dir_;
 };
 
