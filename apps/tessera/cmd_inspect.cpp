@@ -98,7 +98,8 @@ void print_kv_bytes(const GgufFile& f) {
       fmt::print("  {:<8}  (heads of {} elements are not whole blocks of 32)\n", name, hp.head_dim);
       continue;
     }
-    const KvCacheShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim, 16, 0, *format};
+    KvCacheShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim, 16, 0, *format};
+    shape.v_in_k = hp.mla();
     const uint64_t per_token = shape.bytes_per_token();
     fmt::print("  {:<8}  {:>9} bytes  ({:.1f} MiB for the trained context of {})\n", name, per_token,
                double(per_token) * hp.n_ctx_train / (1 << 20), hp.n_ctx_train);

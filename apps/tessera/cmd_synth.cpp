@@ -57,6 +57,9 @@ SynthShape resolve_shape(const SynthFlags& f) {
   s.rope_orig_ctx = o.rope_orig_ctx, s.pooling = o.pooling;
   s.experts = o.experts, s.experts_used = o.experts_used, s.expert_ffn = o.expert_ffn;
   s.outlier_dims = o.outlier_dims, s.outlier_gain = o.outlier_gain;
+  s.q_lora = o.q_lora, s.kv_lora = o.kv_lora, s.rope_dim = o.rope_dim, s.value_dim = o.value_dim;
+  s.shared_experts = o.shared_experts, s.dense_layers = o.dense_layers, s.gating = o.gating;
+  s.expert_groups = o.expert_groups, s.expert_groups_used = o.expert_groups_used;
   return synth_resolve(s);
 }
 
@@ -201,6 +204,23 @@ std::function<int()> register_synth(CLI::App& app) {
   app.add_option("--experts-used", o.experts_used, "experts routed per token (default 2)")->check(CLI::PositiveNumber);
   app.add_option("--expert-ffn", o.expert_ffn, "feed-forward width of each expert (qwen3moe; default --ffn)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--q-lora-rank", o.q_lora, "deepseek2: the queries' low rank (attn_q_a, attn_q_b)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--kv-lora-rank", o.kv_lora, "deepseek2: the latent the cache holds")->check(CLI::PositiveNumber);
+  app.add_option("--rope-dim", o.rope_dim, "deepseek2: RoPE dims of each head (of --head-dim) and of the shared key")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--value-dim", o.value_dim, "deepseek2: each head's value size (default --head-dim - --rope-dim)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--shared-experts", o.shared_experts, "deepseek2: always-on experts beside the routed ones")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--dense-layers", o.dense_layers, "deepseek2: leading layers with a dense feed-forward (--ffn)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--expert-groups", o.expert_groups, "deepseek2: groups of experts for group-limited routing (V3: 8)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--expert-groups-used", o.expert_groups_used, "deepseek2: groups a token's experts come from (V3: 4)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--gating", o.gating,
+                 "deepseek2: softmax (V2) or sigmoid (V3: with a selection bias, renormalized weights scaled by 2.5)");
   app.add_option("--pooling", o.pooling, "embedding pooling the file declares: none, mean, cls or last")
       ->capture_default_str();
   app.add_option("--outlier-dims", o.outlier_dims,

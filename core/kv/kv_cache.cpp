@@ -22,16 +22,25 @@ uint64_t kv_blocks_for(const KvCacheShape& shape, int32_t tokens) {
 uint64_t KvCacheShape::bytes_per_token() const {
   const int64_t k = kv_head_bytes(format.k, head_dim), v = kv_head_bytes(format.v, head_dim);
   if (k < 0 || v < 0) throw Error("KV cache: heads of " + std::to_string(head_dim) + " elements are not whole blocks");
-  return uint64_t(n_layer) * n_kv_heads * uint64_t(k + v);
+  return uint64_t(n_layer) * n_kv_heads * uint64_t(k + (v_in_k ? 0 : v));
 }
 
 uint64_t KvCacheShape::bytes_per_block() const { return bytes_per_token() * block_size; }
 
 KvCache::KvCache(Backend& backend, const KvCacheShape& shape) : shape_(shape) {
   if (shape.num_blocks <= 0) throw Error("the KV cache needs at least one block");
+  if (shape.v_in_k && (shape.format.rotated || shape.format.k != shape.format.v)) {
+    throw Error("the KV cache of latent attention (deepseek2) holds one row per token: K and V take one dtype "
+                "(-ctk = -ctv) and are not rotated",
+                TSR_STATUS_UNSUPPORTED);
+  }
   const int64_t slots = int64_t(shape.num_blocks) * shape.block_size;
   for (int l = 0; l < shape.n_layer; ++l) {
     for (auto [list, dtype] : {std::pair{&k_, shape.format.k}, {&v_, shape.format.v}}) {
+      if (list == &v_ && shape.v_in_k) {
+        v_.push_back(k_.back());
+        continue;
+      }
       // Not cleared: attention reads only the slots a sequence has written, so no value
       // here is ever read before it is written. On the CPU the pages are then touched as
       // blocks are first used, not all at start-up (seconds for a 2 GiB pool), and a pool
@@ -56,7 +65,7 @@ std::vector<const tsr_tensor*> KvCache::all_tensors() const {
   std::vector<const tsr_tensor*> all;
   for (size_t l = 0; l < k_.size(); ++l) {
     all.push_back(&k_[l]);
-    all.push_back(&v_[l]);
+    if (!shape_.v_in_k) all.push_back(&v_[l]);
   }
   return all;
 }
@@ -65,11 +74,12 @@ template <typename Fn>
 void KvCache::for_each_block_slice(int32_t block, Fn&& fn) const {
   if (block < 0 || block >= shape_.num_blocks) throw Error("KV block out of range", TSR_STATUS_INTERNAL);
   uint64_t done = 0;
+  const int per_layer = shape_.v_in_k ? 1 : 2;
   for (int l = 0; l < shape_.n_layer; ++l) {
-    for (int kv = 0; kv < 2; ++kv) {
+    for (int kv = 0; kv < per_layer; ++kv) {
       const tsr_dtype dtype = kv == 0 ? shape_.format.k : shape_.format.v;
       const uint64_t bytes = uint64_t(shape_.block_size) * shape_.n_kv_heads * kv_head_bytes(dtype, shape_.head_dim);
-      fn(*buffers_[2 * l + kv], uint64_t(block) * bytes, done, bytes);
+      fn(*buffers_[size_t(per_layer * l + kv)], uint64_t(block) * bytes, done, bytes);
       done += bytes;
     }
   }

@@ -23,6 +23,9 @@ struct KvCacheShape {
   int32_t block_size = 16;
   int32_t num_blocks = 0;
   KvFormat format;  // dtypes of K and V, and whether they are stored rotated
+  // MLA (deepseek2): attention reads each K row as the value too (its latent part), so V
+  // is not stored: v(l) is k(l), and the memory per token is K's alone.
+  bool v_in_k = false;
 
   uint64_t bytes_per_token() const;  // all layers, K and V
   uint64_t bytes_per_block() const;
@@ -35,7 +38,7 @@ class KvCache {
   const KvCacheShape& shape() const { return shape_; }
   const tsr_tensor& k(int layer) const { return k_[layer]; }
   const tsr_tensor& v(int layer) const { return v_[layer]; }
-  // Every K and V tensor, for copy_blocks.
+  // Every K and V tensor, for copy_blocks (each stored tensor once).
   std::vector<const tsr_tensor*> all_tensors() const;
   // Block `block`'s rows of every layer's K and V (shape().bytes_per_block() bytes, layer
   // by layer, K before V): enqueues the reads into `dst`, which holds the bytes once the
@@ -54,7 +57,7 @@ class KvCache {
   template <typename Fn>
   void for_each_block_slice(int32_t block, Fn&& fn) const;
 
-  std::vector<std::unique_ptr<BackendBuffer>> buffers_;  // K and V of layer l at 2l and 2l + 1
+  std::vector<std::unique_ptr<BackendBuffer>> buffers_;  // layer by layer, K before V (none with v_in_k)
   std::vector<tsr_tensor> k_, v_;
   tsr_tensor rotation_{};
 };

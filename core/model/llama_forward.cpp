@@ -28,18 +28,57 @@ struct LlamaForward::Scratch {
   // [n, n_used], and their gate, up and down outputs [n, n_used, width]; with expert
   // biases, the chosen experts' bias rows gathered [n * n_used, width].
   tsr_tensor router, expert_ids, expert_weights, expert_gate, expert_up, expert_down, expert_bias;
+  // deepseek2: the router's biased selection scores [n, n_expert], the chosen experts'
+  // biases [n * n_used, 1], the [n * n_expert, 2] pairs whose softmax is the sigmoid, and the
+  // shared experts' output [n, n_embd].
+  tsr_tensor selection, chosen_bias, sigmoid_pairs, shared;
+  // Group-limited routing: each group's two best scores [n * groups, 2] (and their ids),
+  // the groups' scores [n, groups], the chosen groups [n, group_used] (ids and scores),
+  // their members [n, group_used, n_expert] and the mask of chosen experts [n, n_expert].
+  tsr_tensor group_top, group_top_ids, group_scores, group_ids, group_vals, members, chosen_mask;
+  std::unique_ptr<BackendBuffer> ones;  // cap_tokens * max(1, group_used) floats of 1
+  int64_t cap_ones = 0;
+  // MLA (deepseek2): the low-rank query [n, n_lora_q], the heads' queries [n, n_head *
+  // head_dim_qk], their RoPE parts [n, n_head, n_rot], and the heads' outputs [n, n_head *
+  // head_dim_v] (q, k and attn then hold the latent query, key row and output).
+  tsr_tensor q_lora, q_full, q_pe, attn_v;
   tsr_tensor tokens, positions, cache_positions, slots, qsl, seq_lens, tables, logit_rows, hidden_rows;
   std::vector<int32_t> host_meta;  // the metadata packed for its one write, reused
 };
 
 namespace {
 
-// The feed-forward scratch of a token: gate and up, or the MoE tensors (ids take 4 bytes,
-// as floats do).
+// The width of a dense SwiGLU's gate and up: the dense layers' (all of them without
+// experts, deepseek2's leading ones) or the shared experts', whichever is wider.
+int64_t dense_ffn_width(const LlamaHParams& hp) {
+  const int64_t dense = hp.moe() && hp.n_layer_dense_lead == 0 ? 0 : hp.n_ff;
+  return std::max(dense, int64_t(hp.n_expert_shared) * hp.n_ff_exp);
+}
+
+// Whether the router's scores go through the selection scratch (a bias or groups).
+bool selection_scratch(const LlamaHParams& hp) { return hp.arch == "deepseek2" || hp.group_routing(); }
+
+// Group-limited routing's scratch of a token (Scratch::group_top .. chosen_mask).
+int64_t group_floats_per_token(const LlamaHParams& hp) {
+  if (!hp.group_routing()) return 0;
+  return 5 * int64_t(hp.n_expert_groups) + 2 * int64_t(hp.n_group_used) + int64_t(hp.n_group_used + 1) * hp.n_expert;
+}
+
+// The feed-forward scratch of a token: gate and up, and the MoE tensors (ids take 4
+// bytes, as floats do).
 int64_t ffn_floats_per_token(const LlamaHParams& hp) {
-  if (!hp.moe()) return 2 * int64_t(hp.n_ff);
+  int64_t floats = 2 * dense_ffn_width(hp) + (hp.n_expert_shared > 0 ? hp.n_embd : 0);
+  if (!hp.moe()) return floats;
   const int64_t bias = hp.moe_biases ? std::max<int64_t>(hp.n_ff_exp, hp.n_embd) : 0;
-  return hp.n_expert + int64_t(hp.n_expert_used) * (2 + 2 * int64_t(hp.n_ff_exp) + hp.n_embd + bias);
+  floats += hp.n_expert + int64_t(hp.n_expert_used) * (2 + 2 * int64_t(hp.n_ff_exp) + hp.n_embd + bias);
+  if (selection_scratch(hp)) floats += hp.n_expert * (hp.moe_sigmoid ? 3 : 1) + hp.n_expert_used;
+  return floats + group_floats_per_token(hp);
+}
+
+// MLA's own scratch of a token (LlamaForward::Scratch's q_lora, q_full, q_pe, attn_v).
+int64_t mla_floats_per_token(const LlamaHParams& hp) {
+  if (!hp.mla()) return 0;
+  return hp.n_lora_q + int64_t(hp.n_head) * (hp.head_dim_qk + hp.n_rot + hp.head_dim_v);
 }
 
 }  // namespace
@@ -48,6 +87,7 @@ LlamaForward::LlamaForward(const LlamaModel& model, Backend& backend, KvCache& c
                            const ForwardOptions& options)
     : model_(model), backend_(backend), cache_(cache), rope_factors_(model.rope_factors(options.context)),
       observer_(options.matmul_observer), id_observer_(options.matmul_id_observer), eager_(std::make_unique<Scratch>()) {
+  if (model.hparams().group_routing()) make_group_constants();
   if (!options.graphs || observer_ || id_observer_) return;
   if (!backend.has_graphs()) {
     spdlog::warn("graphs: backend '{}' cannot record graphs; decode steps run eagerly", backend.name());
@@ -60,6 +100,21 @@ LlamaForward::LlamaForward(const LlamaModel& model, Backend& backend, KvCache& c
 
 LlamaForward::~LlamaForward() = default;
 
+// Group-limited routing's constants (limit_to_groups): each group's membership column
+// [groups, n_expert, 1] and the mask's offset, -1e30 for every expert.
+void LlamaForward::make_group_constants() {
+  const LlamaHParams& hp = model_.hparams();
+  const int64_t groups = hp.n_expert_groups, experts = hp.n_expert, per_group = experts / groups;
+  std::vector<float> host(size_t(groups * experts + experts), 0.0f);
+  for (int64_t e = 0; e < experts; ++e) host[size_t(e / per_group * experts + e)] = 1.0f;
+  std::fill(host.begin() + groups * experts, host.end(), -1e30f);
+  group_consts_ = backend_.alloc(host.size() * sizeof(float));
+  backend_.write(*group_consts_, 0, host.data(), host.size() * sizeof(float));
+  auto* base = reinterpret_cast<float*>(group_consts_->base());
+  group_members_ = tensor_make(TSR_DTYPE_F32, base, {groups, experts, 1});
+  mask_offset_ = tensor_make(TSR_DTYPE_F32, base + groups * experts, {experts});
+}
+
 int32_t LlamaForward::graphs_recorded() const { return graphs_ ? graphs_->recorded() : 0; }
 
 void LlamaForward::ensure_scratch(Scratch& s, int32_t n, int32_t n_logits, int32_t n_hidden, size_t meta_ints) {
@@ -68,9 +123,15 @@ void LlamaForward::ensure_scratch(Scratch& s, int32_t n, int32_t n_logits, int32
     // x, xn, q, k, v, attn, the feed-forward's, and the output rows (at most one per token).
     const int64_t per_token = 4 * int64_t(hp.n_embd) + 2 * int64_t(hp.n_head) * hp.head_dim +
                               2 * int64_t(hp.n_head_kv) * hp.head_dim * (cache_.rotation() ? 2 : 1) +
-                              ffn_floats_per_token(hp);
+                              ffn_floats_per_token(hp) + mla_floats_per_token(hp);
     s.act = backend_.alloc(uint64_t(per_token) * n * sizeof(float));
     s.cap_tokens = n;
+  }
+  if (hp.group_routing() && n > s.cap_ones) {
+    const std::vector<float> ones(size_t(n) * hp.n_group_used, 1.0f);
+    s.ones = backend_.alloc(ones.size() * sizeof(float));
+    backend_.write(*s.ones, 0, ones.data(), ones.size() * sizeof(float));
+    s.cap_ones = n;
   }
   if (n_logits > s.cap_logits) {
     s.logits = backend_.alloc(uint64_t(n_logits) * hp.n_vocab * sizeof(float));
@@ -87,6 +148,16 @@ void LlamaForward::ensure_scratch(Scratch& s, int32_t n, int32_t n_logits, int32
 }
 
 namespace {
+
+// A [rows, cols] f32 view at `data` whose rows lie `stride` floats apart (a column block of
+// a wider matrix: the backend's row ops take rows strided, elements contiguous).
+tsr_tensor strided_rows(void* data, int64_t rows, int64_t cols, int64_t stride) {
+  tsr_tensor t = tensor_make(TSR_DTYPE_F32, data, {rows, cols});
+  t.strides[0] = stride * int64_t(sizeof(float));
+  return t;
+}
+
+float* floats(const tsr_tensor& t) { return static_cast<float*>(t.data); }
 
 // Step metadata: tokens, positions, cache positions, slots, query starts, lengths, tables,
 // logit rows and hidden rows.
@@ -261,10 +332,18 @@ float* LlamaForward::carve(Scratch& s, int64_t n) {
     s.k_rot = take({n, hp.n_head_kv, hp.head_dim});
     s.v_rot = take({n, hp.n_head_kv, hp.head_dim});
   }
-  if (!hp.moe()) {
-    s.gate = take({n, hp.n_ff});
-    s.up = take({n, hp.n_ff});
-  } else {
+  if (const int64_t dense = dense_ffn_width(hp); dense > 0) {
+    s.gate = take({n, dense});
+    s.up = take({n, dense});
+  }
+  if (hp.n_expert_shared > 0) s.shared = take({n, hp.n_embd});
+  if (hp.mla()) {
+    if (hp.n_lora_q > 0) s.q_lora = take({n, hp.n_lora_q});
+    s.q_full = take({n, int64_t(hp.n_head) * hp.head_dim_qk});
+    s.q_pe = take({n, hp.n_head, hp.n_rot});
+    s.attn_v = take({n, int64_t(hp.n_head) * hp.head_dim_v});
+  }
+  if (hp.moe()) {
     const int64_t used = hp.n_expert_used;
     s.router = take({n, hp.n_expert});
     s.expert_ids = take({n, used}, TSR_DTYPE_I32);
@@ -273,6 +352,21 @@ float* LlamaForward::carve(Scratch& s, int64_t n) {
     s.expert_up = take({n, used, hp.n_ff_exp});
     s.expert_down = take({n, used, hp.n_embd});
     if (hp.moe_biases) s.expert_bias = take({n * used, std::max<int64_t>(hp.n_ff_exp, hp.n_embd)});
+    if (selection_scratch(hp)) {
+      s.selection = take({n, hp.n_expert});
+      s.chosen_bias = take({n * used, 1});
+      if (hp.moe_sigmoid) s.sigmoid_pairs = take({n * hp.n_expert, 2});
+    }
+    if (hp.group_routing()) {
+      const int64_t groups = hp.n_expert_groups, group_used = hp.n_group_used;
+      s.group_top = take({n * groups, 2});
+      s.group_top_ids = take({n * groups, 2}, TSR_DTYPE_I32);
+      s.group_scores = take({n, groups});
+      s.group_ids = take({n, group_used}, TSR_DTYPE_I32);
+      s.group_vals = take({n, group_used});
+      s.members = take({n, group_used, hp.n_expert});
+      s.chosen_mask = take({n, hp.n_expert});
+    }
   }
   return p;
 }
@@ -404,6 +498,7 @@ void LlamaForward::attention_block(Scratch& s, int l, int64_t n) {
 void LlamaForward::attention_from(Scratch& s, int l, int64_t n, const tsr_tensor& in) {
   const LlamaHParams& hp = model_.hparams();
   const LlamaLayer& w = model_.layer(l);
+  if (hp.mla()) return mla_attention(s, l, n, in);
   // Projections see q/k/v as [n, heads * head_dim] matrices.
   tsr_tensor q2 = tensor_make(TSR_DTYPE_F32, s.q.data, {n, int64_t(hp.n_head) * hp.head_dim});
   tsr_tensor k2 = tensor_make(TSR_DTYPE_F32, s.k.data, {n, int64_t(hp.n_head_kv) * hp.head_dim});
@@ -423,18 +518,71 @@ void LlamaForward::attention_from(Scratch& s, int l, int64_t n, const tsr_tensor
       backend_.rms_norm({sizeof(tsr_rms_norm_params), &rows, &rows, norm, hp.rms_eps, 0});
     }
   }
-  const float base = hp.layer_rope_base(l);
-  const std::array<float, 2> corr = hp.rope_ext_factor != 0.0f ? hp.yarn_corr_dims(base) : std::array<float, 2>{};
-  for (tsr_tensor* t : {&s.q, &s.k}) {
-    backend_.rope({sizeof(tsr_rope_params), t, &s.positions, hp.n_rot, hp.rope_mode, base, hp.layer_rope_scale(l),
-                   rope_factors_, hp.rope_ext_factor, hp.rope_attn_factor, corr[0], corr[1]});
-  }
+  rope(s, s.q, l);
+  rope(s, s.k, l);
   if (cache_.rotation() != nullptr) return rotated_attention(s, l, n);
   backend_.kv_write({sizeof(tsr_kv_write_params), &cache_.k(l), &cache_.v(l), &s.k, &s.v,
                      &s.slots});
   tsr_tensor attn3 = tensor_make(TSR_DTYPE_F32, s.attn.data, {n, hp.n_head, hp.head_dim});
   attention(attn3, s.q, s, l);
   output_projection(s, w);
+}
+
+// RoPE of layer l over t ([n, heads, dims], its first n_rot dims rotated).
+void LlamaForward::rope(Scratch& s, const tsr_tensor& t, int l) {
+  const LlamaHParams& hp = model_.hparams();
+  const float base = hp.layer_rope_base(l);
+  const std::array<float, 2> corr = hp.rope_ext_factor != 0.0f ? hp.yarn_corr_dims(base) : std::array<float, 2>{};
+  backend_.rope({sizeof(tsr_rope_params), &t, &s.positions, hp.n_rot, hp.rope_mode, base, hp.layer_rope_scale(l),
+                 rope_factors_, hp.rope_ext_factor, hp.rope_attn_factor, corr[0], corr[1]});
+}
+
+void LlamaForward::copy(const tsr_tensor& dst, const tsr_tensor& src) {
+  backend_.scale({sizeof(tsr_scale_params), &dst, &src, 1.0f, 0});
+}
+
+// deepseek2's latent attention (LlamaHParams::mla), as llama.cpp's absorbed MLA. The key
+// row [normalized latent | rotated RoPE key] is all the cache holds; each head's query is
+// [its no-RoPE part through attn_k_b | its rotated RoPE part], so attention over the
+// cached rows, read as keys and as values, leaves each head's output in the latent space
+// (the first n_lora_kv of each output row), which attn_v_b expands to head_dim_v.
+void LlamaForward::mla_attention(Scratch& s, int l, int64_t n, const tsr_tensor& in) {
+  const LlamaHParams& hp = model_.hparams();
+  const LlamaLayer& w = model_.layer(l);
+  const int64_t heads = hp.n_head, dqk = hp.head_dim_qk, nope = dqk - hp.n_rot, latent = hp.n_lora_kv;
+  const int64_t row = hp.head_dim;  // latent + n_rot: a key row, and each head's query and output
+  if (hp.n_lora_q > 0) {
+    matmul(s.q_lora, in, w.wq_a);
+    backend_.rms_norm({sizeof(tsr_rms_norm_params), &s.q_lora, &s.q_lora, &w.q_a_norm, hp.rms_eps, 0});
+    matmul(s.q_full, s.q_lora, w.wq_b);
+  } else {
+    matmul(s.q_full, in, w.wq);
+  }
+  tsr_tensor key_rows = tensor_make(TSR_DTYPE_F32, s.k.data, {n, row});
+  matmul(key_rows, in, w.wkv_a);
+  const tsr_tensor latents = strided_rows(s.k.data, n, latent, row);
+  backend_.rms_norm({sizeof(tsr_rms_norm_params), &latents, &latents, &w.kv_a_norm, hp.rms_eps, 0});
+  tsr_tensor k_pe = tensor_make(TSR_DTYPE_F32, floats(s.k) + latent, {n, 1, hp.n_rot});
+  k_pe.strides[0] = row * int64_t(sizeof(float));
+  rope(s, k_pe, l);
+  // The queries' RoPE parts are rotated in a copy of their own (rope takes heads packed).
+  const tsr_tensor pe_rows = tensor_make(TSR_DTYPE_F32, s.q_pe.data, {n * heads, hp.n_rot});
+  copy(pe_rows, strided_rows(floats(s.q_full) + nope, n * heads, hp.n_rot, dqk));
+  rope(s, s.q_pe, l);
+  copy(strided_rows(floats(s.q) + latent, n * heads, hp.n_rot, row), pe_rows);
+  for (int64_t h = 0; h < heads; ++h) {
+    tsr_tensor absorbed = strided_rows(floats(s.q) + h * row, n, latent, heads * row);
+    matmul(absorbed, strided_rows(floats(s.q_full) + h * dqk, n, nope, heads * dqk), w.wk_b[size_t(h)]);
+  }
+  backend_.kv_write({sizeof(tsr_kv_write_params), &cache_.k(l), &cache_.v(l), &s.k, &s.k, &s.slots});
+  const tsr_tensor out = tensor_make(TSR_DTYPE_F32, s.attn.data, {n, heads, row});
+  attention(out, s.q, s, l);
+  for (int64_t h = 0; h < heads; ++h) {
+    tsr_tensor expanded = strided_rows(floats(s.attn_v) + h * hp.head_dim_v, n, hp.head_dim_v, heads * hp.head_dim_v);
+    matmul(expanded, strided_rows(floats(s.attn) + h * row, n, latent, heads * row), w.wv_b[size_t(h)]);
+  }
+  matmul(s.xn, s.attn_v, w.wo);
+  residual_add(s, w.attn_post_norm);
 }
 
 // The attention output through wo (and its bias) into the residual stream.
@@ -482,20 +630,32 @@ void LlamaForward::ffn_block(Scratch& s, int l) {
   const LlamaHParams& hp = model_.hparams();
   const LlamaLayer& w = model_.layer(l);
   backend_.rms_norm({sizeof(tsr_rms_norm_params), &s.xn, &s.x, &w.ffn_norm, hp.rms_eps, 0});
-  if (hp.moe()) {
-    moe_ffn(s, w);
-    residual_add(s, w.ffn_post_norm);
-    return;
-  }
-  matmul(s.gate, s.xn, w.w_gate);
-  matmul(s.up, s.xn, w.w_up);
-  if (hp.gelu_ffn) {
-    backend_.gelu_mul({sizeof(tsr_gelu_params), &s.gate, &s.gate, &s.up});
+  if (!hp.layer_moe(l)) {
+    dense_ffn(s, s.xn, w.w_gate, w.w_up, w.w_down);
   } else {
-    backend_.silu_mul({sizeof(tsr_silu_mul_params), &s.gate, &s.gate, &s.up});
+    // DeepSeek's shared experts see the same input; their output joins the routed ones'.
+    if (hp.n_expert_shared > 0) dense_ffn(s, s.shared, w.gate_shexp, w.up_shexp, w.down_shexp);
+    moe_ffn(s, w);
+    if (hp.n_expert_shared > 0) backend_.add({sizeof(tsr_add_params), &s.xn, &s.xn, &s.shared});
   }
-  matmul(s.xn, s.gate, w.w_down);
   residual_add(s, w.ffn_post_norm);
+}
+
+// out = (act(xn · gateᵀ) ⊙ xn · upᵀ) · downᵀ, act GELU (Gemma) or SiLU; out may be xn.
+void LlamaForward::dense_ffn(Scratch& s, const tsr_tensor& out, const tsr_tensor& gate_w, const tsr_tensor& up_w,
+                             const tsr_tensor& down_w) {
+  const int64_t n = s.xn.shape[0], width = gate_w.shape[0];
+  tsr_tensor gate = tensor_make(TSR_DTYPE_F32, s.gate.data, {n, width});
+  tsr_tensor up = tensor_make(TSR_DTYPE_F32, s.up.data, {n, width});
+  matmul(gate, s.xn, gate_w);
+  matmul(up, s.xn, up_w);
+  if (model_.hparams().gelu_ffn) {
+    backend_.gelu_mul({sizeof(tsr_gelu_params), &gate, &gate, &up});
+  } else {
+    backend_.silu_mul({sizeof(tsr_silu_mul_params), &gate, &gate, &up});
+  }
+  tsr_tensor y = out;
+  matmul(y, gate, down_w);
 }
 
 // The experts' feed-forward of xn into xn, as llama.cpp's build_moe_ffn. Softmax gating
@@ -508,8 +668,17 @@ void LlamaForward::moe_ffn(Scratch& s, const LlamaLayer& w) {
   const LlamaHParams& hp = model_.hparams();
   matmul(s.router, s.xn, w.ffn_gate_inp);
   if (hp.moe_biases) backend_.bias_add({sizeof(tsr_bias_add_params), &s.router, &s.router, &w.ffn_gate_inp_b});
-  if (!hp.moe_weight_softmax) backend_.softmax({sizeof(tsr_softmax_params), &s.router, &s.router, 1.0f, 0});
-  backend_.top_k({sizeof(tsr_top_k_params), &s.expert_ids, &s.expert_weights, &s.router, hp.n_expert_used, 0});
+  if (hp.moe_sigmoid) {
+    sigmoid_router(s);
+  } else if (!hp.moe_weight_softmax) {
+    backend_.softmax({sizeof(tsr_softmax_params), &s.router, &s.router, 1.0f, 0});
+  }
+  const bool biased = w.exp_probs_b.data != nullptr;
+  if (biased) backend_.bias_add({sizeof(tsr_bias_add_params), &s.selection, &s.router, &w.exp_probs_b});
+  if (hp.group_routing()) limit_to_groups(s, biased ? s.selection : s.router);
+  backend_.top_k({sizeof(tsr_top_k_params), &s.expert_ids, &s.expert_weights,
+                  biased || hp.group_routing() ? &s.selection : &s.router, hp.n_expert_used, 0});
+  if (biased) unbias_weights(s, w);
   if (hp.moe_weight_softmax) {
     backend_.softmax({sizeof(tsr_softmax_params), &s.expert_weights, &s.expert_weights, 1.0f, 0});
   }
@@ -526,7 +695,59 @@ void LlamaForward::moe_ffn(Scratch& s, const LlamaLayer& w) {
   }
   expert_matmul(s, s.expert_down, s.expert_gate, w.down_exps, w.down_exps_b);
   backend_.moe_combine({sizeof(tsr_moe_combine_params), &s.xn, &s.expert_down, &s.expert_weights,
-                        hp.moe_weight_softmax ? 0 : 1, 0.0f});
+                        hp.moe_norm_w ? 1 : 0, hp.moe_w_scale});
+}
+
+// selection = scores where the expert's group is among the n_group_used best, else
+// -1e30, as llama.cpp's build_moe_ffn masks them: a group scores the sum of its two best
+// scores. No op of the ABI scatters, so the chosen groups' members are found by matmul_id
+// against the constant [groups, n_expert, 1] membership matrix (a 1 for each expert of the
+// group) and summed by moe_combine into a 0/1 mask; chosen scores then pass unchanged
+// (+ 1e30·1 − 1e30 = + 0).
+void LlamaForward::limit_to_groups(Scratch& s, const tsr_tensor& scores) {
+  const LlamaHParams& hp = model_.hparams();
+  const int64_t n = scores.shape[0], groups = hp.n_expert_groups, group_used = hp.n_group_used;
+  const tsr_tensor grouped = tensor_make(TSR_DTYPE_F32, scores.data, {n * groups, hp.n_expert / groups});
+  backend_.top_k({sizeof(tsr_top_k_params), &s.group_top_ids, &s.group_top, &grouped, 2, 0});
+  const tsr_tensor best = strided_rows(floats(s.group_top), n * groups, 1, 2);
+  const tsr_tensor second = strided_rows(floats(s.group_top) + 1, n * groups, 1, 2);
+  const tsr_tensor sums = tensor_make(TSR_DTYPE_F32, s.group_scores.data, {n * groups, 1});
+  backend_.add({sizeof(tsr_add_params), &sums, &best, &second});
+  backend_.top_k({sizeof(tsr_top_k_params), &s.group_ids, &s.group_vals, &s.group_scores, hp.n_group_used, 0});
+  const tsr_tensor one_each = tensor_make(TSR_DTYPE_F32, s.ones->base(), {n, 1});
+  const tsr_tensor ones = tensor_make(TSR_DTYPE_F32, s.ones->base(), {n, group_used});
+  backend_.matmul_id({sizeof(tsr_matmul_id_params), &s.members, &one_each, &group_members_, &s.group_ids});
+  backend_.moe_combine({sizeof(tsr_moe_combine_params), &s.chosen_mask, &s.members, &ones, 0, 0.0f});
+  backend_.scale({sizeof(tsr_scale_params), &s.chosen_mask, &s.chosen_mask, 1e30f, 0});
+  backend_.bias_add({sizeof(tsr_bias_add_params), &s.chosen_mask, &s.chosen_mask, &mask_offset_});
+  backend_.add({sizeof(tsr_add_params), &s.selection, &scores, &s.chosen_mask});
+}
+
+// router = σ(router) (DeepSeek-V3's gating), as the softmax of each logit paired with a
+// zero: e^x / (e^x + e^0). No op of the ABI computes a sigmoid; this one is exact to float
+// rounding and runs on every backend.
+void LlamaForward::sigmoid_router(Scratch& s) {
+  const int64_t rows = s.router.shape[0] * s.router.shape[1];
+  const tsr_tensor logits = tensor_make(TSR_DTYPE_F32, s.router.data, {rows, 1});
+  const tsr_tensor first = strided_rows(floats(s.sigmoid_pairs), rows, 1, 2);
+  const tsr_tensor second = strided_rows(floats(s.sigmoid_pairs) + 1, rows, 1, 2);
+  copy(first, logits);
+  backend_.scale({sizeof(tsr_scale_params), &second, &logits, 0.0f, 0});
+  backend_.softmax({sizeof(tsr_softmax_params), &s.sigmoid_pairs, &s.sigmoid_pairs, 1.0f, 0});
+  copy(logits, first);
+}
+
+// The chosen experts' weights are their unbiased probabilities: top_k returned them with
+// the selection bias added, which is taken off again (exact to a rounding of the sum).
+void LlamaForward::unbias_weights(Scratch& s, const LlamaLayer& w) {
+  const LlamaHParams& hp = model_.hparams();
+  const int64_t rows = s.expert_ids.shape[0] * s.expert_ids.shape[1];
+  const tsr_tensor ids = tensor_make(TSR_DTYPE_I32, s.expert_ids.data, {rows});
+  const tsr_tensor table = tensor_make(TSR_DTYPE_F32, w.exp_probs_b.data, {hp.n_expert, 1});
+  const tsr_tensor weights = tensor_make(TSR_DTYPE_F32, s.expert_weights.data, {rows, 1});
+  backend_.get_rows({sizeof(tsr_get_rows_params), &s.chosen_bias, &table, &ids});
+  backend_.scale({sizeof(tsr_scale_params), &s.chosen_bias, &s.chosen_bias, -1.0f, 0});
+  backend_.add({sizeof(tsr_add_params), &weights, &weights, &s.chosen_bias});
 }
 
 // out [n, n_used, m] = x through each chosen expert, plus that expert's bias row where the

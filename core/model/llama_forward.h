@@ -89,8 +89,17 @@ class LlamaForward {
   void attention(const tsr_tensor& out, const tsr_tensor& q, Scratch& s, int layer);
   void rotated_attention(Scratch& s, int layer, int64_t n);
   void output_projection(Scratch& s, const LlamaLayer& w);
+  void rope(Scratch& s, const tsr_tensor& t, int layer);
+  void copy(const tsr_tensor& dst, const tsr_tensor& src);
+  void mla_attention(Scratch& s, int layer, int64_t n, const tsr_tensor& in);
   void ffn_block(Scratch& s, int layer);
+  void dense_ffn(Scratch& s, const tsr_tensor& out, const tsr_tensor& gate_w, const tsr_tensor& up_w,
+                 const tsr_tensor& down_w);
   void moe_ffn(Scratch& s, const LlamaLayer& w);
+  void sigmoid_router(Scratch& s);
+  void make_group_constants();
+  void limit_to_groups(Scratch& s, const tsr_tensor& scores);
+  void unbias_weights(Scratch& s, const LlamaLayer& w);
   void expert_matmul(Scratch& s, const tsr_tensor& out, const tsr_tensor& x, const tsr_tensor& w,
                      const tsr_tensor& bias);
   void residual_add(Scratch& s, const tsr_tensor& post_norm);
@@ -111,6 +120,8 @@ class LlamaForward {
   std::unique_ptr<Scratch> graph_scratch_;  // fixed addresses: the graphs' operands
   std::unique_ptr<DecodeGraphs> graphs_;
   int64_t graph_replays_ = 0;
+  std::unique_ptr<BackendBuffer> group_consts_;  // group routing's constants (make_group_constants)
+  tsr_tensor group_members_{}, mask_offset_{};
 };
 
 }  // namespace tsr

@@ -77,7 +77,7 @@ TEST(LlamaHParams, RefusesRopeVariantsItDoesNotCompute) {
   expect_refused([](GgufWriter& w) {
     w.add_string("llama.rope.scaling.type", "yarn");
     w.add_f32("llama.rope.scaling.yarn_log_multiplier", 0.1f);
-  }, "yarn_log_multiplier (DeepSeek's YaRN scale) is not supported");
+  }, "yarn_log_multiplier (DeepSeek's YaRN scale) is for deepseek2 only");
 }
 
 // YaRN as llama.cpp sets it up: ext_factor 1, 1 / factor, betas 32 and 1, and the
@@ -122,8 +122,8 @@ TEST(LlamaHParams, ArchitecturesAndTheirAdditions) {
     w.add_u32("qwen3.attention.key_length", 16);
     w.add_u32("qwen3.attention.value_length", 8);
   }, "attention.value_length other than key_length is not supported", "qwen3");
-  expect_refused({}, "model architecture 'deepseek2' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma3, phi3, gpt-oss; eagle3 heads as drafts beside a target)",
-                 "deepseek2");
+  expect_refused({}, "model architecture 'mamba' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma3, phi3, gpt-oss, deepseek2; eagle3 heads as drafts beside a target)",
+                 "mamba");
 }
 
 // Gemma 3 as llama.cpp reads it: five local layers over the window with RoPE base 1e4
@@ -250,6 +250,84 @@ TEST(LlamaHParams, GptOss) {
     w.add_u32("gpt-oss.expert_count", 4);
     w.add_u32("gpt-oss.expert_used_count", 2);
   }, "missing metadata key gpt-oss.attention.sliding_window", "gpt-oss");
+}
+
+// DeepSeek-V2/V3 as llama.cpp reads an MLA file: one kv head holding the latent and the
+// RoPE key, the heads' own sizes from *_mla, dense leading layers, shared experts, the
+// gating function, and YaRN's scale moved from RoPE into the attention's (llama_context's
+// yarn_attn_factor and llm_build_deepseek2's kq_scale).
+void deepseek2_keys(GgufWriter& w) {
+  w.add_u32("deepseek2.attention.head_count_kv", 1);
+  w.add_u32("deepseek2.attention.kv_lora_rank", 32);
+  w.add_u32("deepseek2.attention.q_lora_rank", 24);
+  w.add_u32("deepseek2.rope.dimension_count", 8);
+  w.add_u32("deepseek2.attention.key_length", 40);
+  w.add_u32("deepseek2.attention.value_length", 32);
+  w.add_u32("deepseek2.attention.key_length_mla", 24);
+  w.add_u32("deepseek2.attention.value_length_mla", 12);
+  w.add_u32("deepseek2.expert_count", 8);
+  w.add_u32("deepseek2.expert_used_count", 2);
+  w.add_u32("deepseek2.expert_feed_forward_length", 6);
+  w.add_u32("deepseek2.expert_shared_count", 2);
+  w.add_u32("deepseek2.leading_dense_block_count", 1);
+}
+
+TEST(LlamaHParams, Deepseek2) {
+  const LlamaHParams hp = read(deepseek2_keys, "deepseek2", 3);
+  EXPECT_TRUE(hp.mla());
+  EXPECT_EQ(hp.rope_mode, TSR_ROPE_NORMAL);
+  EXPECT_EQ(hp.n_head_kv, 1);
+  EXPECT_EQ(hp.head_dim, 40);  // what the cache holds per token and layer
+  EXPECT_EQ(hp.n_lora_kv, 32);
+  EXPECT_EQ(hp.n_lora_q, 24);
+  EXPECT_EQ(hp.head_dim_qk, 24);
+  EXPECT_EQ(hp.head_dim_v, 12);
+  EXPECT_EQ(hp.n_expert_shared, 2);
+  EXPECT_FALSE(hp.layer_moe(0));
+  EXPECT_TRUE(hp.layer_moe(1) && hp.layer_moe(2));
+  EXPECT_FALSE(hp.moe_sigmoid || hp.moe_norm_w);  // softmax and no renormalization unless the file says
+  EXPECT_FLOAT_EQ(hp.moe_w_scale, 0.0f);
+  EXPECT_FLOAT_EQ(hp.attn_scale, 1.0f / std::sqrt(24.0f));
+  const LlamaHParams v3 = read([](GgufWriter& w) {
+    deepseek2_keys(w);
+    w.add_u32("deepseek2.expert_gating_func", 2);
+    w.add_bool("deepseek2.expert_weights_norm", true);
+    w.add_f32("deepseek2.expert_weights_scale", 2.5f);
+    w.add_string("deepseek2.rope.scaling.type", "yarn");
+    w.add_f32("deepseek2.rope.scaling.factor", 40.0f);
+    w.add_u32("deepseek2.rope.scaling.original_context_length", 4096);
+    w.add_f32("deepseek2.rope.scaling.yarn_log_multiplier", 0.1f);
+  }, "deepseek2", 3);
+  EXPECT_TRUE(v3.moe_sigmoid && v3.moe_norm_w);
+  EXPECT_FLOAT_EQ(v3.moe_w_scale, 2.5f);
+  // RoPE's factor cancels the backend's 1 + 0.1 ln 40; the logits take (1 + 0.1 ln 40)^2.
+  const float yarn = 1.0f + 0.1f * std::log(40.0f);
+  EXPECT_NEAR(v3.rope_attn_factor, 1.0f / yarn, 1e-6);
+  EXPECT_NEAR(v3.attn_scale, yarn * yarn / std::sqrt(24.0f), 1e-6);
+  const LlamaHParams grouped = read([](GgufWriter& w) {
+    deepseek2_keys(w);
+    w.add_u32("deepseek2.expert_group_count", 4);
+    w.add_u32("deepseek2.expert_group_used_count", 2);
+  }, "deepseek2", 3);
+  EXPECT_TRUE(grouped.group_routing());
+  EXPECT_EQ(grouped.n_group_used, 2);
+  for (const auto& [count, used] : {std::pair{3, 1}, {4, 4}, {4, 0}, {8, 1}}) {  // 8 experts, 2 used
+    expect_refused([&](GgufWriter& w) {
+      deepseek2_keys(w);
+      w.add_u32("deepseek2.expert_group_count", uint32_t(count));
+      w.add_u32("deepseek2.expert_group_used_count", uint32_t(used));
+    }, "must divide the 8 experts into groups, use fewer than all, and hold the experts a token uses", "deepseek2");
+  }
+  expect_refused([](GgufWriter& w) {
+    w.add_u32("deepseek2.attention.kv_lora_rank", 32);
+    w.add_u32("deepseek2.expert_count", 8);
+    w.add_u32("deepseek2.expert_used_count", 2);
+    w.add_u32("deepseek2.expert_shared_count", 2);
+  }, "deepseek2 without attention.key_length_mla", "deepseek2");
+  expect_refused([](GgufWriter& w) {
+    deepseek2_keys(w);
+    w.add_u32("deepseek2.expert_gating_func", 4);
+  }, "expert_gating_func = 4", "deepseek2");
 }
 
 }  // namespace

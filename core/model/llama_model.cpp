@@ -24,12 +24,13 @@ struct ArchInfo {
   bool phi3;   // gate and up in one ffn_up, LongRoPE
   bool gpt_oss;  // sinks, biases, alternating sliding window, softmax-weighted experts, clamped SwiGLU
   bool eagle3;   // an EAGLE-3 head: one layer over [token embedding | projected target features]
+  bool deepseek2 = false;  // multi-head latent attention, dense leading layers, shared experts
 };
 
 // Architectures whose GGUF tensors follow llama's names and layout, with what each adds
 // to it (llama.cpp's llm_build_llama, llm_build_qwen2, llm_build_qwen3, llama_model_qwen3moe,
-// llm_build_gemma3, llama_model_phi3, llama_model_openai_moe). Any of them may have experts
-// (expert_count); qwen3moe and gpt-oss must.
+// llm_build_gemma3, llama_model_phi3, llama_model_openai_moe, llm_build_deepseek2). Any of them may
+// have experts (expert_count); qwen3moe, gpt-oss and deepseek2 must.
 constexpr ArchInfo kArchs[] = {
     {"llama", TSR_ROPE_NORMAL, false, false, false, false, false, false},
     {"qwen2", TSR_ROPE_NEOX, true, false, false, false, false, false},
@@ -39,6 +40,7 @@ constexpr ArchInfo kArchs[] = {
     {"phi3", TSR_ROPE_NEOX, false, false, false, true, false, false},
     {"gpt-oss", TSR_ROPE_NEOX, true, false, false, false, true, false},
     {"eagle3", TSR_ROPE_NORMAL, false, false, false, false, false, true},
+    {"deepseek2", TSR_ROPE_NORMAL, false, false, false, false, false, false, true},
 };
 
 const ArchInfo& find_arch(const std::string& arch) {
@@ -131,22 +133,109 @@ void read_gpt_oss(const GgufFile& g, LlamaHParams& hp) {
   hp.rope_freq_scale_swa = hp.rope_freq_scale;
   hp.attn_sinks = hp.attn_out_bias = true;
   hp.moe_weight_softmax = hp.moe_biases = hp.swiglu_oai = true;
+  hp.moe_norm_w = false;
 }
 
-// YaRN as llama.cpp runs it for every architecture but DeepSeek's: ext_factor 1, betas 32
-// and 1 unless the file says, cos and sin scaled by 1 + 0.1 ln(factor) (the backend's
-// YaRN term) times rope.scaling.attn_factor. DeepSeek's log multiplier changes that scale
-// (llama.cpp special-cases it), so a file with one is refused until deepseek2 runs.
+// DeepSeek-V2/V3 as llama.cpp runs them (llm_build_deepseek2, its MLA path). Its converter
+// writes MLA files as one kv head of key_length = kv_lora_rank + the RoPE dims and
+// value_length = kv_lora_rank (what the cache holds), and the heads' own sizes as
+// key_length_mla and value_length_mla; a file converted before that (attn_kv_b, no
+// key_length_mla) is refused, as llama.cpp now runs those through another graph.
+void read_deepseek2_attention(const GgufFile& g, LlamaHParams& hp) {
+  const std::string a = hp.arch + ".";
+  hp.n_lora_kv = required_int(g, a + "attention.kv_lora_rank", 1);
+  hp.n_lora_q = g.get_int(a + "attention.q_lora_rank").value_or(0) > 0 ? required_int(g, a + "attention.q_lora_rank", 1) : 0;
+  if (!g.get_int(a + "attention.key_length_mla") || !g.get_int(a + "attention.value_length_mla")) {
+    throw Error(g.path() + ": deepseek2 without attention.key_length_mla (converted before llama.cpp's MLA files, "
+                "with attn_kv_b) is not supported: convert it again with a current convert_hf_to_gguf.py",
+                TSR_STATUS_UNSUPPORTED);
+  }
+  hp.head_dim_qk = required_int(g, a + "attention.key_length_mla", 1);
+  hp.head_dim_v = required_int(g, a + "attention.value_length_mla", 1);
+  const int64_t value_length = g.get_int(a + "attention.value_length").value_or(hp.head_dim);
+  if (hp.n_head_kv != 1 || hp.head_dim != hp.n_lora_kv + hp.n_rot || value_length != hp.n_lora_kv) {
+    throw Error(g.path() + ": deepseek2's MLA needs head_count_kv 1, key_length = kv_lora_rank + rope.dimension_count "
+                "and value_length = kv_lora_rank");
+  }
+  if (hp.head_dim_qk <= hp.n_rot) throw Error(g.path() + ": deepseek2's key_length_mla must exceed rope.dimension_count");
+}
+
+// Its feed-forward: dense leading layers, then experts with shared ones; the router's
+// gating function (1 softmax, the default of older files; 2 sigmoid), and the weights'
+// renormalization and scale.
+void read_deepseek2_experts(const GgufFile& g, LlamaHParams& hp) {
+  const std::string a = hp.arch + ".";
+  hp.n_layer_dense_lead = g.get_int(a + "leading_dense_block_count") ? required_int(g, a + "leading_dense_block_count", 0) : 0;
+  if (hp.n_layer_dense_lead > hp.n_layer) throw Error(g.path() + ": leading_dense_block_count exceeds block_count");
+  hp.n_expert_shared = required_int(g, a + "expert_shared_count", 0);
+  if (int64_t(hp.n_expert_shared) * hp.n_ff_exp > INT32_MAX) throw Error(g.path() + ": the shared experts are too wide");
+  const double scale = g.get_float(a + "expert_weights_scale").value_or(0.0);
+  if (!std::isfinite(scale) || scale < 0) throw Error(g.path() + ": " + a + "expert_weights_scale must be finite and >= 0");
+  hp.moe_w_scale = static_cast<float>(scale);
+  hp.moe_norm_w = g.get_bool(a + "expert_weights_norm").value_or(false);
+  const int64_t gating = g.get_int(a + "expert_gating_func").value_or(0);
+  if (gating < 0 || gating > 2) {
+    throw Error(g.path() + ": " + a + "expert_gating_func = " + std::to_string(gating) + " (1 softmax, 2 sigmoid)",
+                TSR_STATUS_UNSUPPORTED);
+  }
+  hp.moe_sigmoid = gating == 2;
+}
+
+// The attention scale and RoPE's cos/sin factor of deepseek2, float for float as llama.cpp
+// computes them (llama_context's yarn_attn_factor, then llm_build_deepseek2's kq_scale).
+// Under YaRN the RoPE factor cancels the backend's YaRN term 1 + 0.1 ln(factor), and the
+// logits' scale takes DeepSeek's mscale (1 + 0.1 mscale_all_dim ln(factor)) squared; the
+// file's yarn_log_multiplier is 0.1 mscale_all_dim.
+float yarn_mscale(float factor, float mscale) { return factor <= 1.0f ? 1.0f : 0.1f * mscale * std::log(factor) + 1.0f; }
+
+void deepseek2_scales(const GgufFile& g, LlamaHParams& hp) {
+  const float log_mul = static_cast<float>(g.get_float(hp.arch + ".rope.scaling.yarn_log_multiplier").value_or(0.0)) / 0.1f;
+  const float factor = 1.0f / hp.rope_freq_scale;
+  float rope_factor = 1.0f;
+  if (hp.rope_ext_factor != 0.0f) {
+    // llama.cpp takes HF's mscale as 1, or as mscale_all_dim for DeepSeek-V2's configs.
+    const float mscale = log_mul != 1.0f ? log_mul : 1.0f;
+    rope_factor = log_mul != 0.0f ? yarn_mscale(factor, mscale) / yarn_mscale(factor, log_mul) : yarn_mscale(factor, 1.0f);
+    rope_factor *= 1.0f / (1.0f + 0.1f * std::log(factor));
+  }
+  rope_factor *= hp.rope_attn_factor;
+  hp.rope_attn_factor = rope_factor;
+  const float original = rope_factor * (1.0f + 0.1f * std::log(1.0f / hp.rope_freq_scale));
+  const float mscale = original * (1.0f + 0.1f * log_mul * std::log(1.0f / hp.rope_freq_scale));
+  hp.attn_scale = 1.0f * mscale * mscale / std::sqrt(float(hp.head_dim_qk));
+}
+
+// YaRN as llama.cpp runs it: ext_factor 1, betas 32 and 1 unless the file says, cos and
+// sin scaled by 1 + 0.1 ln(factor) (the backend's YaRN term) times rope.scaling.attn_factor.
+// DeepSeek's log multiplier (deepseek2 only) moves that scale into the attention's, below.
 template <class Positive>
 void read_yarn(const GgufFile& g, LlamaHParams& hp, const Positive& positive) {
   const std::string a = hp.arch + ".";
   hp.rope_ext_factor = 1.0f;
   hp.yarn_beta_fast = static_cast<float>(positive(a + "rope.scaling.yarn_beta_fast", 32.0));
   hp.yarn_beta_slow = static_cast<float>(positive(a + "rope.scaling.yarn_beta_slow", 1.0));
-  if (g.get_float(a + "rope.scaling.yarn_log_multiplier").value_or(0.0) != 0.0) {
-    throw Error(g.path() + ": rope.scaling.yarn_log_multiplier (DeepSeek's YaRN scale) is not supported",
+  if (hp.arch != "deepseek2" && g.get_float(a + "rope.scaling.yarn_log_multiplier").value_or(0.0) != 0.0) {
+    throw Error(g.path() + ": rope.scaling.yarn_log_multiplier (DeepSeek's YaRN scale) is for deepseek2 only",
                 TSR_STATUS_UNSUPPORTED);
   }
+}
+
+// Expert groups as llama.cpp reads them for every architecture: expert_group_count > 1
+// groups dividing the experts, of which 0 < expert_group_used_count < the count are used,
+// holding at least the experts a token uses.
+void read_expert_groups(const GgufFile& g, LlamaHParams& hp) {
+  const std::string a = hp.arch + ".";
+  const int64_t groups = g.get_int(a + "expert_group_count").value_or(0);
+  if (groups <= 1) return;
+  const int64_t used = g.get_int(a + "expert_group_used_count").value_or(0);
+  if (groups > hp.n_expert || hp.n_expert % groups != 0 || used <= 0 || used >= groups ||
+      used * (hp.n_expert / groups) < hp.n_expert_used) {
+    throw Error(g.path() + ": " + a + "expert_group_count " + std::to_string(groups) + " and expert_group_used_count " +
+                std::to_string(used) + " must divide the " + std::to_string(hp.n_expert) +
+                " experts into groups, use fewer than all, and hold the experts a token uses");
+  }
+  hp.n_expert_groups = static_cast<int32_t>(groups);
+  hp.n_group_used = static_cast<int32_t>(used);
 }
 
 // Experts as llama.cpp reads them: expert_count and expert_used_count, each expert
@@ -156,7 +245,7 @@ void read_experts(const GgufFile& g, LlamaHParams& hp) {
   const std::string a = hp.arch + ".";
   hp.n_expert = g.get_int(a + "expert_count").value_or(0) > 0 ? required_int(g, a + "expert_count", 1) : 0;
   if (hp.n_expert == 0) {
-    if (hp.arch == "qwen3moe" || hp.arch == "gpt-oss") {
+    if (hp.arch == "qwen3moe" || hp.arch == "gpt-oss" || hp.arch == "deepseek2") {
       throw Error(g.path() + ": " + hp.arch + " needs " + a + "expert_count > 0");
     }
     return;
@@ -169,6 +258,7 @@ void read_experts(const GgufFile& g, LlamaHParams& hp) {
   hp.n_ff_exp = g.get_int(a + "expert_feed_forward_length") ? required_int(g, a + "expert_feed_forward_length", 1)
                                                             : fallback;
   if (hp.n_ff_exp <= 0) throw Error(g.path() + ": the experts' feed-forward width is 0");
+  read_expert_groups(g, hp);
 }
 
 // An EAGLE-3 head's keys: its target layers (eagle3.extract_layers, a few converters
@@ -242,7 +332,7 @@ LlamaHParams llama_hparams_from_gguf(const GgufFile& g) {
   if (g.get_int(a + "attention.key_length")) {
     // Qwen3 0.6B, say: 16 heads of 128 over an embedding of 1024.
     hp.head_dim = required_int(g, a + "attention.key_length", 2);
-    if (g.get_int(a + "attention.value_length").value_or(hp.head_dim) != hp.head_dim) {
+    if (!arch.deepseek2 && g.get_int(a + "attention.value_length").value_or(hp.head_dim) != hp.head_dim) {
       throw Error(g.path() + ": attention.value_length other than key_length is not supported",
                   TSR_STATUS_UNSUPPORTED);
     }
@@ -281,6 +371,11 @@ LlamaHParams llama_hparams_from_gguf(const GgufFile& g) {
   if (arch.phi3) read_phi3(g, hp);
   read_experts(g, hp);
   if (arch.gpt_oss) read_gpt_oss(g, hp);
+  if (arch.deepseek2) {
+    read_deepseek2_attention(g, hp);
+    read_deepseek2_experts(g, hp);
+    deepseek2_scales(g, hp);
+  }
   hp.pooling = read_pooling(g, a + "pooling_type");
   if (arch.eagle3) {
     read_eagle3(g, hp);
@@ -319,6 +414,11 @@ class LlamaModel::Loader {
         require_op(op, name, "its mixture-of-experts layers");
       }
     }
+    if (hp.mla()) require_op(TSR_OP_SCALE, "scale", "the copies of its latent attention");
+    if (hp.arch == "deepseek2" || hp.group_routing()) {
+      require_op(TSR_OP_BIAS_ADD, "bias_add", "its experts' selection");
+      require_op(TSR_OP_MATMUL_ID, "matmul_id", "its experts' selection");
+    }
     m_.tok_embd_ = matrix("token_embd.weight", hp.n_vocab, hp.n_embd, TSR_OP_GET_ROWS);
     m_.output_norm_ = vector_f32("output_norm.weight", hp.n_embd);
     load_rope_factors();
@@ -329,9 +429,11 @@ class LlamaModel::Loader {
     const int64_t kv_dim = int64_t(hp.n_head_kv) * hp.head_dim;
     for (int i = 0; i < hp.n_layer; ++i) {
       const std::string p = "blk." + std::to_string(i) + ".";
-      LlamaLayer l;
+      LlamaLayer l{};
       l.attn_norm = vector_f32(p + "attn_norm.weight", hp.n_embd);
-      if (m_.gguf_->find_tensor(p + "attn_qkv.weight")) {
+      if (hp.mla()) {
+        load_mla(p, l);
+      } else if (m_.gguf_->find_tensor(p + "attn_qkv.weight")) {
         const auto qkv = matrices(p + "attn_qkv.weight", {q_dim, kv_dim, kv_dim}, hp.n_embd, TSR_OP_MATMUL);
         l.wq = qkv[0], l.wk = qkv[1], l.wv = qkv[2];
       } else {
@@ -339,7 +441,8 @@ class LlamaModel::Loader {
         l.wk = matrix(p + "attn_k.weight", kv_dim, hp.n_embd, TSR_OP_MATMUL);
         l.wv = matrix(p + "attn_v.weight", kv_dim, hp.n_embd, TSR_OP_MATMUL);
       }
-      l.wo = matrix(p + "attn_output.weight", hp.n_embd, q_dim, TSR_OP_MATMUL);
+      l.wo = matrix(p + "attn_output.weight", hp.n_embd, hp.mla() ? int64_t(hp.n_head) * hp.head_dim_v : q_dim,
+                    TSR_OP_MATMUL);
       if (hp.attn_out_bias) l.bo = vector_f32(p + "attn_output.bias", hp.n_embd);
       if (hp.attn_sinks) l.sinks = vector_f32(p + "attn_sinks.weight", hp.n_head);
       if (hp.qkv_bias) {
@@ -357,7 +460,7 @@ class LlamaModel::Loader {
       }
       // gpt-oss names its feed-forward norm post_attention_norm (llama.cpp's attn_post_norm).
       l.ffn_norm = vector_f32(p + (hp.arch == "gpt-oss" ? "post_attention_norm.weight" : "ffn_norm.weight"), hp.n_embd);
-      if (hp.moe()) {
+      if (hp.layer_moe(i)) {
         l.ffn_gate_inp = matrix(p + "ffn_gate_inp.weight", hp.n_expert, hp.n_embd, TSR_OP_MATMUL);
         l.gate_exps = experts(p + "ffn_gate_exps.weight", hp.n_ff_exp, hp.n_embd);
         l.up_exps = experts(p + "ffn_up_exps.weight", hp.n_ff_exp, hp.n_embd);
@@ -368,6 +471,7 @@ class LlamaModel::Loader {
           l.up_exps_b = bias_rows(p + "ffn_up_exps.bias", hp.n_ff_exp);
           l.down_exps_b = bias_rows(p + "ffn_down_exps.bias", hp.n_embd);
         }
+        load_deepseek_experts(p, l);
       } else if (hp.fused_gate_up) {  // the gate's rows first, as llama.cpp's ggml_swiglu splits them
         const auto gate_up = matrices(p + "ffn_up.weight", {hp.n_ff, hp.n_ff}, hp.n_embd, TSR_OP_MATMUL);
         l.w_gate = gate_up[0], l.w_up = gate_up[1];
@@ -375,7 +479,7 @@ class LlamaModel::Loader {
         l.w_gate = matrix(p + "ffn_gate.weight", hp.n_ff, hp.n_embd, TSR_OP_MATMUL);
         l.w_up = matrix(p + "ffn_up.weight", hp.n_ff, hp.n_embd, TSR_OP_MATMUL);
       }
-      if (!hp.moe()) l.w_down = matrix(p + "ffn_down.weight", hp.n_embd, hp.n_ff, TSR_OP_MATMUL);
+      if (!hp.layer_moe(i)) l.w_down = matrix(p + "ffn_down.weight", hp.n_embd, hp.n_ff, TSR_OP_MATMUL);
       m_.layers_.push_back(l);
     }
     if (packed_ > 0) spdlog::info("backend '{}' packed {} weight tensors into its own layout", backend_.name(), packed_);
@@ -383,6 +487,39 @@ class LlamaModel::Loader {
   }
 
  private:
+  // deepseek2's latent attention (LlamaLayer's MLA tensors); attn_k_b and attn_v_b are
+  // [n_head] stacks, read as one matrix per head.
+  void load_mla(const std::string& p, LlamaLayer& l) {
+    const LlamaHParams& hp = m_.hparams_;
+    const int64_t q_dim = int64_t(hp.n_head) * hp.head_dim_qk, nope = hp.head_dim_qk - hp.n_rot;
+    if (hp.n_lora_q > 0) {
+      l.wq_a = matrix(p + "attn_q_a.weight", hp.n_lora_q, hp.n_embd, TSR_OP_MATMUL);
+      l.q_a_norm = vector_f32(p + "attn_q_a_norm.weight", hp.n_lora_q);
+      l.wq_b = matrix(p + "attn_q_b.weight", q_dim, hp.n_lora_q, TSR_OP_MATMUL);
+    } else {
+      l.wq = matrix(p + "attn_q.weight", q_dim, hp.n_embd, TSR_OP_MATMUL);
+    }
+    l.wkv_a = matrix(p + "attn_kv_a_mqa.weight", int64_t(hp.n_lora_kv) + hp.n_rot, hp.n_embd, TSR_OP_MATMUL);
+    l.kv_a_norm = vector_f32(p + "attn_kv_a_norm.weight", hp.n_lora_kv);
+    l.wk_b = matrices(p + "attn_k_b.weight", std::vector<int64_t>(size_t(hp.n_head), hp.n_lora_kv), nope,
+                      TSR_OP_MATMUL, hp.n_head);
+    l.wv_b = matrices(p + "attn_v_b.weight", std::vector<int64_t>(size_t(hp.n_head), hp.head_dim_v), hp.n_lora_kv,
+                      TSR_OP_MATMUL, hp.n_head);
+  }
+
+  // DeepSeek's additions to an expert layer: the selection bias where the file has one
+  // (V3), and the shared experts.
+  void load_deepseek_experts(const std::string& p, LlamaLayer& l) {
+    const LlamaHParams& hp = m_.hparams_;
+    if (hp.arch != "deepseek2") return;
+    if (m_.gguf_->find_tensor(p + "exp_probs_b.bias")) l.exp_probs_b = vector_f32(p + "exp_probs_b.bias", hp.n_expert);
+    if (hp.n_expert_shared == 0) return;
+    const int64_t shared = int64_t(hp.n_expert_shared) * hp.n_ff_exp;
+    l.gate_shexp = matrix(p + "ffn_gate_shexp.weight", shared, hp.n_embd, TSR_OP_MATMUL);
+    l.up_shexp = matrix(p + "ffn_up_shexp.weight", shared, hp.n_embd, TSR_OP_MATMUL);
+    l.down_shexp = matrix(p + "ffn_down_shexp.weight", hp.n_embd, shared, TSR_OP_MATMUL);
+  }
+
   void log_conversions() const {
     if (!m_.quant_) return;
     spdlog::info("quant {}: converted {} weight tensors ({:.1f} -> {:.1f} MiB), kept {} whose rows do not fit",
@@ -428,7 +565,7 @@ class LlamaModel::Loader {
     m_.fc_ = matrix("fc.weight", hp.n_embd, hp.eagle3_features, TSR_OP_MATMUL);
     load_rope_factors();
     const int64_t q_dim = int64_t(hp.n_head) * hp.head_dim, kv_dim = int64_t(hp.n_head_kv) * hp.head_dim;
-    LlamaLayer l;
+    LlamaLayer l{};
     l.attn_norm = vector_f32("blk.0.attn_norm.weight", hp.n_embd);
     l.hidden_norm = vector_f32("blk.0.hidden_norm.weight", hp.n_embd);
     l.wq = matrix("blk.0.attn_q.weight", q_dim, 2 * int64_t(hp.n_embd), TSR_OP_MATMUL);
@@ -634,14 +771,19 @@ class LlamaModel::Loader {
   // The row blocks of a [sum of rows, cols] weight as matrices of their own: a fused
   // weight (Phi-3's attn_qkv and gate-up ffn_up) is its blocks one after the other, each
   // contiguous in GGUF's row layout, so each is a view (packed on its own).
-  std::vector<tsr_tensor> matrices(const std::string& name, std::initializer_list<int64_t> rows, int64_t cols,
-                                   tsr_op op) {
+  // A stack of `stacked` equal matrices (GGUF ne = {cols, rows, stacked}: deepseek2's
+  // per-head attn_k_b and attn_v_b) is the same bytes, one block per matrix.
+  std::vector<tsr_tensor> matrices(const std::string& name, const std::vector<int64_t>& rows, int64_t cols,
+                                   tsr_op op, int64_t stacked = 0) {
     const GgufTensorInfo& t = info(name);
     int64_t total = 0;
     for (const int64_t r : rows) total += r;
-    if (t.ne.size() != 2 || t.ne[0] != cols || t.ne[1] != total) {
-      throw Error("tensor " + name + " has the wrong shape (expected " + std::to_string(cols) +
-                  " x " + std::to_string(total) + ")");
+    const std::vector<int64_t> ne = stacked > 0 ? std::vector<int64_t>{cols, total / stacked, stacked}
+                                                : std::vector<int64_t>{cols, total};
+    if (t.ne != ne) {
+      std::string expected = std::to_string(cols);
+      for (size_t i = 1; i < ne.size(); ++i) expected += " x " + std::to_string(ne[i]);
+      throw Error("tensor " + name + " has the wrong shape (expected " + expected + ")");
     }
     tsr_tensor whole{};
     std::unique_ptr<BackendBuffer> converted;

@@ -1,4 +1,4 @@
-// A llama-family model (llama and Mixtral, qwen2, qwen3, qwen3moe, gemma3, phi3, gpt-oss: the architectures of kArchs in
+// A llama-family model (llama and Mixtral, qwen2, qwen3, qwen3moe, gemma3, phi3, gpt-oss, deepseek2: the architectures of kArchs in
 // llama_model.cpp): hyperparameters from GGUF metadata and weights placed in a
 // backend's memory. Immutable after load; the GGUF mapping must outlive the model
 // because CPU backends read the weights in place.
@@ -70,11 +70,34 @@ struct LlamaHParams {
   // biases on the router and on each expert's gate, up and down outputs; the clamped
   // SwiGLU (swiglu_oai with alpha 1.702, limit 7); attention sinks and an output bias.
   bool moe_weight_softmax = false;
+  bool moe_norm_w = true;   // weights renormalized over the chosen experts (llama.cpp's norm_w)
+  float moe_w_scale = 0;    // weights scaled by this (expert_weights_scale; 0: unscaled)
   bool moe_biases = false;
   bool swiglu_oai = false;
   bool attn_sinks = false;
   bool attn_out_bias = false;
   Pooling pooling = Pooling::LAST;
+
+  // DeepSeek-V2/V3 (deepseek2), as llama.cpp's absorbed multi-head latent attention (MLA):
+  // queries through attn_q_a, its norm and attn_q_b (n_lora_q; 0: one attn_q), n_head
+  // heads of head_dim_qk, the no-RoPE part first and n_rot RoPE dims last; keys and values
+  // come from one latent row of n_lora_kv (attn_kv_a_mqa's first columns, RMS-normalized)
+  // and one RoPE key of n_rot (its last ones), shared by all heads. The cache holds just
+  // that row (n_head_kv 1, head_dim n_lora_kv + n_rot); attention reads it as K and as V
+  // (the latent part of its output is what attn_v_b expands), attn_k_b folds each head's
+  // no-RoPE query into the latent space and attn_v_b expands the output to head_dim_v.
+  int32_t n_lora_q = 0, n_lora_kv = 0, head_dim_qk = 0, head_dim_v = 0;
+  // DeepSeek's feed-forward: the first n_layer_dense_lead layers are dense (n_ff wide); the
+  // others route to experts and add n_expert_shared always-on ones (ffn_*_shexp, one SwiGLU
+  // of n_expert_shared x n_ff_exp); the router's probabilities are a softmax or, with
+  // moe_sigmoid, each logit's sigmoid (expert_gating_func 1 or 2), and a layer's
+  // exp_probs_b, where it has one, biases the choice but not the weights.
+  int32_t n_layer_dense_lead = 0, n_expert_shared = 0;
+  bool moe_sigmoid = false;
+  // Group-limited routing (DeepSeek-V3's; any architecture's expert_group_count > 1): the
+  // experts form n_expert_groups groups of consecutive ids, each scored by the sum of its
+  // two best selection scores, and only the n_group_used best groups' experts are chosen from.
+  int32_t n_expert_groups = 0, n_group_used = 0;
 
   // EAGLE-3 heads (arch eagle3, one decoder layer; llama.cpp's llama_model_eagle3): the
   // target layers whose states make a feature row (eagle3.extract_layers; tsr_draft_hidden
@@ -88,6 +111,9 @@ struct LlamaHParams {
 
   bool eagle3() const { return eagle3_features > 0; }
   bool moe() const { return n_expert > 0; }
+  bool mla() const { return n_lora_kv > 0; }
+  bool layer_moe(int il) const { return moe() && il >= n_layer_dense_lead; }
+  bool group_routing() const { return n_expert_groups > 1; }
   // YaRN's correction dims for a RoPE base, as ggml_rope_yarn_corr_dims computes them (in
   // float), clamped into what tsr_rope_params accepts without changing the ramp.
   std::array<float, 2> yarn_corr_dims(float freq_base) const;
@@ -112,6 +138,15 @@ struct LlamaLayer {
   // With hparams().moe_biases: the router's [n_expert] and the experts' [n_expert, width].
   tsr_tensor ffn_gate_inp_b, gate_exps_b, up_exps_b, down_exps_b;
   tsr_tensor hidden_norm;  // [n_embd], an EAGLE-3 head's norm of its feature input, else zeroed
+  // With hparams().mla() (wq, wk and wv zeroed then; wq is attn_q where n_lora_q is 0):
+  // attn_q_a [n_lora_q, n_embd] and its norm, attn_q_b [n_head * head_dim_qk, n_lora_q],
+  // attn_kv_a_mqa [n_lora_kv + n_rot, n_embd] and the latent's norm, and per head
+  // attn_k_b [n_lora_kv, head_dim_qk - n_rot] and attn_v_b [head_dim_v, n_lora_kv].
+  tsr_tensor wq_a, q_a_norm, wq_b, wkv_a, kv_a_norm;
+  std::vector<tsr_tensor> wk_b, wv_b;
+  // DeepSeek's experts: the selection bias [n_expert] (data NULL without one) and the
+  // shared experts' SwiGLU (zeroed without them).
+  tsr_tensor exp_probs_b, gate_shexp, up_shexp, down_shexp;
 };
 
 // Called with (bytes done, bytes total) while weights are placed on the backend.

@@ -59,7 +59,9 @@ ModelRunner::ModelRunner(const LlamaModel& model, Backend& backend, const ModelR
 
 KvCacheShape ModelRunner::cache_shape(const LlamaModel& model, int32_t block_size, const KvFormat& format) {
   const LlamaHParams& hp = model.hparams();
-  return KvCacheShape{hp.n_layer, hp.n_head_kv, hp.head_dim, block_size, 0, format};
+  KvCacheShape shape{hp.n_layer, hp.n_head_kv, hp.head_dim, block_size, 0, format};
+  shape.v_in_k = hp.mla();
+  return shape;
 }
 
 KvCacheShape ModelRunner::cache_shape(const LlamaModel& model, const CacheConfig& cache) {

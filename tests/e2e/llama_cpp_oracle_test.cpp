@@ -301,6 +301,29 @@ constexpr const char* kGptOssSmallMxfp4 =
 constexpr const char* kGptOss20bLayout =
     "--dim 128 --layers 2 --heads 64 --kv-heads 8 --head-dim 64 --ffn 128 --experts 32 --experts-used 4 "
     "--sliding-window 8 --rope-scaling yarn --rope-scale 32 --rope-orig-ctx 64 --expert-type mxfp4";
+// deepseek2: latent attention with the q low rank, one dense layer then experts with a
+// shared one, softmax gating (V2); and DeepSeek-V3's per-head layout (128 heads of 192 =
+// 128 + 64 RoPE dims, values of 128, a latent of 512) with its sigmoid gating, selection
+// bias, group-limited routing (4 of 8 groups of 4), renormalized weights scaled by 2.5,
+// and YaRN with its log multiplier, on a narrower embedding and fewer experts (without the
+// groups, 0 of 12 positions agree: the case catches them). Its Q8_0 file keeps the 3-D
+// stacks (experts, attn_k_b, attn_v_b) in F32 and routes without groups: all in Q8_0, the
+// two engines' activation rounding (above) parts their ids at most prompts' first steps
+// through 16384-wide attention outputs and 8-of-32 sigmoid routing (1 of 112 positions
+// within 1e-3, some partings without a near tie), and with groups (two near-tie choices in
+// a row) only 158 of 320 positions are compared, one step moving by 0.30; the small file runs
+// the stacks in Q8_0, and MoeInvariance the whole V3 layout with groups in Q8_0.
+constexpr const char* kDeepseek2Small =
+    "--dim 64 --layers 3 --heads 4 --head-dim 40 --rope-dim 8 --value-dim 16 --q-lora-rank 32 --kv-lora-rank 32 "
+    "--ffn 96 --experts 8 --experts-used 2 --expert-ffn 32 --shared-experts 1 --dense-layers 1";
+constexpr const char* kDeepseekV3Layout =
+    "--dim 256 --layers 2 --heads 128 --head-dim 192 --rope-dim 64 --value-dim 128 --q-lora-rank 64 "
+    "--kv-lora-rank 512 --ffn 256 --experts 32 --experts-used 8 --expert-ffn 64 --shared-experts 1 --dense-layers 1 "
+    "--gating sigmoid --expert-groups 8 --expert-groups-used 4 --rope-scaling yarn --rope-scale 40 --rope-orig-ctx 64";
+constexpr const char* kDeepseekV3LayoutQ8 =
+    "--dim 256 --layers 2 --heads 128 --head-dim 192 --rope-dim 64 --value-dim 128 --q-lora-rank 64 "
+    "--kv-lora-rank 512 --ffn 256 --experts 32 --experts-used 8 --expert-ffn 64 --shared-experts 1 --dense-layers 1 "
+    "--gating sigmoid --rope-scaling yarn --rope-scale 40 --rope-orig-ctx 64 --expert-type f32";
 // K-quants and IQ4_XS need rows of whole super-blocks of 256: `tessera quantize` converts
 // the F32 synth file (each type alone, as `llama-quantize --pure`, and llama.cpp's mixes).
 // Of two layers the mixes give the second more bits (the last eighth) and not the first.
@@ -347,6 +370,10 @@ INSTANTIATE_TEST_SUITE_P(
                       OracleCase{"gpt_oss_small_f32", "gpt-oss", "tokenizer-gptoss", kGptOssSmall, "f32"},
                       OracleCase{"gpt_oss_small_mxfp4_moe", "gpt-oss", "tokenizer-gptoss", kGptOssSmallMxfp4, "q8_0"},
                       OracleCase{"gpt_oss_20b_layout_mxfp4", "gpt-oss", "tokenizer-gptoss", kGptOss20bLayout, "f32"},
+                      OracleCase{"deepseek2_small_f32", "deepseek2", "tokenizer-qwen3", kDeepseek2Small, "f32"},
+                      OracleCase{"deepseek2_small_q8_0", "deepseek2", "tokenizer-qwen3", kDeepseek2Small, "q8_0"},
+                      OracleCase{"deepseek_v3_layout_f32", "deepseek2", "tokenizer-qwen3", kDeepseekV3Layout, "f32"},
+                      OracleCase{"deepseek_v3_layout_q8_0", "deepseek2", "tokenizer-qwen3", kDeepseekV3LayoutQ8, "q8_0"},
                       OracleCase{"kquant_llama_q4_k_m", "llama", "tokenizer-llama3_1", kLlamaK, "f32", 0, 0, "q4_k_m"},
                       OracleCase{"kquant_llama_q5_k_m", "llama", "tokenizer-llama3_1", kLlamaK, "f32", 0, 0, "q5_k_m"},
                       OracleCase{"kquant_llama_q6_k", "llama", "tokenizer-llama3_1", kLlamaK, "f32", 0, 0, "q6_k"},
@@ -363,7 +390,8 @@ INSTANTIATE_TEST_SUITE_P(
 
 // MoE routing is per token: the oracle prompts' greedy ids on a Qwen3-30B-A3B-layout file
 // (Q8_0, 128 experts, 8 per token) and on a gpt-oss file (MXFP4 experts over Q8_0, with
-// sliding-window layers and expert biases) are the same alone and all at once with graphs
+// sliding-window layers and expert biases) and on a DeepSeek-V3-layout file (latent
+// attention, sigmoid routing with a selection bias, shared experts) are the same alone and all at once with graphs
 // on and prefill in chunks of 7 (experts then see other tokens' rows beside a token's own,
 // windows cross chunk borders, and the decode steps replay recorded graphs). Needs no
 // llama.cpp: Tessera against itself.
@@ -419,7 +447,8 @@ TEST_P(MoeInvariance, BatchedChunkedAndGraphsMatchAlone) {
 INSTANTIATE_TEST_SUITE_P(
     Experts, MoeInvariance,
     ::testing::Values(InvarianceCase{"qwen3moe_30b_a3b_layout_q8_0", "qwen3moe", kQwen3Moe30bLayout},
-                      InvarianceCase{"gpt_oss_small_mxfp4_moe", "gpt-oss", kGptOssSmallMxfp4}),
+                      InvarianceCase{"gpt_oss_small_mxfp4_moe", "gpt-oss", kGptOssSmallMxfp4},
+                      InvarianceCase{"deepseek_v3_layout_q8_0", "deepseek2", kDeepseekV3Layout}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

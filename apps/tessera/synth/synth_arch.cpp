@@ -26,6 +26,7 @@ struct ArchDefaults {
   bool gemma;  // post-norms, a sqrt(dim) embedding scale, sliding-window layers
   bool phi3;   // fused attn_qkv and gate-up ffn_up; LongRoPE
   bool gpt_oss;  // sinks, output and expert biases, alternating sliding window, experts only
+  bool deepseek2 = false;  // latent attention, dense leading layers, shared experts
 };
 
 constexpr ArchDefaults kArchs[] = {
@@ -36,7 +37,9 @@ constexpr ArchDefaults kArchs[] = {
     {"gemma3", 1000000.0f, 1e-6f, false, true, true, false, false},
     {"phi3", 10000.0f, 1e-5f, false, false, false, true, false},
     {"gpt-oss", 150000.0f, 1e-5f, true, false, false, false, true},
+    {"deepseek2", 10000.0f, 1e-6f, false, false, false, false, false, true},
 };
+constexpr float kDeepseekV3Scale = 2.5f;  // DeepSeek-V3's routed_scaling_factor
 constexpr int32_t kGemmaWindow = 512;   // Gemma 3 1B's; 4B-27B use 1024
 constexpr int32_t kGptOssWindow = 128;  // gpt-oss 20B's and 120B's
 // gpt-oss's experts' gate and up outputs spread this much wider than other projections',
@@ -88,13 +91,21 @@ void add_biased_experts(std::vector<TensorPlan>& plan, const std::string& p, con
 
 // A layer's feed-forward: SwiGLU's three matrices (Phi-3: gate and up in one), or the
 // router and the experts' stacks.
-void add_ffn(std::vector<TensorPlan>& plan, const std::string& p, const SynthShape& s, const ArchDefaults& a) {
+void add_ffn(std::vector<TensorPlan>& plan, const std::string& p, const SynthShape& s, const ArchDefaults& a,
+             int32_t layer) {
   if (a.gpt_oss) return add_biased_experts(plan, p, s);
-  if (s.experts > 0) {
+  if (s.experts > 0 && layer >= s.dense_layers) {
     plan.push_back(matrix(p + "ffn_gate_inp.weight", s.dim, s.experts));
+    if (s.gating == "sigmoid") plan.push_back({p + "exp_probs_b.bias", {s.experts}, kBiasStd});
     plan.push_back(experts(p + "ffn_gate_exps.weight", s.dim, s.expert_ffn, s.experts));
     plan.push_back(experts(p + "ffn_down_exps.weight", s.expert_ffn, s.dim, s.experts));
     plan.push_back(experts(p + "ffn_up_exps.weight", s.dim, s.expert_ffn, s.experts));
+    if (s.shared_experts > 0) {
+      const int64_t shared = int64_t{s.shared_experts} * s.expert_ffn;
+      plan.push_back(matrix(p + "ffn_gate_shexp.weight", s.dim, shared));
+      plan.push_back(matrix(p + "ffn_up_shexp.weight", s.dim, shared));
+      plan.push_back(matrix(p + "ffn_down_shexp.weight", shared, s.dim));
+    }
     return;
   }
   const bool fused_gate_up = a.phi3;
@@ -107,10 +118,10 @@ void add_ffn(std::vector<TensorPlan>& plan, const std::string& p, const SynthSha
   plan.push_back(matrix(p + "ffn_down.weight", s.ffn, s.dim));
 }
 
-// Experts: qwen3moe and gpt-oss always have them (8 by default), llama may (Mixtral), the
-// others not here.
+// Experts: qwen3moe, gpt-oss and deepseek2 always have them (8 by default), llama may
+// (Mixtral), the others not here.
 void resolve_experts(SynthShape& s) {
-  const bool always = s.arch == "qwen3moe" || s.arch == "gpt-oss";
+  const bool always = s.arch == "qwen3moe" || s.arch == "gpt-oss" || s.arch == "deepseek2";
   if (always && s.experts == 0) s.experts = 8;
   if (s.experts == 0) {
     if (s.experts_used != 0 || s.expert_ffn != 0) throw Error("synth: --experts-used and --expert-ffn need --experts");
@@ -122,6 +133,55 @@ void resolve_experts(SynthShape& s) {
   if (s.expert_ffn == 0) s.expert_ffn = s.ffn;
   // llama.cpp's llama reads no expert width: its experts are feed_forward_length wide.
   if (s.arch == "llama" && s.expert_ffn != s.ffn) throw Error("synth: llama's experts are --ffn wide (no --expert-ffn)");
+}
+
+// deepseek2's latent attention, as llama.cpp's converter writes it (attn_kv_b split per
+// head into attn_k_b and attn_v_b) and its dense leading layers, shared experts and gating.
+void resolve_deepseek2(SynthShape& s) {
+  const bool deepseek2 = s.arch == "deepseek2";
+  if (!deepseek2) {
+    if (s.q_lora + s.kv_lora + s.rope_dim + s.value_dim + s.shared_experts + s.dense_layers + s.expert_groups +
+                s.expert_groups_used != 0 ||
+        s.gating != "softmax") {
+      throw Error("synth: --q-lora-rank, --kv-lora-rank, --rope-dim, --value-dim, --shared-experts, --dense-layers, "
+                  "--expert-groups, --expert-groups-used and --gating are deepseek2's");
+    }
+    return;
+  }
+  // llama.cpp reads attn_q (no q_lora) only for DeepSeek-V2-Lite's 27 layers (and 26).
+  if (s.q_lora <= 0 && s.layers != 27 && s.layers != 26) throw Error("synth: deepseek2 needs --q-lora-rank");
+  if (s.kv_lora <= 0 || s.rope_dim <= 0 || s.rope_dim % 2 != 0) {
+    throw Error("synth: deepseek2 needs --kv-lora-rank and an even --rope-dim");
+  }
+  if (s.head_dim <= s.rope_dim) throw Error("synth: deepseek2's --head-dim (no-RoPE part + --rope-dim) must exceed --rope-dim");
+  if (s.value_dim == 0) s.value_dim = s.head_dim - s.rope_dim;
+  if (s.dense_layers > s.layers) throw Error("synth: --dense-layers exceeds --layers");
+  if (s.gating != "softmax" && s.gating != "sigmoid") throw Error("synth: --gating must be softmax or sigmoid");
+  if ((s.expert_groups > 0) != (s.expert_groups_used > 0) ||
+      (s.expert_groups > 0 && (s.expert_groups < 2 || s.experts % s.expert_groups != 0 ||
+                               s.expert_groups_used >= s.expert_groups ||
+                               s.expert_groups_used * (s.experts / s.expert_groups) < s.experts_used))) {
+    throw Error("synth: --expert-groups (dividing --experts) and --expert-groups-used (fewer, holding --experts-used "
+                "experts) go together");
+  }
+  s.kv_heads = s.heads;  // unused: the file has one kv head, the latent
+}
+
+// deepseek2's attention tensors of a layer.
+void add_mla(std::vector<TensorPlan>& plan, const std::string& p, const SynthShape& s) {
+  const int64_t q_dim = int64_t{s.heads} * s.head_dim, nope = s.head_dim - s.rope_dim;
+  if (s.q_lora > 0) {
+    plan.push_back(matrix(p + "attn_q_a.weight", s.dim, s.q_lora));
+    plan.push_back(norm(p + "attn_q_a_norm.weight", s.q_lora));
+    plan.push_back(matrix(p + "attn_q_b.weight", s.q_lora, q_dim));
+  } else {
+    plan.push_back(matrix(p + "attn_q.weight", s.dim, q_dim));
+  }
+  plan.push_back(matrix(p + "attn_kv_a_mqa.weight", s.dim, int64_t{s.kv_lora} + s.rope_dim));
+  plan.push_back(norm(p + "attn_kv_a_norm.weight", s.kv_lora));
+  plan.push_back(experts(p + "attn_k_b.weight", nope, s.kv_lora, s.heads));
+  plan.push_back(experts(p + "attn_v_b.weight", s.kv_lora, s.value_dim, s.heads));
+  plan.push_back(matrix(p + "attn_output.weight", int64_t{s.heads} * s.value_dim, s.dim));
 }
 
 // LongRoPE's factors, rising over the pairs as Phi-3's do: the short ones to 1.5, the
@@ -182,6 +242,7 @@ SynthShape synth_resolve(SynthShape s) {
     throw Error("synth: --pooling must be none, mean, cls or last, not '" + s.pooling + "'");
   }
   resolve_experts(s);
+  resolve_deepseek2(s);
   if (s.outlier_dims < 0 || s.outlier_dims > s.dim || (s.outlier_dims > 0) != (s.outlier_gain > 0)) {
     throw Error("synth: --outlier-dims (at most --dim) and --outlier-gain go together");
   }
@@ -205,6 +266,12 @@ std::vector<TensorPlan> synth_tensor_plan(const SynthShape& s) {
   for (int32_t i = 0; i < s.layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     plan.push_back(input_norm(p + "attn_norm.weight", s));
+    if (a.deepseek2) {
+      add_mla(plan, p, s);
+      plan.push_back(input_norm(p + "ffn_norm.weight", s));
+      add_ffn(plan, p, s, a, i);
+      continue;
+    }
     if (a.phi3) {
       plan.push_back(matrix(p + "attn_qkv.weight", s.dim, q_dim + 2 * kv_dim));
     } else {
@@ -230,7 +297,7 @@ std::vector<TensorPlan> synth_tensor_plan(const SynthShape& s) {
       if (a.gemma) plan.push_back({p + "post_attention_norm.weight", {s.dim}, 0.0f, post_norm});
       plan.push_back(input_norm(p + "ffn_norm.weight", s));
     }
-    add_ffn(plan, p, s, a);
+    add_ffn(plan, p, s, a, i);
     if (a.gemma) plan.push_back({p + "post_ffw_norm.weight", {s.dim}, 0.0f, post_norm});
   }
   // Tied, the embedding takes the head's spread (its own scale does not matter, as every
@@ -245,6 +312,35 @@ std::vector<TensorPlan> synth_tensor_plan(const SynthShape& s) {
   return plan;
 }
 
+namespace {
+
+// As llama.cpp's DeepseekV2Model converter writes them: one kv head whose key is the latent
+// and the RoPE key and whose value the latent; the heads' sizes as *_mla; yarn's
+// log multiplier as 0.1 mscale_all_dim (DeepSeek-V3's 1).
+void add_deepseek2_hparams(GgufWriter& w, const SynthShape& s) {
+  const std::string p = s.arch + ".";
+  const auto u32 = [](int32_t v) { return static_cast<uint32_t>(v); };
+  w.add_u32(p + "leading_dense_block_count", u32(s.dense_layers));
+  if (s.q_lora > 0) w.add_u32(p + "attention.q_lora_rank", u32(s.q_lora));
+  w.add_u32(p + "attention.kv_lora_rank", u32(s.kv_lora));
+  w.add_u32(p + "attention.key_length", u32(s.kv_lora + s.rope_dim));
+  w.add_u32(p + "attention.value_length", u32(s.kv_lora));
+  w.add_u32(p + "attention.key_length_mla", u32(s.head_dim));
+  w.add_u32(p + "attention.value_length_mla", u32(s.value_dim));
+  w.add_u32(p + "expert_shared_count", u32(s.shared_experts));
+  const bool v3 = s.gating == "sigmoid";
+  w.add_f32(p + "expert_weights_scale", v3 ? kDeepseekV3Scale : 1.0f);
+  if (v3) w.add_bool(p + "expert_weights_norm", true);
+  w.add_u32(p + "expert_gating_func", v3 ? 2 : 1);
+  if (s.rope_scaling == "yarn") w.add_f32(p + "rope.scaling.yarn_log_multiplier", 0.1f);
+  if (s.expert_groups > 0) {
+    w.add_u32(p + "expert_group_count", u32(s.expert_groups));
+    w.add_u32(p + "expert_group_used_count", u32(s.expert_groups_used));
+  }
+}
+
+}  // namespace
+
 void synth_add_hparams(GgufWriter& w, const SynthShape& s) {
   const ArchDefaults& a = defaults(s.arch);
   const std::string p = s.arch + ".";
@@ -255,12 +351,12 @@ void synth_add_hparams(GgufWriter& w, const SynthShape& s) {
   w.add_u32(p + "block_count", u32(s.layers));
   w.add_u32(p + "feed_forward_length", u32(s.ffn));
   w.add_u32(p + "attention.head_count", u32(s.heads));
-  w.add_u32(p + "attention.head_count_kv", u32(s.kv_heads));
-  if (s.head_dim * s.heads != s.dim || a.qk_norm || a.gpt_oss) {
+  w.add_u32(p + "attention.head_count_kv", u32(a.deepseek2 ? 1 : s.kv_heads));
+  if (!a.deepseek2 && (s.head_dim * s.heads != s.dim || a.qk_norm || a.gpt_oss)) {
     w.add_u32(p + "attention.key_length", u32(s.head_dim));
     w.add_u32(p + "attention.value_length", u32(s.head_dim));
   }
-  w.add_u32(p + "rope.dimension_count", u32(s.head_dim));
+  w.add_u32(p + "rope.dimension_count", u32(a.deepseek2 ? s.rope_dim : s.head_dim));
   w.add_f32(p + "rope.freq_base", s.rope_base);
   if (s.rope_scaling == "linear" || s.rope_scaling == "yarn") {  // as the converter writes them
     w.add_string(p + "rope.scaling.type", s.rope_scaling);
@@ -280,6 +376,7 @@ void synth_add_hparams(GgufWriter& w, const SynthShape& s) {
     w.add_u32(p + "expert_used_count", u32(s.experts_used));
     if (s.arch != "llama") w.add_u32(p + "expert_feed_forward_length", u32(s.expert_ffn));
   }
+  if (a.deepseek2) add_deepseek2_hparams(w, s);
   if (s.pooling != "none") {  // llama_pooling_type's numbers
     w.add_u32(p + "pooling_type", s.pooling == "mean" ? 1 : s.pooling == "cls" ? 2 : 3);
   }

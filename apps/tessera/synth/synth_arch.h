@@ -28,6 +28,16 @@ struct SynthShape {
   // Mixture of experts (qwen3moe; llama: Mixtral's layout): experts of expert_ffn (0: ffn)
   // each, experts_used (0: 2) per token. qwen3moe defaults to 8 experts.
   int32_t experts = 0, experts_used = 0, expert_ffn = 0;
+  // deepseek2 (DeepSeek-V2/V3's multi-head latent attention): queries through a rank of
+  // q_lora, keys and values from a latent of kv_lora plus a RoPE key of rope_dim (the
+  // heads' head_dim holds the no-RoPE part and these rope_dim), heads' values value_dim
+  // wide; the first dense_layers layers dense (ffn wide), the others routed experts plus
+  // shared_experts always-on ones; gating softmax (V2), or sigmoid with a selection bias,
+  // renormalized weights and a routed scale of 2.5 (V3).
+  int32_t q_lora = 0, kv_lora = 0, rope_dim = 0, value_dim = 0, shared_experts = 0, dense_layers = 0;
+  // Group-limited routing (V3: 8 groups, 4 used): expert_groups groups, expert_groups_used chosen.
+  int32_t expert_groups = 0, expert_groups_used = 0;
+  std::string gating = "softmax";
   // {arch}.pooling_type for embeddings: none (no key: the last token), mean, cls or last.
   std::string pooling = "none";
   // Outlier features, as LLM.int8() found them in large models: the attention and FFN
