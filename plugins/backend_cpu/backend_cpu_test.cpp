@@ -1289,8 +1289,10 @@ Batch mixed_batch() { return {{0, 1, 2}, {range(0, 5), range(15, 23), {11}}}; }
 Batch decode_batch() { return {{2, 0, 1}, {{11}, {4}, {22}}}; }
 
 // Block size, head_dim and KV dtype: 16, 64 and 128 fill whole vector registers, 12 and 72
-// end in a partial one, 136 and 160 are wider than the AVX-512 kernels' registers. Every
-// dtype runs through the kernels that read it in registers and in tiles.
+// end in a partial one, 136 is wider than the AVX-512 kernels' registers (the portable
+// kernel takes it), 160 and 576 (deepseek2's latent rows) go to the tile kernel even for
+// tiles of few pairs. Every dtype runs through the kernels that read it in registers and
+// in tiles.
 struct AttentionCase {
   int32_t block_size;
   int64_t head_dim;
@@ -1353,7 +1355,8 @@ INSTANTIATE_TEST_SUITE_P(Cpu, AttentionTest,
                                            AttentionCase{16, 128, TSR_DTYPE_Q8_0}, AttentionCase{16, 64, TSR_DTYPE_Q4_0},
                                            AttentionCase{8, 160, TSR_DTYPE_Q4_0}, AttentionCase{16, 12, TSR_DTYPE_FP8_E4M3},
                                            AttentionCase{4, 64, TSR_DTYPE_FP8_E4M3}, AttentionCase{16, 72, TSR_DTYPE_FP8_E4M3},
-                                           AttentionCase{8, 136, TSR_DTYPE_FP8_E4M3}),
+                                           AttentionCase{8, 136, TSR_DTYPE_FP8_E4M3}, AttentionCase{16, 576},
+                                           AttentionCase{4, 576, TSR_DTYPE_F16}),
                          [](const auto& info) {
                            return "block" + std::to_string(info.param.block_size) + "_dim" +
                                   std::to_string(info.param.head_dim) + "_" + tsr_dtype_name(info.param.dtype);

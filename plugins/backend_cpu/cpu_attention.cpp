@@ -1,7 +1,8 @@
-// Paged causal attention with GQA on the CPU. With AVX-512 (head_dim up to 128) the keys
-// stream in tiles of sixteen through an online softmax, sixteen (query row, head) pairs
-// that share a kv head at a time (below); the portable kernel, for other machines and
-// wider heads, takes one pair at a time in two passes (scores, then the weighted values).
+// Paged causal attention with GQA on the CPU. With AVX-512 (head_dim up to 128, or a
+// multiple of 16 up to 576: deepseek2's latent rows) the keys stream in tiles of sixteen
+// through an online softmax, sixteen (query row, head) pairs that share a kv head at a time
+// (below); the portable kernel, for other machines and other heads, takes one pair at a
+// time in two passes (scores, then the weighted values).
 #include <immintrin.h>
 #include <omp.h>
 
@@ -27,8 +28,11 @@ namespace {
 
 // Multiply-adds below which a call runs on the calling thread alone (see cpu_ops.cpp).
 constexpr int64_t kParallelMin = 1 << 15;
-// Head dims the AVX-512 kernels take: 16 floats per chunk.
+// Head dims the AVX-512 kernels take, in chunks of 16 floats: attend_pair up to 8 chunks,
+// attend_tile up to 36 (576, MLA's latent and RoPE key, whose one kv head all query heads
+// share, so that its tiles are always full).
 constexpr int64_t kMaxChunks = 8;
+constexpr int64_t kMaxTileChunks = 36;
 
 struct AttentionShape {
   int64_t n, heads, kv_heads, head_dim, num_seqs, max_blocks, num_slots;
@@ -138,7 +142,7 @@ void attend_portable(const float* q, float* out, int64_t n_keys, const KeySource
 // where the lanes of attend_tile would sit idle.
 constexpr int kLanes = 16;
 constexpr int kTileKeys = 16;
-constexpr int64_t kMaxHeadDim = 16 * kMaxChunks;
+constexpr int64_t kMaxHeadDim = 16 * kMaxTileChunks;
 constexpr int kMinTileLanes = 5;  // fewer pairs run one by one (attend_pair)
 
 // Up to kLanes pairs of one KeySource: each pair's query, output and number of keys.
@@ -397,7 +401,9 @@ void attention_avx512(const AttentionCall& c) {
       }
     }
   }
-  const AttendPairFn attend_one = pick_pair_kernel(hd);
+  // Heads wider than attend_pair's go to attend_tile however few pairs a tile holds (the
+  // same operations per pair: only the lanes left idle differ).
+  const AttendPairFn attend_one = hd <= 16 * kMaxChunks ? pick_pair_kernel(hd) : nullptr;
 #pragma omp parallel num_threads(c.threads) if (c.threads > 1)
   {
     const auto scratch = std::make_unique_for_overwrite<TileScratch>();
@@ -412,7 +418,7 @@ void attention_avx512(const AttentionCall& c) {
         tile.out[tile.n] = c.out.row<float>(row) + head * hd;
         tile.n_keys[tile.n++] = c.pos[row] + 1;
       }
-      if (tile.n >= kMinTileLanes && hd % 16 == 0) {
+      if ((tile.n >= kMinTileLanes || attend_one == nullptr) && hd % 16 == 0) {
         attend_tile(tile, keys, c.scale, *scratch);
       } else {
         for (int l = 0; l < tile.n; ++l) attend_one(tile.q[l], tile.out[l], tile.n_keys[l], keys, c.scale);
@@ -486,7 +492,8 @@ void op_attention(OpContext& ctx, const tsr_attention_params& p) {
     for (int64_t h = 0; h < s.heads; ++h) require(std::isfinite(call.sinks[h]), "attention: sinks must be finite");
   }
   // The AVX-512 kernels implement plain attention; the optional parts run on the portable one.
-  if (call.plain() && has_avx512() && s.head_dim <= kMaxHeadDim) return attention_avx512(call);
+  const bool avx512_heads = s.head_dim <= 16 * kMaxChunks || (s.head_dim <= kMaxHeadDim && s.head_dim % 16 == 0);
+  if (call.plain() && has_avx512() && avx512_heads) return attention_avx512(call);
   attention_portable(call);
 }
 
