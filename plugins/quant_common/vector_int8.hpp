@@ -6,7 +6,9 @@
 // weight columns (decoded with the row's scale); the rest run as int8 × int8 with one absmax
 // scale per activation row, in int32, through oneDNN's u8 × s8 GEMM (the activations shifted
 // by its zero point 128, which maps to VNNI's unsigned × signed dot products); decode steps
-// of under 4 rows take a dot product per output instead.
+// of under 4 rows take a dot product per output instead, and so does every step on a CPU
+// without AVX-512 VNNI, where oneDNN's GEMM sums pairs of u8 × s8 products in saturating
+// 16 bits (vpmaddubsw: 255 · 127 · 2 > 32767), which a shifted activation reaches.
 #pragma once
 
 #include <omp.h>
@@ -19,6 +21,7 @@
 #include <mutex>
 #include <vector>
 
+#include "tessera/sdk/cpu_isa.hpp"
 #include "tessera/sdk/quant.hpp"
 #include "tessera/sdk/status.hpp"
 
@@ -153,9 +156,10 @@ inline int32_t dot_u8s8(const uint8_t* u, const int8_t* w, int64_t n) {
 // acc = (u - 128) * W^T: the weight rows, past their headers, are W's rows a row stride apart.
 inline void int8_products(const tsr::sdk::QuantMatmul& a, SplitActivations& s, int threads) {
   s.acc.resize(static_cast<size_t>(a.m * a.n));
-  if (a.m < 4) {
+  static const bool gemm_exact = tsr::sdk::cpu_isa_at_least(tsr::sdk::CpuIsa::avx512_vnni);
+  if (a.m < 4 || !gemm_exact) {
 #pragma omp parallel for num_threads(threads) schedule(static) if (a.n * a.k * a.m >= (int64_t(1) << 16))
-    for (int64_t j = 0; j < a.n; ++j) {
+    for (int64_t j = 0; j < a.n; ++j) {  // exact in int32 whatever the ISA
       const auto* w = reinterpret_cast<const int8_t*>(a.w + j * a.w_row_bytes + kHeader);
       for (int64_t i = 0; i < a.m; ++i) s.acc[size_t(i * a.n + j)] = dot_u8s8(&s.u[size_t(i * a.k)], w, a.k);
     }
