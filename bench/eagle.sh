@@ -5,15 +5,18 @@
 #      128 tokens each at B = 1, greedy and at temperature 0.8 (seeded), every step
 #      drafting k = K tokens (adaptive off): mean tokens per verifying target pass
 #      ((accepted + verifications) / verifications, from /metrics), and the acceptance rate;
+#      for chains and for each tree budget of TREE (default "0 12": chains, then trees of
+#      12 tokens, [speculative] tree_budget);
 #   2. wall-clock: B clients (1, 4, 16) sending the reference prompts, 64 greedy tokens
 #      each, with no speculation and with the head (the speculation gate on, as served),
-#      tokens/s and the ratio to no speculation in the same run.
-#   HEAD=head.gguf K=4 B="1 16" bench/eagle.sh
+#      chains and trees, tokens/s and the ratio to no speculation in the same run.
+#   HEAD=head.gguf K=4 B="1 16" TREE="0 12" bench/eagle.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHARED=${SHARED:-../shared}
 B=${B:-1 4 16}
 K=${K:-4}
+TREE=${TREE:-0 12}
 model="$SHARED/models/stories260K.gguf"
 [ -x build/bin/tessera ] || { cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build; }
 work=$(mktemp -d)
@@ -28,11 +31,14 @@ fi
 port=${PORT:-18491}
 metric() { curl -sf "localhost:$port/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 
-# serve METHOD EXTRA: a server on $port with [speculative] method = METHOD.
+# serve METHOD EXTRA: a server on $port with [speculative] method = METHOD (eagle-N: eagle
+# with tree_budget = N).
 serve() {
+  local method=${1%%-*} tree=0
+  [ "$method" != "$1" ] && tree=${1#*-}
   {
-    printf '[speculative]\nmethod = "%s"\nnum_draft_tokens = %d\n' "$1" "$K"
-    [ "$1" = eagle ] && printf 'draft_model = "%s"\n' "$head"
+    printf '[speculative]\nmethod = "%s"\nnum_draft_tokens = %d\ntree_budget = %d\n' "$method" "$K" "$tree"
+    [ "$method" = eagle ] && printf 'draft_model = "%s"\n' "$head"
     printf '%s\n' "$2"
   } > "$work/$1.toml"
   build/bin/tessera serve -m "$model" -t 2 --config "$work/$1.toml" --port "$port" >/dev/null 2>"$work/$1.log" &
@@ -49,8 +55,9 @@ bodies() {
     bench/data/eagle_prompts.txt
 }
 
-printf '%-6s %6s %10s %9s %s\n' temp prompts drafted accepted "tokens per verifying pass"
-serve eagle "adaptive = false"
+printf '%-5s %-6s %6s %10s %9s %s\n' tree temp prompts drafted accepted "tokens per verifying pass"
+for tree in $TREE; do
+serve "eagle-$tree" "adaptive = false"
 for t in 0 0.8; do
   bodies "$t" > "$work/acc.jsonl"
   d0=$(metric tessera_spec_draft_tokens_total); a0=$(metric tessera_spec_accepted_tokens_total)
@@ -60,10 +67,11 @@ for t in 0 0.8; do
   done < "$work/acc.jsonl"
   d=$(( $(metric tessera_spec_draft_tokens_total) - d0 )); a=$(( $(metric tessera_spec_accepted_tokens_total) - a0 ))
   v=$(( $(metric tessera_spec_verifications_total) - v0 ))
-  printf '%-6s %6d %10d %8.0f%% %.2f\n' "$t" "$(wc -l < "$work/acc.jsonl")" "$d" \
+  printf '%-5s %-6s %6d %10d %8.0f%% %.2f\n' "$tree" "$t" "$(wc -l < "$work/acc.jsonl")" "$d" \
     "$(awk -v a="$a" -v d="$d" 'BEGIN { print 100 * a / d }')" "$(awk -v a="$a" -v v="$v" 'BEGIN { print (a + v) / v }')"
 done
 stop
+done
 
 jq -c '{prompt, max_tokens: 64, temperature: 0, ignore_eos: true}' \
   "$SHARED/models/reference/stories260K.ref.jsonl" > "$work/speed.jsonl"
@@ -76,8 +84,8 @@ client() {
   echo "$tokens"
 }
 declare -A base
-printf '\n%-6s %3s %8s %11s %7s\n' method B tokens tokens/s ratio
-for method in none eagle; do
+printf '\n%-9s %3s %8s %11s %7s\n' method B tokens tokens/s ratio
+for method in none $(for t in $TREE; do echo "eagle-$t"; done); do
   serve "$method" ""
   for b in $B; do
     for i in $(seq "$b"); do client > /dev/null & done  # unmeasured: the gate samples first
@@ -90,7 +98,7 @@ for method in none eagle; do
     rm -f "$work"/client.*
     tps=$(awk -v n="$tokens" -v a="$start" -v e="$end" 'BEGIN { print n / (e - a) }')
     [ "$method" = none ] && base[$b]=$tps
-    printf '%-6s %3d %8d %11.1f %6.2fx\n' "$method" "$b" "$tokens" "$tps" \
+    printf '%-9s %3d %8d %11.1f %6.2fx\n' "$method" "$b" "$tokens" "$tps" \
       "$(awk -v t="$tps" -v r="${base[$b]}" 'BEGIN { print t / r }')"
   done
   stop

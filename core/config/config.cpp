@@ -329,6 +329,8 @@ constexpr KeySpec kKeys[] = {
      [](const Field& f, Config& c) { c.speculative.method = f.plugin_name(); }},
     {"speculative", "num_draft_tokens",
      [](const Field& f, Config& c) { c.speculative.num_draft_tokens = f.int_in<int32_t>(1, 32); }},
+    {"speculative", "tree_budget",
+     [](const Field& f, Config& c) { c.speculative.tree_budget = f.int_in<int32_t>(0, 64); }},
     {"speculative", "adaptive",
      [](const Field& f, Config& c) { c.speculative.adaptive = f.boolean(); }},
     {"speculative", "ngram_min",

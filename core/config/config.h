@@ -80,6 +80,9 @@ struct SamplingConfig {                   // request defaults
 struct SpeculativeConfig {
   std::string method = "none";            // none, or a draft plugin's name (draft_model: "model")
   int32_t num_draft_tokens = 4;
+  // Draft tokens of a tree (paths of num_draft_tokens at most), for drafts that propose
+  // trees (eagle); 0 or at most num_draft_tokens: chains.
+  int32_t tree_budget = 0;
   bool adaptive = true;
   int32_t ngram_min = 1;
   int32_t ngram_max = 4;

@@ -73,6 +73,7 @@ max_tokens = 16
 [speculative]
 method = "ngram"
 num_draft_tokens = 32
+tree_budget = 48
 adaptive = false
 ngram_min = 3
 ngram_max = 3
@@ -219,6 +220,7 @@ TEST(Config, Defaults) {
   EXPECT_FALSE(c.sampling.max_tokens.has_value());
   EXPECT_EQ(c.speculative.method, "none");
   EXPECT_EQ(c.speculative.num_draft_tokens, 4);
+  EXPECT_EQ(c.speculative.tree_budget, 0);
   EXPECT_TRUE(c.speculative.adaptive);
   EXPECT_EQ(c.speculative.ngram_min, 1);
   EXPECT_EQ(c.speculative.ngram_max, 4);
@@ -278,6 +280,7 @@ TEST(Config, EveryKeyParsed) {
   EXPECT_EQ(c.sampling.max_tokens, std::optional<int32_t>(16));
   EXPECT_EQ(c.speculative.method, "ngram");
   EXPECT_EQ(c.speculative.num_draft_tokens, 32);
+  EXPECT_EQ(c.speculative.tree_budget, 48);
   EXPECT_FALSE(c.speculative.adaptive);
   EXPECT_EQ(c.speculative.ngram_min, 3);
   EXPECT_EQ(c.speculative.ngram_max, 3);

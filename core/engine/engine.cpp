@@ -78,6 +78,18 @@ std::unique_ptr<GrammarCache> load_constraint_plugins(const Config& c, const Tok
   return std::make_unique<GrammarCache>(std::move(plugins), limits);
 }
 
+// The most tokens of a draft tree: [speculative] tree_budget where the backend runs tree
+// attention and no streaming window moves the cache under the tree; else 0 (chains).
+int32_t draft_tree_budget(const SpeculativeConfig& spec, const Backend& backend, bool streaming) {
+  if (spec.tree_budget <= spec.num_draft_tokens) return 0;
+  const char* why = streaming                        ? "a streaming window ([cache] eviction) moves the cache"
+                    : !backend.has_tree_attention() ? "the backend has no tree attention"
+                                                    : nullptr;
+  if (why == nullptr) return spec.tree_budget;
+  spdlog::warn("[speculative] tree_budget = {} ignored, drafts are chains: {}", spec.tree_budget, why);
+  return 0;
+}
+
 // [speculative] method -> draft plugin name ("draft_model" loads the plugin "model").
 std::string draft_plugin_name(const std::string& method) {
   return method == "draft_model" ? "model" : method;
@@ -154,6 +166,7 @@ struct Engine::Impl {
   std::unique_ptr<DraftClient> draft;     // NULL without speculative decoding
   std::unique_ptr<SpeculationPolicy> spec_policy;
   std::unique_ptr<SpeculationGate> spec_gate;  // with adaptive drafting: whether a step drafts at all
+  int32_t tree_budget = 0;  // the most tokens of a draft tree (0: chains)
   // The drafting that feeds the next step: the batch size it was decided for and the time
   // the proposals took, charged to that step.
   struct DraftCycle {
@@ -215,6 +228,8 @@ struct Engine::Impl {
   void check(const RequestParams& params) const;
   void propose_drafts();
   void deliver_hidden(Live& l, int64_t first_row, int32_t start);
+  void deliver_path_hidden(Live& l, int64_t first_draft_row, int32_t first_position);
+  void deliver_rows(Live& l, int64_t first_row, int32_t n, int32_t position);
   void deliver(std::vector<Request*>& touched);
   void publish_stats();
   ForwardOptions forward_options(const Backend& backend, const KvCacheShape& shape, int32_t context) const;
@@ -294,6 +309,7 @@ void Engine::Impl::load() {
     if (!draft->hidden_layers().empty()) runner->set_capture_layers(draft->hidden_layers());
     spec_policy = std::make_unique<SpeculationPolicy>(config.speculative, config.scheduler);
     if (config.speculative.adaptive) spec_gate = std::make_unique<SpeculationGate>(!draft->runs_model());
+    tree_budget = draft_tree_budget(config.speculative, *backend, ro.streaming.enabled());
     spdlog::info("speculative decoding: {} drafts, k = {}{}", config.speculative.method,
                  config.speculative.num_draft_tokens, config.speculative.adaptive ? " (adaptive)" : "");
   }
@@ -496,6 +512,7 @@ bool Engine::Impl::execute(const SchedulerOutput& out, std::vector<Request*>& to
       continue;
     }
     const auto k = static_cast<int32_t>(r.drafts().size());
+    const int32_t depth = r.draft_depth();
     const std::span<const float> rows = logits_rows(logits, n_vocab, row, size_t(k) + 1);
     row += size_t(k) + 1;
     int32_t n_accepted = 0;
@@ -516,10 +533,11 @@ bool Engine::Impl::execute(const SchedulerOutput& out, std::vector<Request*>& to
     verifications += k > 0;
     Live& l = live.at(r.id());
     deliver_hidden(l, first_row, start);
+    deliver_path_hidden(l, first_row + before - start, before);
     if (l.draft && k > 0) {
       try {
         l.draft->on_verified(n_accepted, r.tokens().back());
-        spec_policy->observe(l.spec, k, n_accepted);
+        spec_policy->observe(l.spec, depth, n_accepted);
       } catch (const std::exception& e) {
         drop_draft(l, e);
       }
@@ -533,7 +551,21 @@ bool Engine::Impl::execute(const SchedulerOutput& out, std::vector<Request*>& to
 // request's history (from `start`; its rows from `first_row` of the step): a prompt chunk's
 // every row, a verification's last token and accepted drafts.
 void Engine::Impl::deliver_hidden(Live& l, int64_t first_row, int32_t start) {
-  const int32_t n = l.request->num_computed() - start;
+  deliver_rows(l, first_row, l.request->num_computed() - start, start);
+}
+
+// The states of the accepted drafts of a tree that lie off its first chain (the drafts'
+// rows start at `first_draft_row`, the first draft's position is `first_position`): each
+// is the state of its position, which the next step computes again for the KV.
+void Engine::Impl::deliver_path_hidden(Live& l, int64_t first_draft_row, int32_t first_position) {
+  const std::span<const int32_t> path = l.request->accepted_path();
+  for (size_t m = 0; m < path.size(); ++m) {
+    if (path[m] != int32_t(m)) deliver_rows(l, first_draft_row + path[m], 1, first_position + int32_t(m));
+  }
+}
+
+// Rows [first_row, first_row + n) of the step's captured states, as positions from `position`.
+void Engine::Impl::deliver_rows(Live& l, int64_t first_row, int32_t n, int32_t position) {
   if (!l.draft || draft->hidden_layers().empty() || n <= 0) return;
   const tsr_tensor& all = runner->forward().captured();
   const int64_t n_embd = all.shape[2];
@@ -541,7 +573,7 @@ void Engine::Impl::deliver_hidden(Live& l, int64_t first_row, int32_t start) {
   rows.shape[1] = n;
   rows.data = static_cast<uint8_t*>(all.data) + first_row * n_embd * int64_t(sizeof(float));
   try {
-    l.draft->on_hidden(rows, start);
+    l.draft->on_hidden(rows, position);
   } catch (const std::exception& e) {
     drop_draft(l, e);
   }
@@ -562,17 +594,16 @@ void Engine::Impl::propose_drafts() {
   std::vector<DraftClient::BatchItem> items;
   for (auto& [id, l] : live) {
     Request& r = *l.request;
-    if (!l.draft || r.finished() || r.state() != RequestState::RUNNING ||
-        r.num_computed() != r.num_tokens() - 1) {
-      continue;
-    }
+    if (!l.draft || r.finished() || r.state() != RequestState::RUNNING || !r.caught_up()) continue;
     const int32_t room = std::min(r.params().max_tokens - r.num_output_tokens(), n_ctx - r.num_tokens()) - 1;
     const int32_t k = std::min(spec_policy->num_drafts(l.spec, running), room);
     if (k <= 0) continue;
+    // A tree's nodes take slots past the accepted path: the context bounds them too.
+    const int32_t tree = r.constrained() ? 0 : std::min(tree_budget, n_ctx - r.num_tokens() - 1);
     asked.push_back(&l);
-    items.push_back({l.draft.get(), r.tokens(), k});
+    items.push_back({l.draft.get(), r.tokens(), k, tree});
   }
-  std::vector<std::vector<int32_t>> proposals;
+  std::vector<DraftClient::Proposal> proposals;
   if (items.size() > 1 && draft->batches()) {
     try {
       proposals = draft->propose_batch(items);
@@ -583,7 +614,9 @@ void Engine::Impl::propose_drafts() {
   for (size_t i = 0; i < asked.size(); ++i) {
     Live& l = *asked[i];
     try {
-      l.request->set_drafts(proposals.empty() ? l.draft->propose(items[i].history, items[i].k) : std::move(proposals[i]));
+      DraftClient::Proposal p = proposals.empty() ? l.draft->propose(items[i].history, items[i].k, items[i].tree)
+                                                  : std::move(proposals[i]);
+      l.request->set_drafts(std::move(p.tokens), std::move(p.parents));
       l.request->trim_drafts_to_constraint();
     } catch (const std::exception& e) {
       drop_draft(l, e);

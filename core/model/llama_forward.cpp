@@ -42,7 +42,7 @@ struct LlamaForward::Scratch {
   // head_dim_qk], their RoPE parts [n, n_head, n_rot], and the heads' outputs [n, n_head *
   // head_dim_v] (q, k and attn then hold the latent query, key row and output).
   tsr_tensor q_lora, q_full, q_pe, attn_v;
-  tsr_tensor tokens, positions, cache_positions, slots, qsl, seq_lens, tables, logit_rows, hidden_rows;
+  tsr_tensor tokens, positions, cache_positions, slots, qsl, seq_lens, tables, logit_rows, hidden_rows, parents;
   std::vector<int32_t> host_meta;  // the metadata packed for its one write, reused
 };
 
@@ -167,7 +167,7 @@ size_t metadata_ints(size_t tokens, size_t seqs, size_t table_entries, size_t ou
 
 size_t metadata_ints(const StepBatch& b) {
   return metadata_ints(b.tokens.size(), b.seq_lens.size(), b.block_tables.size(),
-                       b.logit_rows.size() + b.hidden_rows.size());
+                       b.logit_rows.size() + b.hidden_rows.size() + b.parents.size());
 }
 
 }  // namespace
@@ -192,6 +192,8 @@ void LlamaForward::upload_metadata(Scratch& s, const StepBatch& b) {
   s.tables = put(b.block_tables, {seqs, b.max_blocks});
   s.logit_rows = put(b.logit_rows, {int64_t(b.logit_rows.size())});
   s.hidden_rows = put(b.hidden_rows, {int64_t(b.hidden_rows.size())});
+  s.parents = put(b.parents, {int64_t(b.parents.size())});
+  if (b.parents.empty()) s.parents.data = nullptr;  // causal
   backend_.write(*s.meta, 0, s.host_meta.data(), s.host_meta.size() * sizeof(int32_t));
 }
 
@@ -203,7 +205,7 @@ void LlamaForward::check(const StepBatch& b, bool hidden) const {
       b.max_blocks <= 0 ||
       b.positions.size() != size_t(n) || b.cache_positions.size() != size_t(n) || b.slot_mapping.size() != size_t(n) ||
       b.query_start_loc.size() != size_t(b.num_seqs() + 1) ||
-      b.block_tables.size() != size_t(b.num_seqs()) * b.max_blocks) {
+      b.block_tables.size() != size_t(b.num_seqs()) * b.max_blocks || (!b.parents.empty() && b.parents.size() != size_t(n))) {
     throw Error("malformed step batch", TSR_STATUS_INTERNAL);
   }
 }
@@ -215,7 +217,7 @@ bool LlamaForward::run(const StepBatch& b, std::vector<float>& logits, std::vect
   const int32_t n = b.num_tokens();
   const int32_t n_out = static_cast<int32_t>(b.logit_rows.size());
   const int32_t n_hidden = static_cast<int32_t>(b.hidden_rows.size());
-  if (graphs_ && n_hidden == 0 && capture_layers_.empty() && run_graph(b, logits)) return true;
+  if (graphs_ && n_hidden == 0 && capture_layers_.empty() && b.parents.empty() && run_graph(b, logits)) return true;
   ensure_scratch(*eager_, n, n_out, n_hidden, metadata_ints(b));
   if (!capture_layers_.empty() && n > capture_rows_) {
     capture_ = backend_.alloc(uint64_t(capture_layers_.size()) * n * model_.hparams().n_embd * sizeof(float));
@@ -597,7 +599,7 @@ void LlamaForward::attention(const tsr_tensor& out, const tsr_tensor& q, Scratch
   backend_.attention({sizeof(tsr_attention_params), &out, &q, &cache_.k(l), &cache_.v(l),
                       &s.tables, &s.seq_lens, &s.qsl, &s.cache_positions, cache_.shape().block_size,
                       hp.attn_scale, hp.layer_is_swa(l) ? hp.n_swa : 0, 0.0f,
-                      hp.attn_sinks ? &model_.layer(l).sinks : nullptr});
+                      hp.attn_sinks ? &model_.layer(l).sinks : nullptr, s.parents.data ? &s.parents : nullptr});
 }
 
 // Attention over a Hadamard-rotated cache (core/kv/kv_dtype.h): q, k and v rotated head by

@@ -16,6 +16,10 @@ struct StepBatch {
   // [n] what attention calls positions: the cache index up to which a row sees keys; equal
   // to `positions` unless a streaming window evicts (core/kv/streaming_window.h).
   std::vector<int32_t> cache_positions;
+  // [n] or empty (every sequence causal): the row each row follows, -1 for a sequence's
+  // first; a tree of drafts' rows follow their parents (tree attention, backend.h), and
+  // `positions` then are their depths' while cache_positions are their slots'.
+  std::vector<int32_t> parents;
   std::vector<int32_t> slot_mapping;     // [n] KV slot each token writes
   std::vector<int32_t> query_start_loc;  // [num_seqs + 1]
   std::vector<int32_t> seq_lens;         // [num_seqs] tokens in cache after this step

@@ -178,6 +178,17 @@ bool Backend::has_rope_freq_factors() const {
   return supports(TSR_OP_ROPE, {&f32, 1}, &probe);
 }
 
+bool Backend::has_tree_attention() const {
+  const tsr_plugin_desc& d = plugin_->desc();
+  if (d.abi_major != 2 || d.abi_minor < 8) return false;
+  const tsr_tensor parents{};  // only its presence is asked about
+  tsr_attention_params probe{};
+  probe.struct_size = sizeof(probe);
+  probe.parents = &parents;
+  const tsr_dtype f32 = TSR_DTYPE_F32;
+  return supports(TSR_OP_ATTENTION, {&f32, 1}, &probe);
+}
+
 bool Backend::has_graphs() const { return iface_->graph_begin != nullptr; }
 
 void Backend::graph_begin() {

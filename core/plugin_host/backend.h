@@ -71,6 +71,9 @@ class Backend {
   // Whether rope runs with tsr_rope_params.freq_factors (a plugin built for ABI 1.3 or
   // older, behind the host's adapter, does not).
   bool has_rope_freq_factors() const;
+  // Whether attention runs with tsr_attention_params.parents (tree attention, ABI 2.8): a
+  // plugin built for 2.7 or older cannot say, since its reading of the params ends before.
+  bool has_tree_attention() const;
 
   std::unique_ptr<BackendBuffer> alloc(uint64_t size);
   // Wraps host memory without copying where the backend can (touching every page once, so

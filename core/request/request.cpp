@@ -73,7 +73,7 @@ void Request::on_scheduled(Clock::time_point now, int32_t cached_tokens) {
 
 void Request::on_preempted() {
   state_ = RequestState::PREEMPTED;
-  num_computed_ = 0;
+  num_computed_ = recompute_ = 0;
   if (pool_) pool_->reset();
   ++preemptions_;
 }
@@ -108,13 +108,42 @@ Distribution Request::distribution(std::span<const float> logits) const {
   return chain_.apply(logits, all.first(num_prompt_), all.subspan(num_prompt_));
 }
 
+void Request::set_drafts(std::vector<int32_t> drafts, std::vector<int32_t> parents) {
+  drafts_ = std::move(drafts);
+  draft_parents_ = std::move(parents);
+}
+
+void Request::truncate_drafts(size_t n) {
+  drafts_.resize(std::min(n, drafts_.size()));
+  if (draft_parents_.size() > drafts_.size()) draft_parents_.resize(drafts_.size());
+}
+
+int32_t Request::draft_depth() const {
+  if (draft_parents_.empty()) return static_cast<int32_t>(drafts_.size());
+  std::vector<int32_t> depth(draft_parents_.size());
+  int32_t deepest = 0;
+  for (size_t d = 0; d < depth.size(); ++d) {
+    depth[d] = draft_parents_[d] < 0 ? 1 : depth[size_t(draft_parents_[d])] + 1;
+    deepest = std::max(deepest, depth[d]);
+  }
+  return deepest;
+}
+
+int32_t Request::draft_child(int32_t node, int32_t token) const {
+  for (auto d = static_cast<size_t>(node + 1); d < drafts_.size(); ++d) {
+    const int32_t parent = draft_parents_.empty() ? int32_t(d) - 1 : draft_parents_[d];
+    if (parent == node && drafts_[d] == token) return int32_t(d);
+  }
+  return -1;
+}
+
 int32_t Request::append_verified(std::span<const float> logits, int32_t n_vocab, int32_t n_ctx,
                                  Clock::time_point now) {
   const auto k = static_cast<int32_t>(drafts_.size());
   const int32_t before = num_tokens();
-  int32_t accepted = 0;
-  for (int32_t i = 0; i <= k && !finished(); ++i) {
-    std::span<const float> row = logits_rows(logits, n_vocab, size_t(i), 1);
+  accepted_path_.clear();
+  for (int32_t node = -1; !finished();) {  // node: the draft whose row is read (-1: the last token)
+    std::span<const float> row = logits_rows(logits, n_vocab, size_t(node + 1), 1);
     if (matcher_) {
       row = constrain(row);
       if (row.empty()) {
@@ -127,23 +156,29 @@ int32_t Request::append_verified(std::span<const float> logits, int32_t n_vocab,
     if (params_.on_logits) params_.on_logits(row);
     const Distribution p = distribution(row);
     const double u = position_uniform(seed_, uint64_t(num_output_tokens()));
+    int32_t child = -1;  // a forced token takes the draw's place and rejects the drafts
     int32_t token = 0;
-    bool ok = false;  // a forced token takes the draw's place and rejects the drafts
     if (!forced_.empty()) {
       token = forced_.front();
       forced_.pop_front();
     } else {
-      ok = i < k ? verify_draft_token(p, drafts_[i], u, &token) : (token = sample_from(p, u), false);
+      token = sample_from(p, u);  // the draw without drafts: a draft is accepted iff it proposed it
+      child = draft_child(node, token);
     }
     append_token(token, n_ctx, now);
-    if (!ok) break;
-    ++accepted;
+    if (child < 0) break;
+    accepted_path_.push_back(node = child);
   }
+  const auto accepted = static_cast<int32_t>(accepted_path_.size());
+  int32_t in_place = 0;  // accepted drafts whose KV rows are their positions'
+  while (in_place < accepted && accepted_path_[size_t(in_place)] == in_place) ++in_place;
   drafted_ += k;
   accepted_ += accepted;
   verifications_ += k > 0;
   drafts_.clear();
-  num_computed_ = before + accepted;
+  draft_parents_.clear();
+  num_computed_ = before + in_place;
+  recompute_ = accepted - in_place;
   return accepted;
 }
 
@@ -171,6 +206,10 @@ std::span<const float> Request::hold_eog(std::span<const float> row) {
 void Request::trim_drafts_to_constraint() {
   if (!matcher_) return;
   size_t n = 0;
+  while (n < draft_parents_.size() && draft_parents_[n] == int32_t(n) - 1) ++n;  // a tree keeps its first chain
+  if (!draft_parents_.empty()) truncate_drafts(n);
+  draft_parents_.clear();
+  n = 0;
   while (n < drafts_.size() && matcher_->accept(drafts_[n])) ++n;
   matcher_->rollback(n);
   drafts_.resize(n);

@@ -111,17 +111,29 @@ class Request {
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_; }
   int32_t num_computed() const { return num_computed_; }
   // The scheduler's claim of a cached prefix (or its undoing); then each step's chunk.
-  void set_num_computed(int32_t n) { num_computed_ = n; }
-  void on_computed(int32_t n_new) { num_computed_ += n_new; }
+  void set_num_computed(int32_t n) { num_computed_ = n, recompute_ = 0; }
+  void on_computed(int32_t n_new) { num_computed_ += n_new, recompute_ = 0; }
+  // Whether the request may draft: every token but the last has KV, or had its states
+  // computed by the last verification (accepted tree tokens off the first chain, whose KV
+  // the next step recomputes).
+  bool caught_up() const { return num_computed_ + recompute_ == num_tokens() - 1; }
   uint64_t cache_key() const { return cache_key_; }
   Clock::time_point arrival() const { return arrival_; }
 
   void on_scheduled(Clock::time_point now, int32_t cached_tokens);
   void on_preempted();
   // Draft tokens proposed to follow tokens(); the step computes them with the last token.
+  // They form a chain, or a tree (draft_parents() non-empty: draft i follows draft
+  // draft_parents()[i], or the last token for -1; parents come before their children).
   std::span<const int32_t> drafts() const { return drafts_; }
-  void set_drafts(std::vector<int32_t> drafts) { drafts_ = std::move(drafts); }
-  void truncate_drafts(size_t n) { drafts_.resize(std::min(n, drafts_.size())); }
+  std::span<const int32_t> draft_parents() const { return draft_parents_; }
+  // `parents` empty or as draft_parents() says (DraftClient checks a plugin's).
+  void set_drafts(std::vector<int32_t> drafts, std::vector<int32_t> parents = {});
+  void truncate_drafts(size_t n);
+  // The tokens on the drafts' longest path (their number for a chain).
+  int32_t draft_depth() const;
+  // The drafts the last verification accepted, in order (indices into its drafts).
+  std::span<const int32_t> accepted_path() const { return accepted_path_; }
   int32_t num_tokens_with_drafts() const { return num_tokens() + static_cast<int32_t>(drafts_.size()); }
 
   // An embedding request (params().embed): its prompt's states are pooled, nothing is sampled.
@@ -144,11 +156,14 @@ class Request {
 
   // The target's sampling distribution for one logits row, given the tokens so far.
   Distribution distribution(std::span<const float> logits) const;
-  // The step's output processor: for rows 0..k of `logits` (n_vocab each) in turn, the
-  // constraint's mask, the sampling distribution, the verification of draft i (row k: the
-  // correction or bonus token's draw) and the append under the stop criteria. Clears the
-  // drafts and counts only the accepted positions as computed (the KV of rejected drafts
-  // is overwritten before it is read). Returns how many drafts were accepted.
+  // The step's output processor over rows 0..k of `logits` (n_vocab each; row 0 the last
+  // token's, row i + 1 draft i's): from row 0, the constraint's mask, the sampling
+  // distribution, the draw of the target's token and its append under the stop criteria;
+  // the walk goes on at the draft that proposed the token (a child of the row's token) and
+  // ends at the first token no draft proposed (the correction, or a leaf's bonus token).
+  // Clears the drafts and counts as computed the accepted positions whose KV lies in place
+  // (those on the chain of first drafts: the KV of the others is overwritten before it is
+  // read). Returns how many drafts were accepted.
   int32_t append_verified(std::span<const float> logits, int32_t n_vocab, int32_t n_ctx,
                           Clock::time_point now);
   void finish(tsr_finish_reason reason, Clock::time_point now, std::string error = {});
@@ -162,6 +177,8 @@ class Request {
   void release_text(std::string_view piece);
   void append_token(int32_t token, int32_t n_ctx, Clock::time_point now);
   void watch_trigger(int32_t token);
+  // The draft following draft `node` (-1: the last token) that proposed `token`, or -1.
+  int32_t draft_child(int32_t node, int32_t token) const;
   // `row` with the tokens the constraint forbids set to -infinity (in masked_); empty when
   // it forbids every token.
   std::span<const float> constrain(std::span<const float> row);
@@ -177,6 +194,9 @@ class Request {
   int32_t num_prompt_;
   int32_t num_computed_ = 0;  // KV exists for the first num_computed_ tokens
   std::vector<int32_t> drafts_;
+  std::vector<int32_t> draft_parents_;  // empty: a chain
+  std::vector<int32_t> accepted_path_;
+  int32_t recompute_ = 0;  // accepted positions after num_computed_ whose KV the next step computes
   uint64_t cache_key_;
   SamplerChain chain_;
   uint64_t seed_;  // output position t draws position_uniform(seed_, t)

@@ -48,6 +48,34 @@ void append_sequence(StepBatch& b, const KvCacheManager& kv, SeqId seq, int32_t 
 
 int32_t table_width(const KvCacheManager& kv, SeqId seq) { return static_cast<int32_t>(kv.blocks(seq).size()); }
 
+// A chunk whose drafts form a tree (Request::draft_parents): its draft rows take the RoPE
+// positions of their depths and follow their parents' rows; the rows before them (the
+// request's last tokens) are a chain ending at the tree's root. The chunk's rows start at
+// `first_row`; its other rows keep their slots' positions.
+void place_tree(StepBatch& b, const Request& r, int32_t first_row, int32_t n_rows) {
+  const int32_t root = first_row + r.num_tokens() - 1 - r.num_computed();
+  const auto parents = r.draft_parents();
+  std::vector<int32_t> depth(parents.size());
+  for (size_t d = 0; d < parents.size() && root + 1 + int32_t(d) < first_row + n_rows; ++d) {
+    const int32_t parent = parents[d];
+    depth[d] = parent < 0 ? 1 : depth[size_t(parent)] + 1;
+    const auto row = size_t(root + 1) + d;
+    b.positions[row] = r.num_tokens() - 1 + depth[d];
+    b.parents[row] = parent < 0 ? root : root + 1 + parent;
+  }
+}
+
+// Every row follows the one before it in its sequence (the causal parents), for a step
+// with a tree.
+void chain_parents(StepBatch& b) {
+  b.parents.resize(size_t(b.num_tokens()));
+  for (int32_t s = 0; s < b.num_seqs(); ++s) {
+    for (int32_t i = b.query_start_loc[s]; i < b.query_start_loc[s + 1]; ++i) {
+      b.parents[size_t(i)] = i == b.query_start_loc[s] ? -1 : i - 1;
+    }
+  }
+}
+
 }  // namespace
 
 StepBatch build_step_batch(const SchedulerOutput& out, const KvCacheManager& kv) {
@@ -55,6 +83,7 @@ StepBatch build_step_batch(const SchedulerOutput& out, const KvCacheManager& kv)
   for (const ScheduledChunk& c : out.chunks) b.max_blocks = std::max(b.max_blocks, table_width(kv, c.request->id()));
   b.query_start_loc.push_back(0);
   std::vector<int32_t> tokens;
+  std::vector<std::pair<const ScheduledChunk*, int32_t>> trees;  // chunks with a tree, and their first rows
   for (const ScheduledChunk& c : out.chunks) {
     const Request& r = *c.request;
     tokens.clear();
@@ -63,6 +92,9 @@ StepBatch build_step_batch(const SchedulerOutput& out, const KvCacheManager& kv)
     }
     const int32_t first_row = b.num_tokens();
     append_sequence(b, kv, r.id(), r.num_computed(), tokens, r.tokens());
+    if (!r.draft_parents().empty() && r.num_computed() + c.num_new_tokens > r.num_tokens()) {
+      trees.emplace_back(&c, first_row);
+    }
     if (r.embeds()) {  // the states its pooling reads, and nothing to sample
       const auto [lo, hi] = r.pooled_rows(r.num_computed(), c.num_new_tokens);
       for (int32_t pos = lo; pos < hi; ++pos) b.hidden_rows.push_back(first_row + pos - r.num_computed());
@@ -74,6 +106,10 @@ StepBatch build_step_batch(const SchedulerOutput& out, const KvCacheManager& kv)
       b.logit_rows.push_back(first_row + pos - r.num_computed());
     }
   }
+  if (trees.empty()) return b;
+  if (kv.window().enabled()) throw Error("a tree of drafts through a streaming window", TSR_STATUS_INTERNAL);
+  chain_parents(b);
+  for (const auto& [c, first_row] : trees) place_tree(b, *c->request, first_row, c->num_new_tokens);
   return b;
 }
 

@@ -108,48 +108,74 @@ std::unique_ptr<DraftClient::Seq> DraftClient::open(std::span<const int32_t> pro
 
 DraftClient::Seq::~Seq() { owner_.iface_->seq_destroy(owner_.handle_, handle_); }
 
-std::vector<int32_t> DraftClient::Seq::propose(std::span<const int32_t> history, int32_t k) {
-  std::vector<int32_t> tokens(static_cast<size_t>(std::max(k, 0)));
-  tsr_draft_proposal p{sizeof(tsr_draft_proposal), tokens.data(), nullptr, k, 0};
+// The proposal buffers of one request: room for k tokens, or for a tree of `tree` (ABI 2.8:
+// parents preset to a chain, which a draft that writes none proposes).
+void DraftClient::Proposal::prepare(tsr_draft_proposal& p, int32_t k, int32_t tree) {
+  k = std::max(k, 0);
+  tree = tree > k ? tree : 0;
+  tokens.assign(static_cast<size_t>(std::max(k, tree)), 0);
+  parents.resize(static_cast<size_t>(tree));
+  for (size_t i = 0; i < parents.size(); ++i) parents[i] = int32_t(i) - 1;
+  p = {sizeof(tsr_draft_proposal), tokens.data(), nullptr, k, 0, tree > 0 ? parents.data() : nullptr, tree, 0};
+}
+
+DraftClient::Proposal DraftClient::Seq::propose(std::span<const int32_t> history, int32_t k, int32_t tree) {
+  Proposal out;
+  tsr_draft_proposal p;
+  out.prepare(p, k, tree);
   call_plugin("draft '" + owner_.name_ + "' propose", [&](tsr_error** e) {
     return owner_.iface_->propose(owner_.handle_, handle_, history.data(), history.size(), &p, e);
   });
-  return owner_.checked(std::move(tokens), p.n_tokens, k);
+  owner_.check(out, p);
+  return out;
 }
 
-std::vector<int32_t> DraftClient::checked(std::vector<int32_t> tokens, int32_t n_tokens, int32_t k) const {
-  if (n_tokens < 0 || n_tokens > k) {
-    throw Error("draft '" + name_ + "' proposed " + std::to_string(n_tokens) + " tokens, at most " +
-                    std::to_string(k) + " were asked for",
-                TSR_STATUS_INTERNAL);
+// Keeps the tokens proposed and checks them: a count within the capacity, ids in the
+// vocabulary, and for a tree, parents before their children, paths no longer than k and
+// distinct siblings. A tree that is a chain drops its parents.
+void DraftClient::check(Proposal& out, const tsr_draft_proposal& p) const {
+  const int32_t room = p.parents != nullptr ? p.tree_capacity : p.capacity;
+  auto fail = [&](const std::string& what) { throw Error("draft '" + name_ + "' " + what, TSR_STATUS_INTERNAL); };
+  if (p.n_tokens < 0 || p.n_tokens > room) {
+    fail("proposed " + std::to_string(p.n_tokens) + " tokens, at most " + std::to_string(room) + " were asked for");
   }
-  tokens.resize(static_cast<size_t>(n_tokens));
-  for (const int32_t t : tokens) {
+  const auto n = static_cast<size_t>(p.n_tokens);
+  out.tokens.resize(n);
+  out.parents.resize(p.parents != nullptr ? n : 0);
+  for (const int32_t t : out.tokens) {
     if (t < 0 || t >= n_vocab_) {
-      throw Error("draft '" + name_ + "' proposed token id " + std::to_string(t) + ", outside the vocabulary of " +
-                      std::to_string(n_vocab_),
-                  TSR_STATUS_INTERNAL);
+      fail("proposed token id " + std::to_string(t) + ", outside the vocabulary of " + std::to_string(n_vocab_));
     }
   }
-  return tokens;
+  std::vector<int32_t> depth(out.parents.size());
+  bool chain = true;
+  for (size_t i = 0; i < out.parents.size(); ++i) {
+    const int32_t parent = out.parents[i];
+    if (parent < -1 || parent >= int32_t(i)) fail("proposed a tree whose token " + std::to_string(i) + " follows no earlier one");
+    depth[i] = parent < 0 ? 1 : depth[size_t(parent)] + 1;
+    if (depth[i] > p.capacity) fail("proposed a path of " + std::to_string(depth[i]) + " tokens, longer than " + std::to_string(p.capacity));
+    for (size_t j = 0; j < i; ++j) {
+      if (out.parents[j] == parent && out.tokens[j] == out.tokens[i]) fail("proposed the same token twice after one token");
+    }
+    chain = chain && parent == int32_t(i) - 1;
+  }
+  if (chain) out.parents.clear();
 }
 
 bool DraftClient::batches() const {
   return TSR_STRUCT_HAS(iface_, tsr_draft_iface, propose_batch) && iface_->propose_batch != nullptr;
 }
 
-std::vector<std::vector<int32_t>> DraftClient::propose_batch(std::span<const BatchItem> items) {
+std::vector<DraftClient::Proposal> DraftClient::propose_batch(std::span<const BatchItem> items) {
   const size_t n = items.size();
-  std::vector<std::vector<int32_t>> tokens(n);
+  std::vector<Proposal> out(n);
   std::vector<tsr_draft_proposal> proposals(n);
   std::vector<tsr_draft_proposal*> proposal_ptrs(n);
   std::vector<tsr_draft_seq*> seqs(n);
   std::vector<const int32_t*> histories(n);
   std::vector<size_t> lengths(n);
   for (size_t i = 0; i < n; ++i) {
-    const int32_t k = std::max(items[i].k, 0);
-    tokens[i].resize(static_cast<size_t>(k));
-    proposals[i] = {sizeof(tsr_draft_proposal), tokens[i].data(), nullptr, k, 0};
+    out[i].prepare(proposals[i], items[i].k, items[i].tree);
     proposal_ptrs[i] = &proposals[i];
     seqs[i] = items[i].seq->handle_;
     histories[i] = items[i].history.data();
@@ -158,8 +184,8 @@ std::vector<std::vector<int32_t>> DraftClient::propose_batch(std::span<const Bat
   call_plugin("draft '" + name_ + "' propose_batch", [&](tsr_error** e) {
     return iface_->propose_batch(handle_, seqs.data(), histories.data(), lengths.data(), proposal_ptrs.data(), n, e);
   });
-  for (size_t i = 0; i < n; ++i) tokens[i] = checked(std::move(tokens[i]), proposals[i].n_tokens, proposals[i].capacity);
-  return tokens;
+  for (size_t i = 0; i < n; ++i) check(out[i], proposals[i]);
+  return out;
 }
 
 void DraftClient::Seq::on_hidden(const tsr_tensor& states, int64_t first_position) {

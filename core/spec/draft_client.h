@@ -32,11 +32,17 @@ class DraftClient {
   DraftClient(const DraftClient&) = delete;
   DraftClient& operator=(const DraftClient&) = delete;
 
+  // Proposed tokens: a chain (parents empty) or a tree (Request::draft_parents).
+  struct Proposal {
+    std::vector<int32_t> tokens, parents;
+    void prepare(tsr_draft_proposal& p, int32_t k, int32_t tree);
+  };
   class Seq {
    public:
     ~Seq();
-    // Up to k proposed tokens to follow `history`.
-    std::vector<int32_t> propose(std::span<const int32_t> history, int32_t k);
+    // A chain of up to k tokens to follow `history`, or with tree > k a tree of up to
+    // `tree` tokens whose paths hold k at most (ABI 2.8; a draft may still propose a chain).
+    Proposal propose(std::span<const int32_t> history, int32_t k, int32_t tree = 0);
     void on_verified(int32_t n_accepted, int32_t next_token);
     // The target's states at hidden_layers() for consecutive positions from first_position
     // (TSR_DRAFT_NEEDS_HIDDEN drafts): f32 [layers, rows, n_embd] in backend memory.
@@ -55,22 +61,22 @@ class DraftClient {
   // The target layers whose states the draft takes; empty when it needs none.
   const std::vector<int32_t>& hidden_layers() const { return hidden_layers_; }
 
-  // One request of propose_batch: its sequence, its history and the most tokens to propose.
+  // One request of propose_batch: its sequence, its history, the most tokens on a path and
+  // of a tree (0: a chain).
   struct BatchItem {
     Seq* seq;
     std::span<const int32_t> history;
     int32_t k;
+    int32_t tree = 0;
   };
   // The draft proposes for several requests in one call (ABI 2.6 propose_batch).
   bool batches() const;
   // Proposals for each item, in order, from one propose_batch call; throws when the call
   // fails or any proposal is malformed (then none is used).
-  std::vector<std::vector<int32_t>> propose_batch(std::span<const BatchItem> items);
+  std::vector<Proposal> propose_batch(std::span<const BatchItem> items);
 
  private:
-  // The first n_tokens of a proposal of capacity k, checked: a count within k, ids in the
-  // vocabulary.
-  std::vector<int32_t> checked(std::vector<int32_t> tokens, int32_t n_tokens, int32_t k) const;
+  void check(Proposal& out, const tsr_draft_proposal& p) const;
   std::vector<int32_t> query_hidden_layers(int32_t n_layer) const;
 
   std::shared_ptr<Plugin> plugin_;  // keeps the library loaded while the handle lives

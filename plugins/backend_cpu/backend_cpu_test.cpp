@@ -1345,6 +1345,82 @@ TEST_P(AttentionTest, PromptRowsEqualTheirDecode) {
   }
 }
 
+// Writes sequence s's keys and values of positions `from` at positions `to` of the cache.
+void move_keys(const PagedCache& c, size_t s, const std::vector<int32_t>& from, const std::vector<int32_t>& to) {
+  const int64_t row = kKvHeads * c.head_dim, n = static_cast<int64_t>(from.size());
+  std::vector<float> k, v;
+  std::vector<int32_t> slots;
+  for (size_t i = 0; i < from.size(); ++i) {
+    k.insert(k.end(), c.k[s].begin() + from[i] * row, c.k[s].begin() + (from[i] + 1) * row);
+    v.insert(v.end(), c.v[s].begin() + from[i] * row, c.v[s].begin() + (from[i] + 1) * row);
+    slots.push_back(static_cast<int32_t>(c.slot(s, to[i])));
+  }
+  const DevTensor dk = upload(k, TSR_DTYPE_F32, {n, kKvHeads, c.head_dim});
+  const DevTensor dv = upload(v, TSR_DTYPE_F32, {n, kKvHeads, c.head_dim});
+  const DevTensor dm = upload_i32(slots);
+  backend().kv_write({sizeof(tsr_kv_write_params), c.k_cache.get(), c.v_cache.get(), dk.get(), dv.get(), dm.get()});
+}
+
+// Tree attention (ABI 2.8 parents): a tree of draft rows after a root at position 15, its
+// first chain at 15..18 and other branches after it. Each row computes what the last row
+// of its path computes decoded over a cache that holds the path's keys in order: the same
+// bits where the cache stores the keys exactly (re-quantized keys differ a little).
+TEST_P(AttentionTest, TreeRowsEqualTheirPathsDecoded) {
+  const AttentionCase& ac = GetParam();
+  const PagedCache c = make_paged_cache(ac.block_size, ac.head_dim, 83, backend(), ac.dtype);
+  const std::vector<int32_t> pos = {15, 16, 17, 18, 19, 20, 21, 22};
+  const std::vector<int32_t> parents = {-1, 0, 1, 2, 0, 1, 4, 2};
+  const int64_t row = kHeads * c.head_dim;
+  const std::vector<float> q = random_floats(static_cast<size_t>(8 * row), 93);
+  AttentionCall a = make_call(c, {{1}, {pos}}, q);
+  const DevTensor dp = upload_i32(parents);
+  tsr_attention_params p = a.params();
+  p.parents = dp.get();
+  backend().attention(p);
+  EXPECT_TRUE(a.out.pad_untouched());
+  const std::vector<float> tree = a.out.floats();
+  const bool exact = ac.dtype == TSR_DTYPE_F32 || ac.dtype == TSR_DTYPE_F16 || ac.dtype == TSR_DTYPE_BF16;
+  for (int32_t r = 0; r < 8; ++r) {
+    std::vector<int32_t> path;
+    for (int32_t x = r; x != -1; x = parents[size_t(x)]) path.insert(path.begin(), pos[size_t(x)]);
+    // The same cache (the kernels' sums may depend on its rows' alignment), its tree's
+    // positions restored after each row.
+    move_keys(c, 1, path, range(15, 15 + int32_t(path.size())));
+    const std::vector<float> q_row(q.begin() + r * row, q.begin() + (r + 1) * row);
+    const std::vector<float> decoded = run_attention(c, {{1}, {{15 + int32_t(path.size()) - 1}}}, q_row);
+    move_keys(c, 1, range(15, 23), range(15, 23));
+    const std::vector<float> got(tree.begin() + r * row, tree.begin() + (r + 1) * row);
+    if (exact) {
+      EXPECT_EQ(got, decoded) << "row " << r;
+    } else {
+      EXPECT_LT(norm_err(got, std::vector<double>(decoded.begin(), decoded.end())), kTol) << "row " << r;
+    }
+  }
+}
+
+// A tree row whose path is its slots' causal run (row 2: 15 -> 16, beside row 1 at 17)
+// reads its keys through the tree's indirection and gives the causal row's bits: the
+// kernels' sums do not depend on how a row's keys are found (cpu_attention.cpp,
+// dot_product).
+TEST(CpuTreeAttention, APathOfConsecutiveSlotsIsCausal) {
+  const PagedCache c = make_paged_cache(4, 16, 83);
+  const int64_t row = kHeads * c.head_dim;
+  const std::vector<float> q = random_floats(static_cast<size_t>(3 * row), 93);
+  AttentionCall a = make_call(c, {{1}, {{15, 17, 16}}}, q);
+  const DevTensor dp = upload_i32({-1, 0, 0});
+  tsr_attention_params p = a.params();
+  p.parents = dp.get();
+  backend().attention(p);
+  const std::vector<float> tree = a.out.floats();
+  AttentionCall b = make_call(c, {{1}, {{15, 17, 16}}}, q);
+  backend().attention(b.params());
+  const std::vector<float> causal = b.out.floats();
+  std::vector<float> t2(tree.begin() + 2 * row, tree.end()), c2(causal.begin() + 2 * row, causal.end());
+  EXPECT_EQ(t2, c2);
+  std::vector<float> t0(tree.begin(), tree.begin() + row), c0(causal.begin(), causal.begin() + row);
+  EXPECT_EQ(t0, c0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Cpu, AttentionTest,
                          ::testing::Values(AttentionCase{4, 16}, AttentionCase{16, 16},
                                            AttentionCase{16, 12}, AttentionCase{4, 64},
@@ -1577,6 +1653,15 @@ TEST(CpuBadArgs, AttentionOperands) {
     p = a.params();
     p.struct_size = offsetof(tsr_attention_params, block_size);
     expect_invalid(p, "smaller than");
+  }
+  {  // parents naming a later row, or a row of another sequence
+    const DevTensor later = upload_i32({-1, 2, 1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1});
+    tsr_attention_params p = a.params();
+    p.parents = later.get();
+    expect_invalid(p, "parents[1] must be -1 or an earlier row of its sequence");
+    const DevTensor other = upload_i32({-1, 0, 1, 2, 3, 2, -1, -1, -1, -1, -1, -1, -1, -1});
+    p.parents = other.get();
+    expect_invalid(p, "parents[5] must be -1 or an earlier row of its sequence");
   }
   backend().attention(a.params());  // the untouched call still succeeds
 }

@@ -2,13 +2,16 @@
 // multiple of 16 up to 576: deepseek2's latent rows) the keys stream in tiles of sixteen
 // through an online softmax, sixteen (query row, head) pairs that share a kv head at a time
 // (below); the portable kernel, for other machines and other heads, takes one pair at a
-// time in two passes (scores, then the weighted values).
+// time in two passes (scores, then the weighted values). Tree attention (ABI 2.8 parents)
+// reads a tree row's keys through its path, in the order a causal row holding that path
+// reads them, so that both kernels give it the causal row's bits.
 #include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -65,6 +68,8 @@ void validate_attention(const AttentionShape& s, int32_t block_size, const int32
 }
 
 // One sequence's keys and values for one kv head, in the caches' dtypes (cpu_kv_format.h).
+// Key t is the cached position t, except in a tree row (ABI 2.8 parents), whose keys from
+// `path_from` on are the positions of its path: key t is then position path[t - path_from].
 struct KeySource {
   const int32_t* table;  // the sequence's block table
   const uint8_t* k;      // the caches' first rows, offset to the kv head
@@ -73,8 +78,13 @@ struct KeySource {
   tsr_dtype k_dtype, v_dtype;
   int32_t block_size;
   int64_t head_dim;
+  const int32_t* path = nullptr;
+  int64_t path_from = INT64_MAX;
 
-  int64_t slot(int64_t t) const { return int64_t(table[t / block_size]) * block_size + t % block_size; }
+  int64_t slot(int64_t t) const {
+    if (t >= path_from) t = path[t - path_from];
+    return int64_t(table[t / block_size]) * block_size + t % block_size;
+  }
   const uint8_t* k_row(int64_t t) const { return k + slot(t) * k_stride; }
   const uint8_t* v_row(int64_t t) const { return v + slot(t) * v_stride; }
 };
@@ -94,6 +104,16 @@ struct PortableScratch {
   std::vector<float> scores, row;
 };
 
+// q · k. One compiled instance for every key: the simd reduction's order is the
+// compiler's choice, and a copy of the loop inlined into another context (a tree row's keys
+// split off by the optimizer, say) could sum in another order and change a score's bits.
+[[gnu::noinline]] float dot_product(const float* q, const float* k, int64_t n) {
+  float dot = 0;
+#pragma omp simd reduction(+ : dot)
+  for (int64_t d = 0; d < n; ++d) dot += q[d] * k[d];
+  return dot;
+}
+
 // Portable kernel for one (query row, head) pair: scores, then the weighted values.
 // `scratch.scores` holds n_keys floats, `scratch.row` head_dim.
 void attend_portable(const float* q, float* out, int64_t n_keys, const KeySource& src, float scale,
@@ -103,10 +123,7 @@ void attend_portable(const float* q, float* out, int64_t n_keys, const KeySource
   float max_score = x.sink;
   for (int64_t t = x.first_key; t < n_keys; ++t) {
     const float* k = kv_row_floats(src.k_dtype, src.k_row(t), scratch.row.data(), hd);
-    float dot = 0;
-#pragma omp simd reduction(+ : dot)
-    for (int64_t d = 0; d < hd; ++d) dot += q[d] * k[d];
-    scores[t] = dot * scale;
+    scores[t] = dot_product(q, k, hd) * scale;
     if (x.softcap > 0) scores[t] = x.softcap * std::tanh(scores[t] / x.softcap);
     max_score = std::max(max_score, scores[t]);
   }
@@ -180,6 +197,14 @@ struct KeyRows {
 
 KeyRows key_rows(const KeySource& src, int64_t t0, int64_t end) {
   KeyRows rows;
+  if (t0 + kTileKeys > src.path_from) {  // a tree row's path: key by key
+    for (int n = 0; n < kTileKeys; ++n) {
+      const int64_t slot = src.slot(std::min(t0 + n, end - 1));
+      rows.k[n] = src.k + slot * src.k_stride;
+      rows.v[n] = src.v + slot * src.v_stride;
+    }
+    return rows;
+  }
   int64_t block = t0 / src.block_size, offset = t0 % src.block_size;
   for (int n = 0; n < kTileKeys; ++n) {
     if (t0 + n >= end) {
@@ -352,6 +377,38 @@ AttendPairFn pick_pair_kernel(int64_t head_dim) {
   return fn;
 }
 
+// The rows of a call with parents (ABI 2.8 tree attention): each row's number of keys,
+// and for a row whose keys are not causal (a tree row off its sequence's first chain) the
+// positions of its path, which its keys from its root's position on read.
+struct TreeRows {
+  std::vector<int32_t> n_keys;
+  std::vector<int64_t> offset;  // the row's path in `paths`; -1: causal keys
+  std::vector<int32_t> paths;
+  std::vector<char> seq_has_path;
+
+  TreeRows(const AttentionShape& s, const int32_t* qsl, const int32_t* pos, const int32_t* parents)
+      : n_keys(size_t(s.n)), offset(size_t(s.n), -1), seq_has_path(size_t(s.num_seqs)) {
+    std::vector<char> causal(size_t(s.n));
+    std::vector<int32_t> chain;
+    for (int64_t q = 0; q < s.num_seqs; ++q) {
+      for (int32_t i = qsl[q]; i < qsl[q + 1]; ++i) {
+        const int32_t p = parents[i];
+        require(p == -1 || (p >= qsl[q] && p < i),
+                "attention: parents[" + std::to_string(i) + "] must be -1 or an earlier row of its sequence");
+        causal[i] = p == -1 || (p == i - 1 && pos[i] == pos[p] + 1 && causal[p]);
+        n_keys[i] = pos[i] + 1;
+        if (causal[i]) continue;
+        chain.clear();
+        for (int32_t r = i; r != -1; r = parents[r]) chain.push_back(r);
+        offset[i] = static_cast<int64_t>(paths.size());
+        for (auto r = chain.rbegin(); r != chain.rend(); ++r) paths.push_back(pos[*r]);
+        n_keys[i] = pos[chain.back()] + static_cast<int32_t>(chain.size());
+        seq_has_path[q] = 1;
+      }
+    }
+  }
+};
+
 // One validated call: its shape and operands.
 struct AttentionCall {
   AttentionShape s;
@@ -365,23 +422,33 @@ struct AttentionCall {
   int32_t window = 0;              // the optional parts (AttendExtras), off when zero / NULL
   float softcap = 0;
   const float* sinks = nullptr;    // [heads]
+  const TreeRows* tree = nullptr;  // with parents
 
   bool plain() const { return window == 0 && softcap == 0 && sinks == nullptr; }
+  int32_t n_keys(int64_t row) const { return tree ? tree->n_keys[row] : pos[row] + 1; }
   AttendExtras extras(int64_t row, int64_t head) const {
     AttendExtras x;
-    if (window > 0) x.first_key = std::max<int64_t>(0, int64_t(pos[row]) + 1 - window);
+    if (window > 0) x.first_key = std::max<int64_t>(0, int64_t(n_keys(row)) - window);
     x.softcap = softcap;
     if (sinks != nullptr) x.sink = sinks[head];
     return x;
   }
 
   int64_t group() const { return s.heads / s.kv_heads; }
-  KeySource keys(int64_t seq, int64_t kv_head) const {
-    return {tables + seq * s.max_blocks,
-            k_cache.row<uint8_t>(0) + kv_head * row_bytes(k_cache.dtype, s.head_dim),
-            v_cache.row<uint8_t>(0) + kv_head * row_bytes(v_cache.dtype, s.head_dim),
-            k_cache.row_stride, v_cache.row_stride, k_cache.dtype, v_cache.dtype, block_size, s.head_dim};
+  // The keys of query row `row` of sequence `seq` at one kv head.
+  KeySource keys(int64_t seq, int64_t kv_head, int64_t row) const {
+    KeySource src{tables + seq * s.max_blocks,
+                  k_cache.row<uint8_t>(0) + kv_head * row_bytes(k_cache.dtype, s.head_dim),
+                  v_cache.row<uint8_t>(0) + kv_head * row_bytes(v_cache.dtype, s.head_dim),
+                  k_cache.row_stride, v_cache.row_stride, k_cache.dtype, v_cache.dtype, block_size, s.head_dim};
+    if (tree != nullptr && tree->offset[row] >= 0) {
+      src.path = tree->paths.data() + tree->offset[row];
+      src.path_from = src.path[0];  // the root's position
+    }
+    return src;
   }
+  // Whether a tile may hold pairs of several rows (they share their keys but for their count).
+  bool rows_share_keys(int64_t seq) const { return tree == nullptr || !tree->seq_has_path[seq]; }
 };
 
 // Pairs [first, first + count) of one sequence and kv head, numbered row-major over the
@@ -395,9 +462,14 @@ void attention_avx512(const AttentionCall& c) {
   std::vector<TileWork> work;
   for (int64_t seq = 0; seq < c.s.num_seqs; ++seq) {
     const int64_t pairs = (c.qsl[seq + 1] - c.qsl[seq]) * group;
+    // A sequence with tree rows has tiles of one row each: each row reads its own keys.
+    const int64_t span = c.rows_share_keys(seq) ? pairs : group;
     for (int64_t kvh = 0; kvh < c.s.kv_heads; ++kvh) {
-      for (int64_t first = 0; first < pairs; first += kLanes) {
-        work.push_back({int32_t(seq), int32_t(kvh), int32_t(first), int32_t(std::min<int64_t>(kLanes, pairs - first))});
+      for (int64_t base = 0; base < pairs; base += span) {
+        for (int64_t first = base; first < base + span; first += kLanes) {
+          work.push_back({int32_t(seq), int32_t(kvh), int32_t(first),
+                          int32_t(std::min<int64_t>(kLanes, base + span - first))});
+        }
       }
     }
   }
@@ -410,13 +482,13 @@ void attention_avx512(const AttentionCall& c) {
 #pragma omp for schedule(dynamic, 1)
     for (size_t w = 0; w < work.size(); ++w) {
       const TileWork& tw = work[w];
-      const KeySource keys = c.keys(tw.seq, tw.kv_head);
+      const KeySource keys = c.keys(tw.seq, tw.kv_head, c.qsl[tw.seq] + tw.first / group);
       LaneTile tile;
       for (int32_t pair = tw.first; pair < tw.first + tw.count; ++pair) {
         const int64_t row = c.qsl[tw.seq] + pair / group, head = tw.kv_head * group + pair % group;
         tile.q[tile.n] = c.q.row<float>(row) + head * hd;
         tile.out[tile.n] = c.out.row<float>(row) + head * hd;
-        tile.n_keys[tile.n++] = c.pos[row] + 1;
+        tile.n_keys[tile.n++] = c.n_keys(row);
       }
       if ((tile.n >= kMinTileLanes || attend_one == nullptr) && hd % 16 == 0) {
         attend_tile(tile, keys, c.scale, *scratch);
@@ -434,7 +506,7 @@ void attention_portable(const AttentionCall& c) {
   for (int64_t seq = 0; seq < c.s.num_seqs; ++seq) {
     for (int32_t i = c.qsl[seq]; i < c.qsl[seq + 1]; ++i) seq_of[i] = static_cast<int32_t>(seq);
   }
-  for (int64_t i = 0; i < c.s.n; ++i) max_keys = std::max<int64_t>(max_keys, c.pos[i] + 1);
+  for (int64_t i = 0; i < c.s.n; ++i) max_keys = std::max<int64_t>(max_keys, c.n_keys(i));
   const int64_t group = c.group(), hd = c.s.head_dim;
 #pragma omp parallel num_threads(c.threads) if (c.threads > 1)
   {
@@ -442,8 +514,8 @@ void attention_portable(const AttentionCall& c) {
 #pragma omp for collapse(2) schedule(dynamic, 4)
     for (int64_t i = 0; i < c.s.n; ++i) {
       for (int64_t h = 0; h < c.s.heads; ++h) {
-        const KeySource keys = c.keys(seq_of[i], h / group);
-        attend_portable(c.q.row<float>(i) + h * hd, c.out.row<float>(i) + h * hd, c.pos[i] + 1, keys, c.scale,
+        const KeySource keys = c.keys(seq_of[i], h / group, i);
+        attend_portable(c.q.row<float>(i) + h * hd, c.out.row<float>(i) + h * hd, c.n_keys(i), keys, c.scale,
                         scratch, c.extras(i, h));
       }
     }
@@ -485,6 +557,11 @@ void op_attention(OpContext& ctx, const tsr_attention_params& p) {
   sdk::check_attention_scalars(p);
   call.window = p.window;
   call.softcap = p.softcap;
+  std::optional<TreeRows> tree;
+  if (TSR_STRUCT_HAS(&p, tsr_attention_params, parents) && p.parents != nullptr) {
+    tree.emplace(s, qsl, pos, as_i32(p.parents, s.n, "attention parents"));
+    call.tree = &*tree;
+  }
   if (p.sinks != nullptr) {
     const Matrix sinks = as_matrix(p.sinks, TSR_DTYPE_F32, "attention sinks");
     require(sinks.rows * sinks.cols == s.heads, "attention: sinks must be [heads]");

@@ -369,6 +369,17 @@ class GpuBackend {
     default_stream_ = std::make_unique<Stream>(device_);
   }
 
+  // Asked with the params: every optional param of ABI 2.0 is implemented; tree attention
+  // (2.8 parents) is not yet, so drafts verify chains here.
+  bool supports(const tsr_op_support_query& q) const {
+    if (q.dtypes == nullptr || q.n_dtypes < 1) return false;
+    if (q.op == TSR_OP_ATTENTION && q.params != nullptr) {
+      const auto* p = static_cast<const tsr_attention_params*>(q.params);
+      if (TSR_STRUCT_HAS(p, tsr_attention_params, parents) && p->parents != nullptr) return false;
+    }
+    return supports(q.op, std::span(q.dtypes, static_cast<size_t>(q.n_dtypes)));
+  }
+
   bool supports(tsr_op op, std::span<const tsr_dtype> dtypes) const {
     for (const tsr_dtype d : dtypes) {
       int32_t v = 0;
@@ -570,12 +581,6 @@ class GpuBackend {
     require(p.eps >= 0, "rms_norm: negative eps");
     gpu::rms_norm(s.handle, out, x, static_cast<const float*>(w.data), p.eps);
     end_op(s, "rms_norm", out);
-  }
-
-  // Every optional param of the op set is implemented, so the answer depends on dtypes only.
-  bool supports(const tsr_op_support_query& q) const {
-    if (q.dtypes == nullptr || q.n_dtypes < 1) return false;
-    return supports(q.op, std::span(q.dtypes, static_cast<size_t>(q.n_dtypes)));
   }
 
   // A quant plugin's matmul for weights of a dtype these kernels do not multiply; it is

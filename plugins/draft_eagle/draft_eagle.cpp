@@ -10,7 +10,12 @@
 // After verification the rows fed with the head's states are dropped and the accepted
 // positions are recomputed from the target's features (EAGLE's rule). Proposals are the
 // head's greedy tokens, mapped to target ids through d2t where the head's vocabulary is
-// reduced; verification treats them as a point mass, which keeps sampling exact. All
+// reduced; verification treats them as a point mass, which keeps sampling exact. Where the
+// host verifies trees ([speculative] tree_budget), the chain is followed by the likeliest
+// other candidates of each of its steps as leaves, ranked by EAGLE-2's confidence (the
+// head's probability of the path to the leaf): a leaf the target accepts brings the bonus
+// token its row draws. (EAGLE-2 also expands below such candidates; that needs the head to
+// run tree attention over its own KV, which the host's feature models do not offer yet.) All
 // running requests propose together (propose_batch): one head pass catches every request
 // up, then one per further draft token for all of them.
 #include <algorithm>
@@ -32,6 +37,7 @@ using tsr::sdk::require;
 class EagleDraft {
  public:
   static constexpr uint32_t kNeeds = TSR_DRAFT_NEEDS_TOKENS | TSR_DRAFT_NEEDS_MODEL | TSR_DRAFT_NEEDS_HIDDEN;
+  static constexpr bool kProposesTrees = true;
 
   struct Seq {
     Seq(const tsr_model_host* h, tsr_model* m) : host(h), model(m) {}
@@ -142,6 +148,7 @@ class EagleDraft {
     }
     decode(pending, n_features_);
     std::vector<int32_t> next(drafting.size());
+    std::vector<Leaves> leaves(drafting.size());
     for (int32_t i = 0;; ++i) {
       pending.clear();
       for (size_t j = 0; j < drafting.size(); ++j) {
@@ -152,11 +159,14 @@ class EagleDraft {
         e.tokens[size_t(i)] = next[j];
         if (!e.probs.empty()) e.probs[size_t(i)] = prob;
         *e.n_tokens = i + 1;
+        if (!e.parents.empty()) leaves[j].rank(e.seq->logits, i, int32_t(e.tokens.size()) - capacity(e));
+        leaves[j].path_prob *= prob;
         if (i + 1 < capacity(e)) pending.push_back({e.seq, std::span(&next[j], 1), e.seq->state.data()});
       }
-      if (pending.empty()) return;
+      if (pending.empty()) break;
       decode(pending, n_embd_);
     }
+    for (size_t j = 0; j < drafting.size(); ++j) add_leaves(*drafting[j], leaves[j]);
   }
 
   void on_verified(Seq&, int32_t, int32_t) {}
@@ -195,9 +205,58 @@ class EagleDraft {
     }
   }
 
-  int32_t capacity(const tsr::sdk::BatchEntry<Seq>& e) const {
-    return static_cast<int32_t>(std::min<int64_t>(static_cast<int64_t>(e.tokens.size()), max_draft_tokens_));
+  // The chain's length: the most tokens on a path.
+  int32_t capacity(const tsr::sdk::BatchEntry<Seq>& e) const { return std::min(e.depth, max_draft_tokens_); }
+
+  // A tree's candidate leaves: the head's other likely tokens at each step of the chain.
+  struct Leaf {
+    double score;   // the head's probability of the path to it
+    int32_t head_id;
+    int32_t step;   // its depth - 1: its parent is chain token step - 1 (-1: the history)
+    float prob;
+  };
+  struct Leaves {
+    double path_prob = 1;  // of the chain so far
+    std::vector<Leaf> all;
+
+    // The `room` likeliest tokens of chain step `step` but the chain's own.
+    void rank(const std::vector<float>& logits, int32_t step, int32_t room) {
+      if (room <= 0) return;
+      std::vector<int32_t> ids(logits.size());
+      for (size_t t = 0; t < ids.size(); ++t) ids[t] = int32_t(t);
+      const auto top = std::min(ids.size(), size_t(room) + 1);
+      std::partial_sort(ids.begin(), ids.begin() + std::ptrdiff_t(top), ids.end(),
+                        [&](int32_t a, int32_t b) { return logits[size_t(a)] > logits[size_t(b)] || (logits[size_t(a)] == logits[size_t(b)] && a < b); });
+      const float max = logits[size_t(ids[0])];
+      double total = 0;
+      for (const float l : logits) total += std::exp(double(l - max));
+      for (size_t r = 1; r < top; ++r) {  // ids[0] is the chain's token
+        const auto p = static_cast<float>(std::exp(double(logits[size_t(ids[r])] - max)) / total);
+        all.push_back({path_prob * p, ids[r], step, p});
+      }
+    }
+  };
+
+  // Fills a tree entry's room after its chain with the likeliest leaves.
+  void add_leaves(const tsr::sdk::BatchEntry<Seq>& e, Leaves& leaves) const {
+    if (e.parents.empty()) return;
+    const int32_t chain = *e.n_tokens;
+    for (int32_t i = 0; i < chain; ++i) e.parents[size_t(i)] = i - 1;
+    std::vector<Leaf>& all = leaves.all;
+    std::erase_if(all, [&](const Leaf& l) { return l.step >= chain; });
+    const auto n = std::min(all.size(), e.tokens.size() - size_t(chain));
+    std::partial_sort(all.begin(), all.begin() + std::ptrdiff_t(n), all.end(),
+                      [](const Leaf& a, const Leaf& b) { return a.score > b.score; });
+    for (size_t m = 0; m < n; ++m) {
+      const auto at = size_t(chain) + m;
+      e.tokens[at] = target_id(all[m].head_id);
+      e.parents[at] = all[m].step - 1;
+      if (!e.probs.empty()) e.probs[at] = all[m].prob;
+    }
+    *e.n_tokens = chain + static_cast<int32_t>(n);
   }
+
+  int32_t target_id(int32_t head_id) const { return target_ids_.empty() ? head_id : target_ids_[size_t(head_id)]; }
 
   // Brings the head's rows up to history: head row j is position base + j, fed token
   // history[base + j + 1]. Rows whose token no longer matches (rejected drafts, the head's
@@ -224,8 +283,7 @@ class EagleDraft {
   }
 
   int32_t greedy(const std::vector<float>& logits, float* prob) const {
-    const int32_t id = tsr::sdk::greedy_token(logits, prob);
-    return target_ids_.empty() ? id : target_ids_[size_t(id)];
+    return target_id(tsr::sdk::greedy_token(logits, prob));
   }
 
   // One head pass over every pending sequence's rows; each keeps its last row's logits

@@ -286,6 +286,38 @@ TEST_F(DraftTest, ProposalsAreWellFormedForEveryCapacity) {
   table().seq_destroy(draft_, seq);
 }
 
+// ABI 2.8: where the host offers a tree (parents preset to a chain, room for tree_capacity
+// tokens), a draft writes a chain or a tree within that room whose paths hold `capacity`
+// at most, parents before children, siblings distinct.
+TEST_F(DraftTest, TreesAreWellFormedWhereOffered) {
+  const std::vector<int32_t> history = repetitive(rng_, 40);
+  tsr_draft_seq* seq = new_seq(history);
+  for (int32_t capacity = 1; capacity <= kMaxDraft; ++capacity) {
+    const int32_t room = 3 * capacity;
+    std::vector<int32_t> tokens(static_cast<size_t>(room) + 2, -7), parents(tokens.size(), -7);
+    for (int32_t i = 0; i < room; ++i) parents[size_t(i)] = i - 1;
+    tsr_draft_proposal p{sizeof(p), tokens.data(), nullptr, capacity, 99, parents.data(), room, 0};
+    tsr_error* e = nullptr;
+    check(table().propose(draft_, seq, history.data(), history.size(), &p, &e), &e, "propose (tree)");
+    ASSERT_GE(p.n_tokens, 0);
+    ASSERT_LE(p.n_tokens, room) << "more tokens than tree_capacity";
+    EXPECT_EQ(tokens[size_t(room)], -7) << "wrote past tree_capacity";
+    EXPECT_EQ(parents[size_t(room)], -7) << "wrote parents past tree_capacity";
+    std::vector<int32_t> depth(size_t(p.n_tokens));
+    for (int32_t i = 0; i < p.n_tokens; ++i) {
+      const int32_t parent = parents[size_t(i)];
+      ASSERT_TRUE(parent >= -1 && parent < i) << "token " << i << " follows " << parent << ", not an earlier token";
+      depth[size_t(i)] = parent < 0 ? 1 : depth[size_t(parent)] + 1;
+      EXPECT_LE(depth[size_t(i)], std::min(capacity, kMaxDraft)) << "a path longer than capacity";
+      EXPECT_TRUE(tokens[size_t(i)] >= 0 && tokens[size_t(i)] < kVocab) << "token " << tokens[size_t(i)];
+      for (int32_t j = 0; j < i; ++j) {
+        EXPECT_FALSE(parents[size_t(j)] == parent && tokens[size_t(j)] == tokens[size_t(i)]) << "siblings " << j << ", " << i;
+      }
+    }
+  }
+  table().seq_destroy(draft_, seq);
+}
+
 // The engine's loop: propose, accept any prefix, append it and the target's token.
 TEST_F(DraftTest, StateFollowsVerifiedHistoryThroughRollbacks) {
   std::vector<int32_t> history = repetitive(rng_, 12);

@@ -329,7 +329,8 @@ TEST_F(Eagle, MalformedHeadsAreRefusedByName) {
 
 // Speculation with a head never changes what a greedy request produces: a random head
 // (nearly every draft rejected) and one trained briefly (many accepted).
-void expect_greedy_references(Config c, double min_acceptance) {
+// Returns the tokens each verifying pass emitted, on average.
+double expect_greedy_references(Config c, double min_acceptance) {
   c.speculative.method = "eagle";
   c.speculative.adaptive = false;
   auto engine = Engine::create(c);
@@ -360,6 +361,7 @@ void expect_greedy_references(Config c, double min_acceptance) {
               (long long)stats.draft_tokens,
               double(stats.accepted_tokens + stats.verifications) / double(std::max<int64_t>(stats.verifications, 1)));
   EXPECT_GE(double(stats.accepted_tokens), min_acceptance * double(stats.draft_tokens));
+  return double(stats.accepted_tokens + stats.verifications) / double(std::max<int64_t>(stats.verifications, 1));
 }
 
 TEST_F(Eagle, GreedyOutputsEqualTheReferencesWithARandomHead) {
@@ -373,6 +375,21 @@ TEST_F(Eagle, GreedyOutputsEqualTheReferencesWithATrainedHead) {
   c.speculative.draft_model = (dir_ / "trained.gguf").string();
   testing::write_trained_head(testing::shared_path(kModel), c.speculative.draft_model);
   expect_greedy_references(c, 0.1);  // a random head: 2 of 7852
+}
+
+// Trees of drafts ([speculative] tree_budget): the chain and the likeliest other tokens
+// of each of its steps, verified in one pass with tree attention. Greedy output stays the
+// references', alone and batched; a tree holds the chain, so its passes emit at least as
+// many tokens as the chain's.
+TEST_F(Eagle, TreeGreedyOutputsEqualTheReferencesAndEmitMorePerPass) {
+  Config c = config();
+  c.speculative.draft_model = (dir_ / "trained.gguf").string();
+  testing::write_trained_head(testing::shared_path(kModel), c.speculative.draft_model);
+  const double chain = expect_greedy_references(c, 0.1);
+  c.speculative.tree_budget = 12;
+  const double tree = expect_greedy_references(c, 0.02);
+  std::printf("tokens per verifying pass: chain %.3f, tree of 12 %.3f\n", chain, tree);
+  EXPECT_GT(tree, chain);
 }
 
 TEST_F(Eagle, MethodsRefuseTheWrongKindOfFile) {

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include "core/engine/engine.h"
@@ -239,10 +240,14 @@ TEST_F(Speculative, SeededSamplesDoNotDependOnSpeculationOrBatch) {
   // An EAGLE head trained briefly (its greedy drafts, point masses).
   const std::string head = ::testing::TempDir() + "/seeded_samples_head.gguf";
   testing::write_trained_head(testing::shared_path(kModel), head, 12, 3, 256);
-  const std::pair<const char*, int32_t> setups[] = {{"ngram", 1}, {"ngram", 4}, {"ngram", 8}, {"suffix", 4}, {"eagle", 4}};
-  for (const auto& [method, k] : setups) {
+  // {method, k, tree budget}: the eagle tree's leaves, accepted, bring draws from rows off
+  // the first chain.
+  const std::tuple<const char*, int32_t, int32_t> setups[] = {
+      {"ngram", 1, 0}, {"ngram", 4, 0}, {"ngram", 8, 0}, {"suffix", 4, 0}, {"eagle", 4, 0}, {"eagle", 4, 12}};
+  for (const auto& [method, k, tree] : setups) {
     Config c = config(method);
     c.speculative.num_draft_tokens = k;
+    c.speculative.tree_budget = tree;
     c.speculative.draft_model = head;
     auto spec = Engine::create(c);
     for (size_t i = 0; i < alone.size(); ++i) EXPECT_EQ(spec->generate(alone[i]).tokens, expected[i]) << method << " k " << k;
@@ -313,6 +318,15 @@ TEST_F(Speculative, SampledTokensIdenticallyDistributed) {
   ASSERT_GT(eagle->stats().accepted_tokens, 1000) << "the head's drafts were rarely accepted";
   for (int pos = 0; pos < 3; ++pos) {
     EXPECT_GT(chi_square_homogeneity_p(marginal(a, pos), marginal(e, pos)), 0.001) << "eagle, token " << pos + 1;
+  }
+  // EAGLE with trees at temperature 1: the walk over siblings (recursive rejection with
+  // point masses) keeps each position's distribution the target's too.
+  c.speculative.tree_budget = 12;
+  auto tree = Engine::create(c);
+  const auto t = sample_triples(*tree, prompt, n);
+  ASSERT_GT(tree->stats().accepted_tokens, 1000) << "the tree's drafts were rarely accepted";
+  for (int pos = 0; pos < 3; ++pos) {
+    EXPECT_GT(chi_square_homogeneity_p(marginal(a, pos), marginal(t, pos)), 0.001) << "eagle tree, token " << pos + 1;
   }
 }
 

@@ -420,7 +420,7 @@ TEST_P(GpuOpTest, PagedAttentionMatchesCpu) {
     for (int side = 0; side < 2; ++side) {
       auto t = [&](const Twin& x) { return side == 0 ? &x.cpu : &x.gpu; };
       (side == 0 ? *cpu_ : *gpu_).attention({sizeof(tsr_attention_params), t(out), t(q), t(kc), t(vc), t(dt), t(dl),
-                                             t(dq), t(dp), sh.block_size, scale, 0, 0.0f, nullptr});
+                                             t(dq), t(dp), sh.block_size, scale, 0, 0.0f, nullptr, nullptr});
     }
     EXPECT_LT(error(out), 1e-4) << "attention";
   }

@@ -208,8 +208,22 @@ typedef struct tsr_attention_params {
   int32_t window;
   float softcap;
   const tsr_tensor* sinks;
+  /* ABI 2.8, optional (NULL: causal, as above): tree attention, which verifies a tree of
+   * draft tokens in one pass. [n] i32: parents[i] is -1 or the index of an earlier row of
+   * row i's sequence. Row i's path is its chain of parents up to a row with -1 (its
+   * root), itself included: root = r_0, r_1, ..., r_d = i. Row i attends to the cached
+   * keys at positions 0 .. positions[r_0] - 1 and then to the keys at positions[r_0],
+   * positions[r_1], ..., positions[r_d], as one causal sequence in that order: it computes
+   * what it would as the last row of a causal step holding its path, key for key (a
+   * backend keeps the order of its reductions, so that a tree's row gives the bits the
+   * same row gives in a chain). The window counts along that sequence: a row's position
+   * there is positions[r_0] + d. A row whose parent is the row before it in the batch and
+   * which itself is at the position after its parent's is causal as without parents. */
+  const tsr_tensor* parents;
 } tsr_attention_params;
-TSR_ABI_PIN_SIZE(tsr_attention_params, 96);
+TSR_ABI_PIN_SIZE(tsr_attention_params, 104);
+/* The params through ABI 2.7 (no tree attention). */
+#define TSR_ATTENTION_PARAMS_SIZE_V2_7 TSR_SIZE_THROUGH(tsr_attention_params, sinks)
 
 /* out = silu(gate) * up, elementwise; all [n, d] f32. out may alias gate or up. */
 typedef struct tsr_silu_mul_params {

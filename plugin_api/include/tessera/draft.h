@@ -12,7 +12,11 @@
  * all k are accepted a bonus token is sampled from p_k. This is exact for any draft, since
  * the draft's choice is a function of its state. Drafts report the probability they gave
  * each proposal (`probs`, optional) for statistics; ABI 1.0 does not verify against a
- * full draft distribution.
+ * full draft distribution. A tree of proposals (ABI 2.8, tsr_draft_proposal.parents) is
+ * verified the same way over siblings (SpecInfer's recursive rejection with point
+ * masses): from the root, the host draws the target's token at the current node as it
+ * would without drafts and moves to the child that proposed it, if any; the first draw
+ * no child proposed ends the walk, and a leaf's draw is the bonus token.
  *
  * Thread-safety: draft_create / draft_destroy are externally synchronized; a tsr_draft
  * and its sequences are used by one thread at a time (the engine's step thread).
@@ -159,8 +163,23 @@ typedef struct tsr_draft_proposal {
   float* probs;               /* out, can be NULL: the draft's probability of each id */
   int32_t capacity;           /* in: k, the most tokens to propose */
   int32_t n_tokens;           /* out: how many were proposed (0 is fine) */
+  /* ABI 2.8: token trees. NULL when the host verifies chains only. Else the host can
+   * verify a tree of up to tree_capacity tokens (>= capacity; tokens and probs have room
+   * for that many) in one pass, and has set parents[i] = i - 1 for each of them, a chain.
+   * A draft may write a tree instead: parents[i] is -1 (token i follows the history) or
+   * the index of an earlier token that token i follows, and no path from the history is
+   * longer than capacity tokens. Siblings (tokens of one parent) are distinct. A draft that
+   * writes no parents proposes a chain of at most capacity tokens, as before 2.8. The
+   * first child of each token should be the likeliest: the host keeps the KV of the
+   * accepted tokens that lie on the chain of first proposals (indices 0, 1, 2, ...) and
+   * recomputes the others in its next pass. */
+  int32_t* parents;
+  int32_t tree_capacity;      /* in: the most tokens of a tree (with parents) */
+  int32_t reserved;
 } tsr_draft_proposal;
-TSR_ABI_PIN_SIZE(tsr_draft_proposal, 32);
+TSR_ABI_PIN_SIZE(tsr_draft_proposal, 48);
+/* The proposal through ABI 2.7 (chains only). */
+#define TSR_DRAFT_PROPOSAL_SIZE_V2_7 TSR_SIZE_THROUGH(tsr_draft_proposal, n_tokens)
 
 typedef struct tsr_draft_iface {
   size_t struct_size;

@@ -94,7 +94,8 @@ class ExampleBackend {
 
 #if TSR_SDK_ABI_AT_LEAST(2, 0)
   // Asked with the params too (ABI 2.0): this example implements none of the optional
-  // params 2.0 added (YaRN RoPE; attention's window, softcap and sinks), and refuses them.
+  // params 2.0 and later added (YaRN RoPE; attention's window, softcap, sinks and
+  // parents), and refuses them.
   bool supports(const tsr_op_support_query& q) const {
     if (q.dtypes == nullptr || q.n_dtypes < 1) return false;
     return supports(q.op, std::span(q.dtypes, static_cast<size_t>(q.n_dtypes))) &&
@@ -108,6 +109,9 @@ class ExampleBackend {
     }
     if (op == TSR_OP_ATTENTION) {
       const auto& p = *static_cast<const tsr_attention_params*>(params);
+#if TSR_SDK_ABI_AT_LEAST(2, 8)
+      if (TSR_STRUCT_HAS(&p, tsr_attention_params, parents) && p.parents != nullptr) return false;
+#endif
       return p.window == 0 && p.softcap == 0 && p.sinks == nullptr;
     }
     return true;
@@ -246,7 +250,7 @@ class ExampleBackend {
   void attention(Stream*, const tsr_attention_params& p) {
 #if TSR_SDK_ABI_AT_LEAST(2, 0)
     if (!optional_params_unset(TSR_OP_ATTENTION, &p)) {
-      throw Failure(TSR_STATUS_UNSUPPORTED, "attention: window, softcap and sinks are not implemented");
+      throw Failure(TSR_STATUS_UNSUPPORTED, "attention: window, softcap, sinks and parents are not implemented");
     }
 #endif
     const Attention a(p);

@@ -21,6 +21,11 @@
 //   // takes (hidden_layers), and those states for positions of a request (on_hidden).
 //   std::vector<int32_t> hidden_layers();
 //   void on_hidden(Seq&, const tsr_tensor& states, int64_t first_position);
+//   // ABI 2.8, with propose_batch: trees of tokens. With this constant an entry whose host
+//   // verifies trees has `parents` as long as `tokens` (preset to a chain), room for the
+//   // tree in `tokens` and `depth`, the most tokens on a path (draft.h); else `parents` is
+//   // empty and `tokens` holds `depth` tokens, a chain.
+//   static constexpr bool kProposesTrees = true;
 //
 // The generated entries check handles, params and proposal buffers, keep the proposal's
 // n_tokens within its capacity, and turn every exception into a status and error object.
@@ -69,6 +74,8 @@ struct BatchEntry {
   std::span<int32_t> tokens;
   std::span<float> probs;
   int32_t* n_tokens;  // out: how many of tokens were written
+  std::span<int32_t> parents = {};  // a tree's (kProposesTrees); empty: a chain
+  int32_t depth = 0;                // the most tokens on a path
 };
 
 template <class Impl>
@@ -139,6 +146,17 @@ class DraftPlugin {
       require(p.capacity >= 0, "propose: negative capacity");
       require(p.tokens != nullptr || p.capacity == 0, "propose: tokens is NULL");
       proposal->n_tokens = 0;
+#if TSR_SDK_ABI_AT_LEAST(2, 8)
+      if constexpr (kTrees) {  // a tree draft proposes through propose_batch, trees or chains
+        const BatchEntry<Seq> e = entry(seq, std::span(history, n_history), *proposal);
+        impl.propose_batch(std::span(&e, 1));
+        if (proposal->n_tokens < 0 || proposal->n_tokens > static_cast<int32_t>(e.tokens.size())) {
+          throw Failure(TSR_STATUS_INTERNAL, "propose wrote " + std::to_string(proposal->n_tokens) +
+                                                 " tokens for a capacity of " + std::to_string(e.tokens.size()));
+        }
+        return;
+      }
+#endif
       const auto capacity = static_cast<size_t>(p.capacity);
       const int32_t n = impl.propose(seq, std::span(history, n_history),
                                      std::span(p.tokens, capacity),
@@ -210,6 +228,29 @@ class DraftPlugin {
     });
   }
 
+  static constexpr bool kTrees = [] {
+    if constexpr (requires { Impl::kProposesTrees; }) return Impl::kProposesTrees;
+    return false;
+  }();
+  static_assert(!kTrees || kBatches, "a draft proposing trees defines propose_batch");
+
+  // A proposal's entry: a tree's room where the host verifies trees and the Impl proposes them.
+  static BatchEntry<Seq> entry(Seq& seq, std::span<const int32_t> history, tsr_draft_proposal& p) {
+    const auto capacity = static_cast<size_t>(p.capacity);
+    BatchEntry<Seq> e{&seq, history, std::span(p.tokens, capacity), std::span(p.probs, p.probs != nullptr ? capacity : 0),
+                      &p.n_tokens, {}, p.capacity};
+#if TSR_SDK_ABI_AT_LEAST(2, 8)
+    if (kTrees && TSR_STRUCT_HAS(&p, tsr_draft_proposal, tree_capacity) && p.parents != nullptr &&
+        p.tree_capacity > p.capacity) {
+      const auto room = static_cast<size_t>(p.tree_capacity);
+      e.tokens = std::span(p.tokens, room);
+      e.probs = std::span(p.probs, p.probs != nullptr ? room : 0);
+      e.parents = std::span(p.parents, room);
+    }
+#endif
+    return e;
+  }
+
   // Each proposal is checked as propose() checks it, before the Impl sees any.
   static tsr_status propose_batch(tsr_draft* d, tsr_draft_seq* const* seqs, const int32_t* const* histories,
                                   const size_t* n_histories, tsr_draft_proposal* const* proposals, size_t n,
@@ -226,16 +267,15 @@ class DraftPlugin {
         require(p.capacity >= 0, "propose_batch: negative capacity");
         require(p.tokens != nullptr || p.capacity == 0, "propose_batch: tokens is NULL");
         proposals[i]->n_tokens = 0;
-        const auto capacity = static_cast<size_t>(p.capacity);
-        batch.push_back({&object<Seq>(seqs[i], "propose_batch: seq"), std::span(histories[i], n_histories[i]),
-                         std::span(p.tokens, capacity), std::span(p.probs, p.probs != nullptr ? capacity : 0),
-                         &proposals[i]->n_tokens});
+        batch.push_back(entry(object<Seq>(seqs[i], "propose_batch: seq"), std::span(histories[i], n_histories[i]),
+                              *proposals[i]));
       }
       impl.propose_batch(std::span<const BatchEntry<Seq>>(batch));
       for (size_t i = 0; i < n; ++i) {
-        if (proposals[i]->n_tokens < 0 || proposals[i]->n_tokens > proposals[i]->capacity) {
+        const int32_t room = static_cast<int32_t>(batch[i].tokens.size());
+        if (proposals[i]->n_tokens < 0 || proposals[i]->n_tokens > room) {
           throw Failure(TSR_STATUS_INTERNAL, "propose_batch wrote " + std::to_string(proposals[i]->n_tokens) +
-                                                 " tokens for a capacity of " + std::to_string(proposals[i]->capacity));
+                                                 " tokens for a capacity of " + std::to_string(room));
         }
       }
     });
