@@ -672,9 +672,7 @@ bool Engine::Impl::step() {
   const SchedulerOutput out = scheduler->schedule(now);
   if (!out.chunks.empty()) {
     try {
-      const bool decode = std::ranges::all_of(out.chunks, [](const ScheduledChunk& c) {
-        return c.request->num_computed() + 1 == c.request->num_tokens();
-      });
+      const bool decode = std::ranges::all_of(out.chunks, [](const ScheduledChunk& c) { return c.request->caught_up(); });
       const int64_t generated_before = generated, drafted_before = drafted;
       const Clock::time_point start = Clock::now();
       if (!execute(out, touched)) {
