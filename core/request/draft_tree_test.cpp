@@ -7,20 +7,12 @@
 
 #include "core/request/request.h"
 #include "core/tokenizer/tokenizer.h"
+#include "tests/common/letter_tokenizer.h"
 
 namespace tsr {
 namespace {
 
 constexpr int32_t kVocab = 16, kCtx = 64;
-
-std::unique_ptr<Tokenizer> letters() {
-  Vocab v;
-  v.model = "llama";
-  for (int32_t i = 0; i < kVocab; ++i) v.tokens.push_back(std::string(1, char('a' + i)));
-  v.types.assign(kVocab, TokenType::NORMAL);
-  v.add_bos = false;
-  return Tokenizer::create(std::move(v));
-}
 
 class DraftTree : public ::testing::Test {
  protected:
@@ -43,7 +35,7 @@ class DraftTree : public ::testing::Test {
   }
   std::vector<int32_t> output(const Request& r) const { return {r.tokens().begin() + 3, r.tokens().end()}; }
 
-  std::unique_ptr<Tokenizer> tokenizer_ = letters();
+  std::unique_ptr<Tokenizer> tokenizer_ = testing::letter_tokenizer(kVocab);
   std::unique_ptr<Request> request_;
 };
 

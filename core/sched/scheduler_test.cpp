@@ -7,20 +7,12 @@
 #include <vector>
 
 #include "core/tokenizer/tokenizer.h"
+#include "tests/common/letter_tokenizer.h"
 
 namespace tsr {
 namespace {
 
 constexpr int32_t kVocab = 8, kBlockSize = 4, kCtx = 64;
-
-std::unique_ptr<Tokenizer> letters() {
-  Vocab v;
-  v.model = "llama";
-  for (int32_t i = 0; i < kVocab; ++i) v.tokens.push_back(std::string(1, char('a' + i)));
-  v.types.assign(kVocab, TokenType::NORMAL);
-  v.add_bos = false;
-  return Tokenizer::create(std::move(v));
-}
 
 // Requests with their engine-side bookkeeping: what a step does after the forward pass.
 class SchedulerTest : public ::testing::TestWithParam<const char*> {
@@ -53,7 +45,7 @@ class SchedulerTest : public ::testing::TestWithParam<const char*> {
     return out;
   }
 
-  std::unique_ptr<Tokenizer> tokenizer_ = letters();
+  std::unique_ptr<Tokenizer> tokenizer_ = testing::letter_tokenizer(kVocab);
   KvCacheManager kv_{3, kBlockSize, false};
   SchedulerConfig config_{64, 8, GetParam(), 0};
   Scheduler scheduler_{config_, kv_};
@@ -85,7 +77,7 @@ INSTANTIATE_TEST_SUITE_P(Policies, SchedulerTest, ::testing::Values("priority", 
 // A scheduler of 8 sequences (a call's share: 4) and requests of 4 prompt tokens, each of
 // a call given by number.
 struct Calls {
-  std::unique_ptr<Tokenizer> tokenizer = letters();
+  std::unique_ptr<Tokenizer> tokenizer = testing::letter_tokenizer(kVocab);
   KvCacheManager kv{64, kBlockSize, false};
   Scheduler scheduler{SchedulerConfig{64, 8, "fcfs", 0}, kv};
   std::vector<std::unique_ptr<Request>> requests;
