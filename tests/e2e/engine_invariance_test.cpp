@@ -285,34 +285,40 @@ TEST_F(EngineInvariance, BackgroundThreadWithConcurrentSubmitAndCancel) {
 
 // A call of sixteen sequences runs while single requests keep arriving: steps computing it
 // are abandoned for the newcomers (SchedulerOutput::interruptible, LlamaForward's layer
-// boundaries) and run again, and every output stays the references'.
+// boundaries) and run again, and every output stays the references'. Whether an arrival
+// lands inside an interruptible step is a matter of timing (on a fast, idle machine a run
+// may see none), so the run repeats, up to five times, until one has been interrupted.
 TEST_F(EngineInvariance, InterruptedStepsKeepGreedyOutput) {
-  auto engine = Engine::create(base_config());
-  engine->start();
-  const std::vector<RequestParams> batch = mixed_batch(refs_);
-  std::vector<std::vector<int32_t>> outputs(batch.size());
-  std::atomic<size_t> finished{0};
-  std::vector<OutputCallback> callbacks;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    callbacks.push_back([&outputs, &finished, i](const RequestOutput& out) {
-      outputs[i].insert(outputs[i].end(), out.tokens.begin(), out.tokens.end());
-      if (out.finished) ++finished;
-    });
+  int64_t interrupted = 0;
+  for (int attempt = 0; attempt < 5 && interrupted == 0; ++attempt) {
+    auto engine = Engine::create(base_config());
+    engine->start();
+    const std::vector<RequestParams> batch = mixed_batch(refs_);
+    std::vector<std::vector<int32_t>> outputs(batch.size());
+    std::atomic<size_t> finished{0};
+    std::vector<OutputCallback> callbacks;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      callbacks.push_back([&outputs, &finished, i](const RequestOutput& out) {
+        outputs[i].insert(outputs[i].end(), out.tokens.begin(), out.tokens.end());
+        if (out.finished) ++finished;
+      });
+    }
+    engine->submit_all(batch, std::move(callbacks));
+    int arrivals = 0;
+    for (; finished < batch.size(); ++arrivals) {
+      const Reference& r = refs_[size_t(arrivals) % refs_.size()];
+      EXPECT_EQ(engine->generate(greedy_request(r.prompt, 3)).tokens,
+                std::vector<int32_t>(r.greedy.begin(), r.greedy.begin() + 3));
+    }
+    engine->stop();
+    expect_references(refs_, outputs);
+    const EngineStats stats = engine->stats();
+    interrupted = stats.steps_interrupted;
+    std::printf("%lld of %lld steps interrupted by %d arrivals\n", static_cast<long long>(stats.steps_interrupted),
+                static_cast<long long>(stats.steps), arrivals);
+    EXPECT_EQ(stats.kv_blocks_used, 0);
   }
-  engine->submit_all(batch, std::move(callbacks));
-  int arrivals = 0;
-  for (; finished < batch.size(); ++arrivals) {
-    const Reference& r = refs_[size_t(arrivals) % refs_.size()];
-    EXPECT_EQ(engine->generate(greedy_request(r.prompt, 3)).tokens,
-              std::vector<int32_t>(r.greedy.begin(), r.greedy.begin() + 3));
-  }
-  engine->stop();
-  expect_references(refs_, outputs);
-  const EngineStats stats = engine->stats();
-  EXPECT_GT(stats.steps_interrupted, 0) << arrivals << " arrivals";
-  std::printf("%lld of %lld steps interrupted by %d arrivals\n", static_cast<long long>(stats.steps_interrupted),
-              static_cast<long long>(stats.steps), arrivals);
-  EXPECT_EQ(stats.kv_blocks_used, 0);
+  EXPECT_GT(interrupted, 0) << "no step was interrupted in five runs";
 }
 
 // What the engine cannot serve is refused at submit, naming the field, rather than failing
