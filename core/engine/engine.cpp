@@ -592,6 +592,8 @@ void Engine::Impl::propose_drafts() {
   }
   std::vector<Live*> asked;
   std::vector<DraftClient::BatchItem> items;
+  std::vector<std::vector<double>> uniforms(live.size());
+  std::vector<tsr_draft_sampling> draws(live.size());  // items point into it: no reallocation
   for (auto& [id, l] : live) {
     Request& r = *l.request;
     if (!l.draft || r.finished() || r.state() != RequestState::RUNNING || !r.caught_up()) continue;
@@ -600,8 +602,10 @@ void Engine::Impl::propose_drafts() {
     if (k <= 0) continue;
     // A tree's nodes take slots past the accepted path: the context bounds them too.
     const int32_t tree = r.constrained() ? 0 : std::min(tree_budget, n_ctx - r.num_tokens() - 1);
+    const size_t at = asked.size();
+    const bool sampled = r.describe_draws(k, uniforms[at], draws[at]);
     asked.push_back(&l);
-    items.push_back({l.draft.get(), r.tokens(), k, tree});
+    items.push_back({l.draft.get(), r.tokens(), k, tree, sampled ? &draws[at] : nullptr});
   }
   std::vector<DraftClient::Proposal> proposals;
   if (items.size() > 1 && draft->batches()) {
@@ -614,7 +618,7 @@ void Engine::Impl::propose_drafts() {
   for (size_t i = 0; i < asked.size(); ++i) {
     Live& l = *asked[i];
     try {
-      DraftClient::Proposal p = proposals.empty() ? l.draft->propose(items[i].history, items[i].k, items[i].tree)
+      DraftClient::Proposal p = proposals.empty() ? l.draft->propose(items[i].history, items[i].k, items[i].tree, items[i].sampling)
                                                   : std::move(proposals[i]);
       l.request->set_drafts(std::move(p.tokens), std::move(p.parents));
       l.request->trim_drafts_to_constraint();

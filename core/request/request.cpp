@@ -137,6 +137,15 @@ int32_t Request::draft_child(int32_t node, int32_t token) const {
   return -1;
 }
 
+bool Request::describe_draws(int32_t n, std::vector<double>& uniforms, tsr_draft_sampling& out) const {
+  const SamplingParams& p = chain_.params();
+  if (p.temperature <= 0.0f) return false;
+  uniforms.resize(size_t(std::max(n, 0)));
+  for (int32_t d = 0; d < n; ++d) uniforms[size_t(d)] = position_uniform(seed_, uint64_t(num_output_tokens() + d));
+  out = {sizeof(tsr_draft_sampling), uniforms.data(), n, p.temperature, p.top_k, p.top_p, p.min_p, 0};
+  return true;
+}
+
 int32_t Request::append_verified(std::span<const float> logits, int32_t n_vocab, int32_t n_ctx,
                                  Clock::time_point now) {
   const auto k = static_cast<int32_t>(drafts_.size());

@@ -20,6 +20,7 @@
 #include "core/request/reasoning_budget.h"
 #include "core/request/stop_matcher.h"
 #include "samplers/token_draw.h"
+#include "tessera/draft.h"
 #include "tessera/engine.h"
 
 namespace tsr {
@@ -119,6 +120,9 @@ class Request {
   bool caught_up() const { return num_computed_ + recompute_ == num_tokens() - 1; }
   uint64_t cache_key() const { return cache_key_; }
   Clock::time_point arrival() const { return arrival_; }
+  // How the next `n` output positions will be drawn, for a draft (ABI 2.9): the uniforms
+  // into `uniforms`, the rest into `out` (pointing at them). False for a greedy request.
+  bool describe_draws(int32_t n, std::vector<double>& uniforms, tsr_draft_sampling& out) const;
 
   void on_scheduled(Clock::time_point now, int32_t cached_tokens);
   void on_preempted();

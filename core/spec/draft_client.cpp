@@ -110,19 +110,21 @@ DraftClient::Seq::~Seq() { owner_.iface_->seq_destroy(owner_.handle_, handle_); 
 
 // The proposal buffers of one request: room for k tokens, or for a tree of `tree` (ABI 2.8:
 // parents preset to a chain, which a draft that writes none proposes).
-void DraftClient::Proposal::prepare(tsr_draft_proposal& p, int32_t k, int32_t tree) {
+void DraftClient::Proposal::prepare(tsr_draft_proposal& p, int32_t k, int32_t tree,
+                                    const tsr_draft_sampling* sampling) {
   k = std::max(k, 0);
   tree = tree > k ? tree : 0;
   tokens.assign(static_cast<size_t>(std::max(k, tree)), 0);
   parents.resize(static_cast<size_t>(tree));
   for (size_t i = 0; i < parents.size(); ++i) parents[i] = int32_t(i) - 1;
-  p = {sizeof(tsr_draft_proposal), tokens.data(), nullptr, k, 0, tree > 0 ? parents.data() : nullptr, tree, 0};
+  p = {sizeof(tsr_draft_proposal), tokens.data(), nullptr, k, 0, tree > 0 ? parents.data() : nullptr, tree, 0, sampling};
 }
 
-DraftClient::Proposal DraftClient::Seq::propose(std::span<const int32_t> history, int32_t k, int32_t tree) {
+DraftClient::Proposal DraftClient::Seq::propose(std::span<const int32_t> history, int32_t k, int32_t tree,
+                                                const tsr_draft_sampling* sampling) {
   Proposal out;
   tsr_draft_proposal p;
-  out.prepare(p, k, tree);
+  out.prepare(p, k, tree, sampling);
   call_plugin("draft '" + owner_.name_ + "' propose", [&](tsr_error** e) {
     return owner_.iface_->propose(owner_.handle_, handle_, history.data(), history.size(), &p, e);
   });
@@ -175,7 +177,7 @@ std::vector<DraftClient::Proposal> DraftClient::propose_batch(std::span<const Ba
   std::vector<const int32_t*> histories(n);
   std::vector<size_t> lengths(n);
   for (size_t i = 0; i < n; ++i) {
-    out[i].prepare(proposals[i], items[i].k, items[i].tree);
+    out[i].prepare(proposals[i], items[i].k, items[i].tree, items[i].sampling);
     proposal_ptrs[i] = &proposals[i];
     seqs[i] = items[i].seq->handle_;
     histories[i] = items[i].history.data();

@@ -35,14 +35,16 @@ class DraftClient {
   // Proposed tokens: a chain (parents empty) or a tree (Request::draft_parents).
   struct Proposal {
     std::vector<int32_t> tokens, parents;
-    void prepare(tsr_draft_proposal& p, int32_t k, int32_t tree);
+    void prepare(tsr_draft_proposal& p, int32_t k, int32_t tree, const tsr_draft_sampling* sampling);
   };
   class Seq {
    public:
     ~Seq();
     // A chain of up to k tokens to follow `history`, or with tree > k a tree of up to
     // `tree` tokens whose paths hold k at most (ABI 2.8; a draft may still propose a chain).
-    Proposal propose(std::span<const int32_t> history, int32_t k, int32_t tree = 0);
+    // `sampling` (can be NULL: greedy) says how the target draws those positions (ABI 2.9).
+    Proposal propose(std::span<const int32_t> history, int32_t k, int32_t tree = 0,
+                     const tsr_draft_sampling* sampling = nullptr);
     void on_verified(int32_t n_accepted, int32_t next_token);
     // The target's states at hidden_layers() for consecutive positions from first_position
     // (TSR_DRAFT_NEEDS_HIDDEN drafts): f32 [layers, rows, n_embd] in backend memory.
@@ -62,12 +64,13 @@ class DraftClient {
   const std::vector<int32_t>& hidden_layers() const { return hidden_layers_; }
 
   // One request of propose_batch: its sequence, its history, the most tokens on a path and
-  // of a tree (0: a chain).
+  // of a tree (0: a chain), and its draws (NULL: greedy).
   struct BatchItem {
     Seq* seq;
     std::span<const int32_t> history;
     int32_t k;
     int32_t tree = 0;
+    const tsr_draft_sampling* sampling = nullptr;
   };
   // The draft proposes for several requests in one call (ABI 2.6 propose_batch).
   bool batches() const;

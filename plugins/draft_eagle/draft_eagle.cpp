@@ -9,8 +9,10 @@
 //   output state (before its output norm) in place of target features.
 // After verification the rows fed with the head's states are dropped and the accepted
 // positions are recomputed from the target's features (EAGLE's rule). Proposals are the
-// head's greedy tokens, mapped to target ids through d2t where the head's vocabulary is
-// reduced; verification treats them as a point mass, which keeps sampling exact. Where the
+// head's greedy tokens, or for a sampled request the token the target's own draw would
+// pick from the head's logits at the same uniform (ABI 2.9, sdk/draft_sampling.hpp), mapped
+// to target ids through d2t where the head's vocabulary is reduced; verification treats
+// them as a point mass, which keeps sampling exact. Where the
 // host verifies trees ([speculative] tree_budget), the chain is followed by the likeliest
 // other candidates of each of its steps as leaves, ranked by EAGLE-2's confidence (the
 // head's probability of the path to the leaf): a leaf the target accepts brings the bonus
@@ -27,6 +29,7 @@
 #include <vector>
 
 #include "tessera/sdk/draft.hpp"
+#include "tessera/sdk/draft_sampling.hpp"
 
 namespace {
 
@@ -128,13 +131,6 @@ class EagleDraft {
     if (s.fed.size() > valid) s.fed.resize(valid);  // head rows from `first` on are recomputed
   }
 
-  int32_t propose(Seq& s, std::span<const int32_t> history, std::span<int32_t> tokens, std::span<float> probs) {
-    int32_t n = 0;
-    const tsr::sdk::BatchEntry<Seq> entry{&s, history, tokens, probs, &n};
-    propose_batch(std::span(&entry, 1));
-    return n;
-  }
-
   void propose_batch(std::span<const tsr::sdk::BatchEntry<Seq>> batch) {
     std::vector<Pending> pending;
     std::vector<const tsr::sdk::BatchEntry<Seq>*> drafting;
@@ -155,11 +151,12 @@ class EagleDraft {
         const auto& e = *drafting[j];
         if (i >= capacity(e)) continue;
         float prob = 0;
-        next[j] = greedy(e.seq->logits, &prob);
+        const int32_t head_id = tsr::sdk::draft_token(e.seq->logits, e.sampling, i, &prob, target_ids_);
+        next[j] = target_id(head_id);
         e.tokens[size_t(i)] = next[j];
         if (!e.probs.empty()) e.probs[size_t(i)] = prob;
         *e.n_tokens = i + 1;
-        if (!e.parents.empty()) leaves[j].rank(e.seq->logits, i, int32_t(e.tokens.size()) - capacity(e));
+        if (!e.parents.empty()) leaves[j].rank(e.seq->logits, head_id, i, int32_t(e.tokens.size()) - capacity(e));
         leaves[j].path_prob *= prob;
         if (i + 1 < capacity(e)) pending.push_back({e.seq, std::span(&next[j], 1), e.seq->state.data()});
       }
@@ -219,8 +216,8 @@ class EagleDraft {
     double path_prob = 1;  // of the chain so far
     std::vector<Leaf> all;
 
-    // The `room` likeliest tokens of chain step `step` but the chain's own.
-    void rank(const std::vector<float>& logits, int32_t step, int32_t room) {
+    // The `room` likeliest tokens of chain step `step` but the chain's own (`chain_id`).
+    void rank(const std::vector<float>& logits, int32_t chain_id, int32_t step, int32_t room) {
       if (room <= 0) return;
       std::vector<int32_t> ids(logits.size());
       for (size_t t = 0; t < ids.size(); ++t) ids[t] = int32_t(t);
@@ -230,9 +227,12 @@ class EagleDraft {
       const float max = logits[size_t(ids[0])];
       double total = 0;
       for (const float l : logits) total += std::exp(double(l - max));
-      for (size_t r = 1; r < top; ++r) {  // ids[0] is the chain's token
+      size_t added = 0;
+      for (size_t r = 0; r < top && added + 1 < top; ++r) {
+        if (ids[r] == chain_id) continue;
         const auto p = static_cast<float>(std::exp(double(logits[size_t(ids[r])] - max)) / total);
         all.push_back({path_prob * p, ids[r], step, p});
+        ++added;
       }
     }
   };
@@ -280,10 +280,6 @@ class EagleDraft {
     const size_t first = size_t(s.base) + keep + 1;
     return Pending{&s, history.subspan(first, size_t(last + 2) - first),
                    s.features.data() + size_t(s.base + int64_t(keep) - s.kept) * s.width};
-  }
-
-  int32_t greedy(const std::vector<float>& logits, float* prob) const {
-    return target_id(tsr::sdk::greedy_token(logits, prob));
   }
 
   // One head pass over every pending sequence's rows; each keeps its last row's logits

@@ -1,7 +1,9 @@
 // Drafting with a second, smaller model of the same vocabulary (e.g. a Q4_0 copy of the
 // target as a self-draft). The host runs the model (tsr_model_host); this plugin is the
 // strategy: keep the draft model's sequence in step with the request's history, then
-// propose its greedy continuation, which verification treats as a point mass (exact).
+// propose its greedy continuation, or for a sampled request the tokens the target's own
+// draws would pick from the draft's logits at the same uniforms (ABI 2.9,
+// sdk/draft_sampling.hpp); verification treats them as point masses (exact).
 // All running requests propose together (propose_batch), one draft pass per round.
 // Written on the SDK's DraftPlugin, which checks handles and proposal buffers.
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "tessera/sdk/draft.hpp"
+#include "tessera/sdk/draft_sampling.hpp"
 
 namespace {
 
@@ -62,14 +65,7 @@ class ModelDraft {
     return s;
   }
 
-  int32_t propose(Seq& s, std::span<const int32_t> history, std::span<int32_t> tokens, std::span<float> probs) {
-    int32_t n = 0;
-    const tsr::sdk::BatchEntry<Seq> entry{&s, history, tokens, probs, &n};
-    propose_batch(std::span(&entry, 1));
-    return n;
-  }
-
-  // Every sequence's greedy continuation, one forward pass of the draft model per round
+  // Every sequence's continuation, one forward pass of the draft model per round
   // for all of them (the host's seqs_decode): first each sequence's history past what it
   // computed, then one token each per round while any still proposes.
   void propose_batch(std::span<const tsr::sdk::BatchEntry<Seq>> batch) {
@@ -86,7 +82,7 @@ class ModelDraft {
         const auto& e = batch[j];
         if (i >= capacity(e)) continue;
         float prob = 0;
-        next[j] = tsr::sdk::greedy_token(e.seq->logits, &prob);
+        next[j] = tsr::sdk::draft_token(e.seq->logits, e.sampling, i, &prob);
         e.tokens[i] = next[j];
         if (!e.probs.empty()) e.probs[i] = prob;
         *e.n_tokens = i + 1;

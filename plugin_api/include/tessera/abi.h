@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 #define TSR_ABI_MAJOR 2
-#define TSR_ABI_MINOR 8
+#define TSR_ABI_MINOR 9
 
 #if defined(_WIN32)
 #define TSR_EXPORT __declspec(dllexport)

@@ -156,6 +156,30 @@ TSR_ABI_PIN_SIZE(tsr_draft_hidden, 24);
 /* The most layers a draft may ask for. */
 #define TSR_DRAFT_MAX_HIDDEN_LAYERS 8
 
+/* ABI 2.9: a sampled request's draws at the positions a proposal covers. The host draws
+ * the token at a request's output position t by inverse CDF at a uniform u_t that depends
+ * on (seed, t) alone: over its final distribution p in ascending token id, the first token
+ * whose cumulative probability exceeds u_t. Verification accepts a proposed token iff
+ * that draw picks it, so a draft that runs the same draw over its own distribution q, at
+ * the same u_t, proposes the target's token whenever p and q put u_t in the same token's
+ * interval (common random numbers): acceptance approaches 1 - TV(p, q), where a draft's
+ * argmax is accepted with p(argmax). Outputs do not depend on what a draft proposes.
+ * p is the logits through top_k, top_p and min_p (each off at its neutral value), then
+ * divided by temperature and soft-maxed (llama.cpp's default order; logit biases,
+ * penalties and other orders the host applies too, but does not describe here). */
+typedef struct tsr_draft_sampling {
+  size_t struct_size;
+  const double* uniforms; /* [depth]: uniforms[d] draws the token at depth d + 1 of any path
+                             (the proposal's capacity entries) */
+  int32_t depth;          /* how many uniforms */
+  float temperature;      /* > 0 */
+  int32_t top_k;          /* 0: off */
+  float top_p;            /* 1: off */
+  float min_p;            /* 0: off */
+  int32_t reserved;
+} tsr_draft_sampling;
+TSR_ABI_PIN_SIZE(tsr_draft_sampling, 40);
+
 /* A proposal: up to `capacity` tokens written by propose(). */
 typedef struct tsr_draft_proposal {
   size_t struct_size;
@@ -176,10 +200,16 @@ typedef struct tsr_draft_proposal {
   int32_t* parents;
   int32_t tree_capacity;      /* in: the most tokens of a tree (with parents) */
   int32_t reserved;
+  /* ABI 2.9, can be NULL (greedy requests): how the target will draw the proposed
+   * positions, so that a draft with a distribution of its own can propose the token the
+   * target's draw is likely to pick. Valid for the call. */
+  const tsr_draft_sampling* sampling;
 } tsr_draft_proposal;
-TSR_ABI_PIN_SIZE(tsr_draft_proposal, 48);
-/* The proposal through ABI 2.7 (chains only). */
+TSR_ABI_PIN_SIZE(tsr_draft_proposal, 56);
+/* The proposal through ABI 2.7 (chains only) and 2.8 (trees). */
 #define TSR_DRAFT_PROPOSAL_SIZE_V2_7 TSR_SIZE_THROUGH(tsr_draft_proposal, n_tokens)
+#define TSR_DRAFT_PROPOSAL_SIZE_V2_8 TSR_SIZE_THROUGH(tsr_draft_proposal, reserved)
+
 
 typedef struct tsr_draft_iface {
   size_t struct_size;

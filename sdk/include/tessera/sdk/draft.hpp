@@ -6,7 +6,8 @@
 //   explicit Impl(const tsr_draft_params&);                      // throw to refuse
 //   std::unique_ptr<Seq> seq_create(std::span<const int32_t> prompt);
 //   // Writes up to tokens.size() ids (probs is empty when the host wants none, else as
-//   // long as tokens) and returns how many it wrote.
+//   // long as tokens) and returns how many it wrote. Not needed with propose_batch (below)
+//   // against ABI 2.8 headers or later: a lone sequence then proposes through it too.
 //   int32_t propose(Seq&, std::span<const int32_t> history, std::span<int32_t> tokens,
 //                   std::span<float> probs);
 //   void on_verified(Seq&, int32_t n_accepted, int32_t next_token);
@@ -26,6 +27,8 @@
 //   // tree in `tokens` and `depth`, the most tokens on a path (draft.h); else `parents` is
 //   // empty and `tokens` holds `depth` tokens, a chain.
 //   static constexpr bool kProposesTrees = true;
+//   // ABI 2.9: BatchEntry::sampling, how the target draws a sampled request's positions
+//   // (tessera/sdk/draft_sampling.hpp runs that draw over a draft's logits).
 //
 // The generated entries check handles, params and proposal buffers, keep the proposal's
 // n_tokens within its capacity, and turn every exception into a status and error object.
@@ -76,6 +79,11 @@ struct BatchEntry {
   int32_t* n_tokens;  // out: how many of tokens were written
   std::span<int32_t> parents = {};  // a tree's (kProposesTrees); empty: a chain
   int32_t depth = 0;                // the most tokens on a path
+#if TSR_SDK_ABI_AT_LEAST(2, 9)
+  // How the target draws the positions (ABI 2.9; sdk/draft_sampling.hpp draws the same way
+  // over a draft's logits); NULL for greedy requests and older hosts.
+  const tsr_draft_sampling* sampling = nullptr;
+#endif
 };
 
 template <class Impl>
@@ -147,26 +155,27 @@ class DraftPlugin {
       require(p.tokens != nullptr || p.capacity == 0, "propose: tokens is NULL");
       proposal->n_tokens = 0;
 #if TSR_SDK_ABI_AT_LEAST(2, 8)
-      if constexpr (kTrees) {  // a tree draft proposes through propose_batch, trees or chains
+      // A batching draft proposes through propose_batch, whose entry carries a tree's room
+      // and (ABI 2.9) the request's draws.
+      if constexpr (kBatches) {
         const BatchEntry<Seq> e = entry(seq, std::span(history, n_history), *proposal);
         impl.propose_batch(std::span(&e, 1));
         if (proposal->n_tokens < 0 || proposal->n_tokens > static_cast<int32_t>(e.tokens.size())) {
           throw Failure(TSR_STATUS_INTERNAL, "propose wrote " + std::to_string(proposal->n_tokens) +
                                                  " tokens for a capacity of " + std::to_string(e.tokens.size()));
         }
-        return;
-      }
+      } else
 #endif
-      const auto capacity = static_cast<size_t>(p.capacity);
-      const int32_t n = impl.propose(seq, std::span(history, n_history),
-                                     std::span(p.tokens, capacity),
-                                     std::span(p.probs, p.probs != nullptr ? capacity : 0));
-      if (n < 0 || n > p.capacity) {
-        throw Failure(TSR_STATUS_INTERNAL, "propose returned " + std::to_string(n) +
-                                               " tokens for a capacity of " +
-                                               std::to_string(p.capacity));
+      {
+        const auto capacity = static_cast<size_t>(p.capacity);
+        const int32_t n = impl.propose(seq, std::span(history, n_history), std::span(p.tokens, capacity),
+                                       std::span(p.probs, p.probs != nullptr ? capacity : 0));
+        if (n < 0 || n > p.capacity) {
+          throw Failure(TSR_STATUS_INTERNAL, "propose returned " + std::to_string(n) +
+                                                 " tokens for a capacity of " + std::to_string(p.capacity));
+        }
+        proposal->n_tokens = n;
       }
-      proposal->n_tokens = n;
     });
   }
 
@@ -246,6 +255,13 @@ class DraftPlugin {
       e.tokens = std::span(p.tokens, room);
       e.probs = std::span(p.probs, p.probs != nullptr ? room : 0);
       e.parents = std::span(p.parents, room);
+    }
+#endif
+#if TSR_SDK_ABI_AT_LEAST(2, 9)
+    if (TSR_STRUCT_HAS(&p, tsr_draft_proposal, sampling) && p.sampling != nullptr &&
+        p.sampling->struct_size >= sizeof(tsr_draft_sampling) && p.sampling->uniforms != nullptr &&
+        p.sampling->depth >= e.depth) {
+      e.sampling = p.sampling;
     }
 #endif
     return e;
