@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -399,28 +400,60 @@ TEST(Perplexity, Q8_0KlAgainstF32) {
   EXPECT_EQ(q8["tokens"].get<int64_t>(), 4 * 255);
 }
 
-// LLM.int8() (the llm_int8 quant plugin) on a model with outlier features (synth: four of
-// 256 hidden dimensions weighed by 20 in the input norms, so the projections see values
-// of ~20-60 there beside ~1 elsewhere): keeping those dimensions out of the int8 product
-// (outlier_threshold 6, the default) loses far less than plain vector-wise int8 (inf: no
-// outliers), whose per-token scale those dimensions set. Measured: KL 0.045 against 0.58,
-// top-1 agreement 0.89 against 0.66 (these random weights are sharp, see the oracle test:
-// Q8_0's 32-blocks lose 0.22 on such a file); on stories260K, KL 0.0014 against 0.0018. An option the
-// scheme lacks, or one without a scheme, is refused by name.
+// stories260K with outlier features injected without changing what it computes: at four
+// of its 64 hidden dimensions every input norm's weight is multiplied by `gain` and the
+// matching input column of each projection it feeds (Q, K, V; gate, up) divided by it.
+// The projections then see values `gain` times larger there, as LLM.int8() found in large
+// models, while the F32 model's outputs stay the original's (up to rounding).
+void write_with_outliers(const std::string& src_path, const std::string& dst_path, float gain) {
+  const auto src = GgufFile::open(src_path);
+  GgufWriter w;
+  w.set_alignment(uint32_t(src->alignment()));
+  for (const GgufKv& kv : src->metadata()) {
+    if (kv.key != "general.alignment") w.add(kv.key, kv.value);
+  }
+  auto ends_with = [](const std::string& s, std::string_view tail) { return s.ends_with(tail); };
+  for (const GgufTensorInfo& t : src->tensors()) {
+    ASSERT_EQ(t.type, GgmlType::F32) << t.name;
+    std::vector<float> v(size_t(t.nelements));
+    std::memcpy(v.data(), src->tensor_data(t), t.nbytes);
+    const int64_t cols = t.ne[0];
+    const bool norm = ends_with(t.name, "attn_norm.weight") || ends_with(t.name, "ffn_norm.weight");
+    const bool consumer = ends_with(t.name, "attn_q.weight") || ends_with(t.name, "attn_k.weight") ||
+                          ends_with(t.name, "attn_v.weight") || ends_with(t.name, "ffn_gate.weight") ||
+                          ends_with(t.name, "ffn_up.weight");
+    const float scale = norm ? gain : consumer ? 1.0f / gain : 1.0f;
+    for (int64_t d : {5, 21, 38, 50}) {
+      for (int64_t i = d; scale != 1.0f && i < t.nelements; i += cols) v[size_t(i)] *= scale;
+    }
+    w.add_tensor(t.name, t.type, t.ne, {reinterpret_cast<const uint8_t*>(v.data()), t.nbytes});
+  }
+  w.write(dst_path);
+}
+
+// LLM.int8() (the llm_int8 quant plugin) on stories260K with injected outlier features
+// (above, gain 20). Plain vector-wise int8 (outlier_threshold = inf) lets those dimensions
+// set every token's scale; llm_int8 (threshold 6, the default) multiplies them in F32.
+// Measured (40 chunks of 128): the F32 copy against the original 1.7e-12; llm_int8 KL
+// 0.0112 (top-1 agreement 0.936), plain int8 0.0493 (0.872); on the unmodified model
+// llm_int8 0.00153. Not 1e-3: the outlier columns' weights are decoded from the rows'
+// int8 (as bitsandbytes' inference kernel does), and here they are 20 times smaller than
+// their rows' absmax, so they keep 3 bits. An option the scheme lacks, or one without a
+// scheme, is refused by name.
 TEST(Perplexity, LlmInt8KeepsOutlierFeaturesInF32) {
   TSR_REQUIRE_SHARED(kStories);
   TSR_REQUIRE_SHARED("models/stories260K.samples.txt");
-  const std::string model = (work_dir() / "outliers.gguf").string();
-  ASSERT_EQ(tessera("synth " + model + " --dim 256 --layers 2 --heads 4 --kv-heads 4 --ffn 512 --outlier-dims 4 "
-                    "--outlier-gain 20 --seed 3 --donor " + testing::shared_path(kDonor)), 0);
+  const std::string model = (work_dir() / "stories260K-outliers.gguf").string();
+  write_with_outliers(testing::shared_path(kStories), model, 20.0f);
   const std::string out = (work_dir() / "ppl-int8.json").string();
   auto run = [&](const std::string& scheme, const std::string& threshold) {
     const std::string config = (work_dir() / "int8.toml").string();
     std::ofstream(config) << "[quant]\nscheme = \"" << scheme << "\"\n"
                           << (threshold.empty() ? "" : "outlier_threshold = " + threshold + "\n");
-    const std::string args = "perplexity --config " + config + " -m " + model + " --kl-base " + model + " -f " +
+    const std::string args = "perplexity --config " + config + " -m " + model + " --kl-base " +
+                             testing::shared_path(kStories) + " -f " +
                              testing::shared_path("models/stories260K.samples.txt") +
-                             " -c 256 --chunks 4 -t 2 -ctk f32 -ctv f32 --json | tail -1 > " + out;
+                             " -c 128 --chunks 40 -t 2 -ctk f32 -ctv f32 --json | tail -1 > " + out;
     EXPECT_EQ(tessera(args), 0) << args;
     std::ifstream in(out);
     const nlohmann::json j = nlohmann::json::parse(in);
@@ -428,9 +461,10 @@ TEST(Perplexity, LlmInt8KeepsOutlierFeaturesInF32) {
                 threshold.empty() ? "(default)" : threshold.c_str(), j["kl_mean"].get<double>(), j["top1_agree"].get<double>());
     return j;
   };
+  EXPECT_LT(run("auto", "")["kl_mean"].get<double>(), 1e-9) << "the injection changed the model";
   const nlohmann::json decomposed = run("llm_int8", ""), plain = run("llm_int8", "inf");
-  EXPECT_LT(decomposed["kl_mean"].get<double>(), plain["kl_mean"].get<double>() / 4);
-  EXPECT_GT(decomposed["top1_agree"].get<double>(), plain["top1_agree"].get<double>());
+  EXPECT_LT(decomposed["kl_mean"].get<double>(), plain["kl_mean"].get<double>() / 3);
+  EXPECT_GT(decomposed["top1_agree"].get<double>(), plain["top1_agree"].get<double>() + 0.03);
   const std::string config = (work_dir() / "bad-int8.toml").string();
   std::ofstream(config) << "[quant]\nscheme = \"q8_0\"\noutlier_threshold = 6.0\n";
   EXPECT_NE(tessera("run --config " + config + " -m " + model + " -p x -n 1"), 0);
