@@ -113,10 +113,12 @@ bool KvCacheManager::allocate(SeqId seq, int32_t num_tokens, int32_t first_write
   Seq& s = seqs_[seq];
   const int32_t needed = (window_.cached(num_tokens) + block_size_ - 1) / block_size_;
   const int32_t have = static_cast<int32_t>(s.blocks.size());
-  // A block about to be written that others share (a fork's partial block) or that the
-  // cache still offers needs a private copy first: one more block from the pool each.
-  // A ring step rewrites the sinks' blocks too.
+  // A block about to be written that others share (a fork's partial block, or any block
+  // of a fork taken inside its origin's tokens) or that the cache still offers needs a
+  // private copy first: one more block from the pool each. A ring step (one position)
+  // rewrites the sinks' blocks too.
   std::vector<int32_t> writes{window_.cache_index(first_write) / block_size_};
+  for (int32_t b = writes[0] + 1; !window_.evicts(first_write) && b < std::min(have, needed); ++b) writes.push_back(b);
   for (int32_t b = 0; b * block_size_ < window_.extra_rows(first_write); ++b) {
     if (b != writes[0]) writes.push_back(b);
   }
@@ -150,6 +152,19 @@ void KvCacheManager::fork(SeqId parent, SeqId child) {
   if (!c.blocks.empty()) throw Error("fork into a sequence that has blocks", TSR_STATUS_INTERNAL);
   c = p;
   for (KvBlock* b : c.blocks) pool_.touch(b);
+}
+
+void KvCacheManager::truncate(SeqId seq, int32_t num_tokens) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return;
+  Seq& s = it->second;
+  const auto keep = static_cast<size_t>((window_.cached(num_tokens) + block_size_ - 1) / block_size_);
+  while (s.blocks.size() > keep) {
+    pool_.release(s.blocks.back());
+    s.blocks.pop_back();
+  }
+  s.hashes.resize(std::min(s.hashes.size(), keep));
+  s.num_cached = std::min(s.num_cached, static_cast<int32_t>(keep));
 }
 
 void KvCacheManager::free(SeqId seq) {

@@ -73,6 +73,9 @@ class KvCacheManager {
   // The child shares every block of the parent, the partial last one included.
   void fork(SeqId parent, SeqId child);
 
+  // Releases the blocks past those holding the first `num_tokens` positions.
+  void truncate(SeqId seq, int32_t num_tokens);
+
   // Releases every block of the sequence; full blocks stay cached until evicted.
   void free(SeqId seq);
 

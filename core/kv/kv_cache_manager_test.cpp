@@ -111,6 +111,29 @@ TEST(KvCacheManager, ForkSharesAndCopyOnWriteSeparates) {
   EXPECT_EQ(kv.num_free_blocks(), 8);
 }
 
+// A fork taken inside its origin's tokens (the model host's seq_fork: fork, then truncate
+// the child to n) keeps only the blocks of its first n positions; a write spanning several
+// shared blocks copies each of them, so the other sequence's positions stay intact.
+TEST(KvCacheManager, TruncatedForkCopiesEverySharedBlockItWrites) {
+  KvCacheManager kv(16, 4, false);
+  ASSERT_TRUE(kv.allocate(1, 14, 0));  // four blocks
+  kv.fork(1, 2);
+  kv.truncate(2, 6);
+  ASSERT_EQ(kv.blocks(2).size(), 2u);
+  EXPECT_EQ(kv.blocks(1)[3]->ref_cnt, 1);  // released by the child
+  // Sequence 1 rewrites positions 2..9 (after a rollback): blocks 0 and 1 are shared.
+  ASSERT_TRUE(kv.allocate(1, 10, 2));
+  const auto copies = kv.take_copies();
+  ASSERT_EQ(copies.size(), 2u);
+  EXPECT_EQ(copies[0].first, kv.blocks(2)[0]->id);
+  EXPECT_EQ(copies[1].first, kv.blocks(2)[1]->id);
+  EXPECT_NE(kv.blocks(1)[0], kv.blocks(2)[0]);
+  EXPECT_NE(kv.blocks(1)[1], kv.blocks(2)[1]);
+  kv.free(1);
+  kv.free(2);
+  EXPECT_EQ(kv.num_free_blocks(), 16);
+}
+
 TEST(KvCacheManager, DraftTokensNeverEnterTheCache) {
   KvCacheManager kv(8, 4, true);
   const auto tokens = iota_tokens(8);
