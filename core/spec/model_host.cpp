@@ -162,6 +162,25 @@ tsr_status seq_truncate(tsr_model*, tsr_model_seq* s, size_t n, tsr_error** erro
   });
 }
 
+tsr_status seq_fork(tsr_model* m, tsr_model_seq* s, size_t n, tsr_model_seq** out, tsr_error** error) {
+  return guarded(error, [&] {
+    if (s == nullptr || out == nullptr) throw Error("seq_fork: NULL argument");
+    if (n > s->tokens.size()) {
+      throw Error("seq_fork: n (" + std::to_string(n) + ") is beyond the sequence's " +
+                  std::to_string(s->tokens.size()) + " tokens");
+    }
+    auto child = std::make_unique<tsr_model_seq>(
+        tsr_model_seq{m->next_seq++, std::vector<int32_t>(s->tokens.begin(), s->tokens.begin() + std::ptrdiff_t(n))});
+    // The blocks holding the first n positions are shared; a write to a shared block
+    // copies it first (KvCacheManager::allocate), so neither sees the other's later tokens.
+    if (n > 0) {
+      m->runner->kv().fork(s->id, child->id);
+      m->runner->kv().truncate(child->id, static_cast<int32_t>(n));
+    }
+    *out = child.release();
+  });
+}
+
 int32_t model_n_features(const tsr_model* m) { return m->model->hparams().eagle3_features; }
 
 int32_t model_n_embd(const tsr_model* m) { return m->model->hparams().n_embd; }
@@ -238,6 +257,6 @@ ModelHost::ModelHost(Backend& backend, const Config& config, const LlamaModel& t
       table_{sizeof(tsr_model_host), this, model_open, model_close, model_n_vocab, model_token_text,
              model_n_params, seq_create, seq_destroy, seq_decode, seq_truncate, seqs_decode,
              model_n_features, model_n_embd, model_feature_layers, model_target_tokens, seqs_decode_features,
-             states_read} {}
+             states_read, seq_fork} {}
 
 }  // namespace tsr

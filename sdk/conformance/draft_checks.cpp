@@ -185,6 +185,19 @@ tsr_status model_states_read(void*, const tsr_tensor* t, float* out, tsr_error**
 }
 #endif
 
+#if TSR_ABI_MINOR >= 9 || TSR_ABI_MAJOR > 2
+tsr_status model_seq_fork(tsr_model* m, tsr_model_seq* s, size_t n, tsr_model_seq** out, tsr_error** e) {
+  if (s == nullptr || out == nullptr || n > s->tokens.size()) {
+    ADD_FAILURE() << "seq_fork given NULL or a length past the sequence's";
+    return fail(e, TSR_STATUS_INVALID_ARGUMENT, "seq_fork: bad arguments");
+  }
+  ++m->open_seqs;
+  *out = new tsr_model_seq();
+  (*out)->tokens.assign(s->tokens.begin(), s->tokens.begin() + std::ptrdiff_t(n));
+  return TSR_STATUS_OK;
+}
+#endif
+
 const tsr_model_host kModelHost = {
     sizeof(tsr_model_host), nullptr, model_open, model_close, model_n_vocab, model_token_text,
     model_n_params, model_seq_create, model_seq_destroy, model_seq_decode, model_seq_truncate,
@@ -194,6 +207,9 @@ const tsr_model_host kModelHost = {
 #if TSR_ABI_MINOR >= 7 || TSR_ABI_MAJOR > 2
     model_n_features, model_n_embd, model_feature_layers, model_target_tokens, model_seqs_decode_features,
     model_states_read,
+#endif
+#if TSR_ABI_MINOR >= 9 || TSR_ABI_MAJOR > 2
+    model_seq_fork,
 #endif
 };
 

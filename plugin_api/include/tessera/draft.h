@@ -102,8 +102,17 @@ typedef struct tsr_model_host {
    * a GPU) to host memory: `out` gets layers x rows x n_embd floats, contiguous, in the
    * tensor's order. What a draft keeping target features between steps reads them with. */
   tsr_status (*states_read)(void* context, const tsr_tensor* states, float* out, tsr_error** error);
+  /* ABI 2.9. A new sequence (written to *out; free it with seq_destroy) holding the first n
+   * tokens of `seq` (n <= its tokens), their KV shared with `seq` until either writes to a
+   * shared block (copy on write), so a draft can try several continuations of one context
+   * without recomputing it (EAGLE-2's tree expansion). Both sequences stay usable and
+   * independent; forks may be decoded in one seqs_decode/seqs_decode_features call with
+   * their origin. */
+  tsr_status (*seq_fork)(tsr_model* model, tsr_model_seq* seq, size_t n, tsr_model_seq** out, tsr_error** error);
 } tsr_model_host;
-TSR_ABI_PIN_SIZE(tsr_model_host, 144);
+TSR_ABI_PIN_SIZE(tsr_model_host, 152);
+/* The table through ABI 2.8 (no seq_fork). */
+#define TSR_MODEL_HOST_SIZE_V2_8 TSR_SIZE_THROUGH(tsr_model_host, states_read)
 /* The table through ABI 2.6 (no feature models). */
 #define TSR_MODEL_HOST_SIZE_V2_6 TSR_SIZE_THROUGH(tsr_model_host, seqs_decode)
 /* The table through ABI 2.5 (no seqs_decode). */
