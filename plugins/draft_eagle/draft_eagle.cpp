@@ -13,13 +13,15 @@
 // pick from the head's logits at the same uniform (ABI 2.9, sdk/draft_sampling.hpp), mapped
 // to target ids through d2t where the head's vocabulary is reduced; verification treats
 // them as a point mass, which keeps sampling exact. Where the
-// host verifies trees ([speculative] tree_budget), the chain is followed by the likeliest
-// other candidates of each of its steps as leaves, ranked by EAGLE-2's confidence (the
-// head's probability of the path to the leaf): a leaf the target accepts brings the bonus
-// token its row draws. (EAGLE-2 also expands below such candidates; that needs the head to
-// run tree attention over its own KV, which the host's feature models do not offer yet.) All
-// running requests propose together (propose_batch): one head pass catches every request
-// up, then one per further draft token for all of them.
+// host verifies trees ([speculative] tree_budget), the chain is followed by EAGLE-2's
+// dynamic tree: at each depth the head's likeliest other tokens after the chain and after
+// the candidates expanded at the depth before are scored by the head's probability of
+// their path (EAGLE-2's confidence), and the best of them are expanded one depth further,
+// each decoding on a fork of its parent's head sequence (tsr_model_host.seq_fork, ABI 2.9)
+// in the same head pass as the chain's row; the tree is the chain and the best-scored
+// candidates whose parents are in. A candidate the target accepts brings the bonus token
+// its row draws. All running requests propose together (propose_batch): one head pass
+// catches every request up, then one per further draft token for all of them.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -79,9 +81,9 @@ class EagleDraft {
   };
 
   explicit EagleDraft(const tsr_draft_params& p) : host_(p.model_host), max_draft_tokens_(p.max_draft_tokens) {
-    require(host_ != nullptr && TSR_STRUCT_HAS(host_, tsr_model_host, states_read) &&
-                host_->seqs_decode_features != nullptr && host_->states_read != nullptr,
-            "eagle: the host runs no feature models (a host of ABI 2.7 or later does)");
+    require(host_ != nullptr && TSR_STRUCT_HAS(host_, tsr_model_host, seq_fork) &&
+                host_->seqs_decode_features != nullptr && host_->states_read != nullptr && host_->seq_fork != nullptr,
+            "eagle: the host runs no feature models or forks none (a host of ABI 2.9 or later does)");
     require(TSR_STRUCT_HAS(&p, tsr_draft_params, target_n_embd) && p.target_n_embd > 0,
             "eagle: the host gave no target shape");
     require(p.model_path != nullptr && p.model_path[0] != '\0',
@@ -112,16 +114,21 @@ class EagleDraft {
 
   // The target's states for positions first.. as feature rows ([layer | layer | ...] per
   // position), replacing those from `first` on (a recomputation). States after a gap, or
-  // before the rows kept, restart the head there.
+  // before the head's rows, restart the head there. States of positions the head has
+  // already consumed and dropped (the KV recomputation of drafts accepted off a tree's
+  // first chain, whose states came from their tree rows) are the ones it read: skipped.
   void on_hidden(Seq& s, const tsr_tensor& states, int64_t first) {
     require(states.ndim == 3 && states.shape[0] == int64_t(layers_.size()) && states.shape[2] == target_embd_,
             "eagle: states of the wrong shape");
     const int64_t rows = states.shape[1], n_layers = states.shape[0];
     host_states_.resize(size_t(n_layers * rows * target_embd_));
     call_host("eagle states_read", [&](tsr_error** e) { return host_->states_read(host_->context, &states, host_states_.data(), e); });
+    const bool consumed = s.base >= 0 && first >= s.base && first < s.kept && first + rows > s.kept;
+    const int64_t skip = consumed ? s.kept - first : 0;
+    first += skip;
     if (s.base < 0 || first < s.kept || first > s.rows()) s.restart(first);  // a gap, or states already dropped
     s.features.resize(size_t(first - s.kept) * s.width);
-    for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t r = skip; r < rows; ++r) {
       for (int64_t l = 0; l < n_layers; ++l) {
         const float* src = host_states_.data() + (l * rows + r) * target_embd_;
         s.features.insert(s.features.end(), src, src + target_embd_);
@@ -142,9 +149,11 @@ class EagleDraft {
         drafting.push_back(&e);
       }
     }
-    decode(pending, n_features_);
+    decode(pending);
     std::vector<int32_t> next(drafting.size());
-    std::vector<Leaves> leaves(drafting.size());
+    std::vector<Tree> trees;
+    trees.reserve(drafting.size());  // the pending rows point into them
+    for (const auto* e : drafting) trees.emplace_back(*this, int32_t(e->tokens.size()) - capacity(*e));
     for (int32_t i = 0;; ++i) {
       pending.clear();
       for (size_t j = 0; j < drafting.size(); ++j) {
@@ -156,24 +165,32 @@ class EagleDraft {
         e.tokens[size_t(i)] = next[j];
         if (!e.probs.empty()) e.probs[size_t(i)] = prob;
         *e.n_tokens = i + 1;
-        if (!e.parents.empty()) leaves[j].rank(e.seq->logits, head_id, i, int32_t(e.tokens.size()) - capacity(e));
-        leaves[j].path_prob *= prob;
-        if (i + 1 < capacity(e)) pending.push_back({e.seq, std::span(&next[j], 1), e.seq->state.data()});
+        const bool more = i + 1 < capacity(e);
+        // The chain's state before its next row: what candidates beside that row read.
+        const int64_t chain_rows = int64_t(e.seq->fed.size()) + i;
+        if (!e.parents.empty()) trees[j].grow(*e.seq, head_id, i, more ? chain_rows : -1, pending);
+        if (more) pending.push_back({e.seq->seq, std::span(&next[j], 1), e.seq->state.data(), n_embd_, e.seq});
       }
       if (pending.empty()) break;
-      decode(pending, n_embd_);
+      decode(pending);
     }
-    for (size_t j = 0; j < drafting.size(); ++j) add_leaves(*drafting[j], leaves[j]);
+    for (size_t j = 0; j < drafting.size(); ++j) trees[j].write(*drafting[j]);
   }
 
   void on_verified(Seq&, int32_t, int32_t) {}
 
  private:
-  // Rows a sequence computes next: tokens, and features (n_features or n_embd wide each).
+  // Rows a head sequence computes next: tokens, and features (`width`: n_features or
+  // n_embd each). The last row's logits and state go to `owner` (a request's chain), or
+  // else to `node` (a tree candidate on a sequence of its own).
+  struct Node;
   struct Pending {
-    Seq* seq;
+    tsr_model_seq* seq;
     std::span<const int32_t> tokens;
     const float* features;
+    int32_t width;
+    Seq* owner = nullptr;
+    Node* node = nullptr;
   };
 
   void describe_head(const tsr_draft_params& p) {
@@ -205,56 +222,144 @@ class EagleDraft {
   // The chain's length: the most tokens on a path.
   int32_t capacity(const tsr::sdk::BatchEntry<Seq>& e) const { return std::min(e.depth, max_draft_tokens_); }
 
-  // A tree's candidate leaves: the head's other likely tokens at each step of the chain.
-  struct Leaf {
-    double score;   // the head's probability of the path to it
+  // A candidate of a request's tree beside its chain. Expanded candidates (EAGLE-2) run the
+  // head on a fork of their parent's sequence, which yields their own candidates.
+  struct Node {
+    double score;         // the head's probability of the path to it
     int32_t head_id;
-    int32_t step;   // its depth - 1: its parent is chain token step - 1 (-1: the history)
+    int32_t token;        // its target id (what the head's sequence is fed)
+    int32_t depth;        // 1: it follows the history
+    int32_t chain_parent; // its parent's index in the chain (-1: the history), or
+    int32_t node_parent;  // its parent's index among the candidates (-1: on the chain)
     float prob;
+    bool expanded = false;
+    tsr_model_seq* seq = nullptr;  // the head's sequence after it, when expanded
+    int64_t seq_rows = 0;
+    std::vector<float> logits, state;
   };
-  struct Leaves {
-    double path_prob = 1;  // of the chain so far
-    std::vector<Leaf> all;
 
-    // The `room` likeliest tokens of chain step `step` but the chain's own (`chain_id`).
-    void rank(const std::vector<float>& logits, int32_t chain_id, int32_t step, int32_t room) {
-      if (room <= 0) return;
-      std::vector<int32_t> ids(logits.size());
-      for (size_t t = 0; t < ids.size(); ++t) ids[t] = int32_t(t);
-      const auto top = std::min(ids.size(), size_t(room) + 1);
-      std::partial_sort(ids.begin(), ids.begin() + std::ptrdiff_t(top), ids.end(),
-                        [&](int32_t a, int32_t b) { return logits[size_t(a)] > logits[size_t(b)] || (logits[size_t(a)] == logits[size_t(b)] && a < b); });
-      const float max = logits[size_t(ids[0])];
+  // EAGLE-2's dynamic tree (Li et al., 2024) around the chain: at each depth the head's
+  // likeliest tokens after every node expanded at the depth before become candidates,
+  // scored by the head's probability of their path, and the best `width` of them are
+  // expanded one depth further; in the end the chain and the best-scored candidates whose
+  // parents are in fill the tree. Forks are freed when the proposal is written.
+  class Tree {
+   public:
+    Tree(EagleDraft& d, int32_t room) : d_(d), room_(std::max(room, 0)) {}
+    ~Tree() {
+      for (Node& n : nodes_) d_.host_->seq_destroy(d_.model_, n.seq);
+    }
+    Tree(Tree&& o) noexcept : d_(o.d_), room_(o.room_), chain_score_(o.chain_score_), nodes_(std::move(o.nodes_)) {
+      o.nodes_.clear();
+    }
+    Tree(const Tree&) = delete;
+    Tree& operator=(const Tree&) = delete;
+    Tree& operator=(Tree&&) = delete;
+
+    // Chain step `step` drew `chain_id` from the chain's logits: adds the candidates after
+    // the chain's row and after each candidate expanded at this depth, and, when the chain
+    // goes on (`chain_rows` >= 0: the head's rows before its next chain row), expands the
+    // best new ones in the same head pass as that row.
+    void grow(Seq& chain, int32_t chain_id, int32_t step, int64_t chain_rows, std::vector<Pending>& pending) {
+      if (room_ == 0) return;
+      const size_t first_new = nodes_.size();
+      const std::vector<double> p = softmax(chain.logits);
+      add_candidates(p, chain_score_, chain_id, step + 1, step - 1, -1);
+      chain_score_ *= p[size_t(chain_id)];
+      for (size_t n = 0; n < first_new; ++n) {
+        if (nodes_[n].expanded && nodes_[n].depth == step) {
+          add_candidates(softmax(nodes_[n].logits), nodes_[n].score, -1, step + 1, -1, int32_t(n));
+        }
+      }
+      if (chain_rows >= 0) expand(chain, first_new, chain_rows, pending);
+    }
+
+    // The chain (already in e.tokens) and then the best candidates whose parents are in.
+    void write(const tsr::sdk::BatchEntry<Seq>& e) {
+      if (e.parents.empty()) return;
+      const int32_t chain = *e.n_tokens;
+      for (int32_t i = 0; i < chain; ++i) e.parents[size_t(i)] = i - 1;
+      std::vector<size_t> order(nodes_.size());
+      for (size_t n = 0; n < order.size(); ++n) order[n] = n;
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return nodes_[a].score > nodes_[b].score || (nodes_[a].score == nodes_[b].score && nodes_[a].depth < nodes_[b].depth);
+      });
+      std::vector<int32_t> row(nodes_.size(), -1);  // each candidate's index in the proposal
+      int32_t at = chain;
+      for (const size_t n : order) {
+        if (size_t(at) >= e.tokens.size()) break;
+        const Node& c = nodes_[n];
+        if (c.depth > chain || (c.node_parent >= 0 && row[size_t(c.node_parent)] < 0)) continue;
+        row[n] = at;
+        e.tokens[size_t(at)] = c.token;
+        e.parents[size_t(at)] = c.node_parent >= 0 ? row[size_t(c.node_parent)] : c.chain_parent;
+        if (!e.probs.empty()) e.probs[size_t(at)] = c.prob;
+        ++at;
+      }
+      *e.n_tokens = at;
+    }
+
+   private:
+    static std::vector<double> softmax(const std::vector<float>& logits) {
+      const float max = *std::max_element(logits.begin(), logits.end());
+      std::vector<double> p(logits.size());
       double total = 0;
-      for (const float l : logits) total += std::exp(double(l - max));
+      for (size_t t = 0; t < p.size(); ++t) total += p[t] = std::exp(double(logits[t] - max));
+      for (double& x : p) x /= total;
+      return p;
+    }
+
+    // The room_ likeliest tokens of `p` but `skip` (the chain's own), as candidates at `depth`.
+    void add_candidates(const std::vector<double>& p, double parent_score, int32_t skip, int32_t depth,
+                        int32_t chain_parent, int32_t node_parent) {
+      std::vector<int32_t> ids(p.size());
+      for (size_t t = 0; t < ids.size(); ++t) ids[t] = int32_t(t);
+      const auto top = std::min(ids.size(), size_t(room_) + 1);
+      std::partial_sort(ids.begin(), ids.begin() + std::ptrdiff_t(top), ids.end(), [&](int32_t a, int32_t b) {
+        return p[size_t(a)] > p[size_t(b)] || (p[size_t(a)] == p[size_t(b)] && a < b);
+      });
       size_t added = 0;
-      for (size_t r = 0; r < top && added + 1 < top; ++r) {
-        if (ids[r] == chain_id) continue;
-        const auto p = static_cast<float>(std::exp(double(logits[size_t(ids[r])] - max)) / total);
-        all.push_back({path_prob * p, ids[r], step, p});
+      for (size_t r = 0; r < top && added < size_t(room_); ++r) {
+        if (ids[r] == skip) continue;
+        nodes_.push_back({parent_score * p[size_t(ids[r])], ids[r], d_.target_id(ids[r]), depth, chain_parent,
+                          node_parent, float(p[size_t(ids[r])])});
         ++added;
       }
     }
-  };
 
-  // Fills a tree entry's room after its chain with the likeliest leaves.
-  void add_leaves(const tsr::sdk::BatchEntry<Seq>& e, Leaves& leaves) const {
-    if (e.parents.empty()) return;
-    const int32_t chain = *e.n_tokens;
-    for (int32_t i = 0; i < chain; ++i) e.parents[size_t(i)] = i - 1;
-    std::vector<Leaf>& all = leaves.all;
-    std::erase_if(all, [&](const Leaf& l) { return l.step >= chain; });
-    const auto n = std::min(all.size(), e.tokens.size() - size_t(chain));
-    std::partial_sort(all.begin(), all.begin() + std::ptrdiff_t(n), all.end(),
-                      [](const Leaf& a, const Leaf& b) { return a.score > b.score; });
-    for (size_t m = 0; m < n; ++m) {
-      const auto at = size_t(chain) + m;
-      e.tokens[at] = target_id(all[m].head_id);
-      e.parents[at] = all[m].step - 1;
-      if (!e.probs.empty()) e.probs[at] = all[m].prob;
+    // Expands the best `width()` candidates from `first` on: each decodes its token on a fork
+    // of its parent's sequence, fed its parent's output state.
+    void expand(Seq& chain, size_t first, int64_t chain_rows, std::vector<Pending>& pending) {
+      std::vector<size_t> best;
+      for (size_t n = first; n < nodes_.size(); ++n) best.push_back(n);
+      const size_t w = std::min(best.size(), width());
+      std::partial_sort(best.begin(), best.begin() + std::ptrdiff_t(w), best.end(),
+                        [&](size_t a, size_t b) { return nodes_[a].score > nodes_[b].score; });
+      for (size_t m = 0; m < w; ++m) {
+        Node& c = nodes_[best[m]];
+        const bool on_chain = c.node_parent < 0;
+        tsr_model_seq* parent = on_chain ? chain.seq : nodes_[size_t(c.node_parent)].seq;
+        const int64_t rows = on_chain ? chain_rows : nodes_[size_t(c.node_parent)].seq_rows;
+        call_host("eagle seq_fork", [&](tsr_error** err) {
+          return d_.host_->seq_fork(d_.model_, parent, size_t(rows), &c.seq, err);
+        });
+        c.expanded = true;
+        c.seq_rows = rows + 1;
+        c.logits.resize(size_t(d_.n_vocab_));
+        c.state.resize(size_t(d_.n_embd_));
+        const float* features = on_chain ? chain.state.data() : nodes_[size_t(c.node_parent)].state.data();
+        pending.push_back({c.seq, std::span(&c.token, 1), features, d_.n_embd_, nullptr, &c});
+      }
     }
-    *e.n_tokens = chain + static_cast<int32_t>(n);
-  }
+
+    // Candidates expanded per depth: about as many as the tree has room per chain step.
+    size_t width() const { return size_t(std::max<int32_t>(1, room_ / std::max(d_.max_draft_tokens_, 1))); }
+
+    EagleDraft& d_;
+    int32_t room_;
+    double chain_score_ = 1;
+    std::vector<Node> nodes_;
+  };
 
   int32_t target_id(int32_t head_id) const { return target_ids_.empty() ? head_id : target_ids_[size_t(head_id)]; }
 
@@ -278,20 +383,22 @@ class EagleDraft {
     call_host("eagle truncate", [&](tsr_error** e) { return host_->seq_truncate(model_, s.seq, keep, e); });
     s.fed.resize(keep);
     const size_t first = size_t(s.base) + keep + 1;
-    return Pending{&s, history.subspan(first, size_t(last + 2) - first),
-                   s.features.data() + size_t(s.base + int64_t(keep) - s.kept) * s.width};
+    return Pending{s.seq, history.subspan(first, size_t(last + 2) - first),
+                   s.features.data() + size_t(s.base + int64_t(keep) - s.kept) * s.width, n_features_, &s};
   }
 
-  // One head pass over every pending sequence's rows; each keeps its last row's logits
-  // and output state.
-  void decode(const std::vector<Pending>& pending, int32_t width) {
+  // One head pass over every pending sequence's rows (all of one feature width); each
+  // keeps its last row's logits and output state.
+  void decode(const std::vector<Pending>& pending) {
     if (pending.empty()) return;
+    const int32_t width = pending[0].width;
     std::vector<tsr_model_seq*> seqs;
     std::vector<const int32_t*> tokens;
     std::vector<size_t> counts;
     std::vector<const float*> features;
     for (const Pending& p : pending) {
-      seqs.push_back(p.seq->seq), tokens.push_back(p.tokens.data()), counts.push_back(p.tokens.size());
+      require(p.width == width, "eagle: rows of two feature widths in one head pass");
+      seqs.push_back(p.seq), tokens.push_back(p.tokens.data()), counts.push_back(p.tokens.size());
       features.push_back(p.features);
     }
     logits_.resize(pending.size() * size_t(n_vocab_));
@@ -301,13 +408,15 @@ class EagleDraft {
                                          seqs.size(), logits_.data(), states_.data(), e);
     });
     for (size_t i = 0; i < pending.size(); ++i) {
-      Seq& s = *pending[i].seq;
-      if (width == n_features_) {
-        s.fed.insert(s.fed.end(), pending[i].tokens.begin(), pending[i].tokens.end());
-        s.drop_consumed();
+      const Pending& p = pending[i];
+      if (p.owner != nullptr && width == n_features_) {
+        p.owner->fed.insert(p.owner->fed.end(), p.tokens.begin(), p.tokens.end());
+        p.owner->drop_consumed();
       }
-      std::copy_n(logits_.begin() + std::ptrdiff_t(i * size_t(n_vocab_)), n_vocab_, s.logits.begin());
-      std::copy_n(states_.begin() + std::ptrdiff_t(i * size_t(n_embd_)), n_embd_, s.state.begin());
+      std::vector<float>& logits = p.owner != nullptr ? p.owner->logits : p.node->logits;
+      std::vector<float>& state = p.owner != nullptr ? p.owner->state : p.node->state;
+      std::copy_n(logits_.begin() + std::ptrdiff_t(i * size_t(n_vocab_)), n_vocab_, logits.begin());
+      std::copy_n(states_.begin() + std::ptrdiff_t(i * size_t(n_embd_)), n_embd_, state.begin());
     }
   }
 
