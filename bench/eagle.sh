@@ -9,14 +9,19 @@
 #      12 tokens, [speculative] tree_budget);
 #   2. wall-clock: B clients (1, 4, 16) sending the reference prompts, 64 greedy tokens
 #      each, with no speculation and with the head (the speculation gate on, as served),
-#      chains and trees, tokens/s and the ratio to no speculation in the same run.
+#      chains and trees, tokens/s and the ratio to no speculation in the same run, over
+#      ROUNDS measured rounds per concurrency (default 1; a round at B = 16 is about two
+#      seconds of decoding, so a few rounds steady the ratio).
 #   HEAD=head.gguf K=4 B="1 16" TREE="0 12" bench/eagle.sh
+#   HEAD=head.gguf ACCEPTANCE=0 ROUNDS=5 bench/eagle.sh   # wall-clock only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHARED=${SHARED:-../shared}
 B=${B:-1 4 16}
 K=${K:-4}
 TREE=${TREE:-0 12}
+ROUNDS=${ROUNDS:-1}
+ACCEPTANCE=${ACCEPTANCE:-1}
 model="$SHARED/models/stories260K.gguf"
 [ -x build/bin/tessera ] || { cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build; }
 work=$(mktemp -d)
@@ -55,8 +60,9 @@ bodies() {
     bench/data/eagle_prompts.txt
 }
 
-printf '%-5s %-6s %6s %10s %9s %s\n' tree temp prompts drafted accepted "tokens per verifying pass"
+[ "$ACCEPTANCE" = 1 ] && printf '%-5s %-6s %6s %10s %9s %s\n' tree temp prompts drafted accepted "tokens per verifying pass"
 for tree in $TREE; do
+[ "$ACCEPTANCE" = 1 ] || break
 serve "eagle-$tree" "adaptive = false"
 for t in 0 0.8; do
   bodies "$t" > "$work/acc.jsonl"
@@ -91,8 +97,10 @@ for method in none $(for t in $TREE; do echo "eagle-$t"; done); do
     for i in $(seq "$b"); do client > /dev/null & done  # unmeasured: the gate samples first
     wait $(jobs -p | grep -v "^$pid$")
     start=$(date +%s.%N)
-    for i in $(seq "$b"); do client > "$work/client.$i" & done
-    wait $(jobs -p | grep -v "^$pid$")
+    for r in $(seq "$ROUNDS"); do
+      for i in $(seq "$b"); do client > "$work/client.$r.$i" & done
+      wait $(jobs -p | grep -v "^$pid$")
+    done
     end=$(date +%s.%N)
     tokens=$(cat "$work"/client.* | awk '{ s += $1 } END { print s }')
     rm -f "$work"/client.*

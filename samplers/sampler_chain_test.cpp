@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "tessera/draft.h"
 
 namespace tsr {
 namespace {
@@ -279,14 +280,42 @@ TEST(SamplerChain, TopKOnLargeVocabulary) {
 
 // --- sampling ------------------------------------------------------------------------
 
-TEST(TokenDraw, InverseCdfAtTheUniform) {
+// The draws a request's positions make (position_uniform keys the race) follow p, and each
+// is the token with the least exponential / probability.
+TEST(TokenDraw, TheRaceAtEachPositionsUniformDrawsFromP) {
   const SamplerChain chain(SamplingParams{});
   const Distribution d = chain.apply(kTenths, {}, {});
-  for (int i = 0; i < 1000; ++i) {
+  std::vector<int> counts(4);
+  const int n = 200000;
+  for (int i = 0; i < n; ++i) {
     const double u = position_uniform(2024, uint64_t(i));
-    const int32_t expected = u < 0.1 ? 0 : u < 0.3 ? 1 : u < 0.6 ? 2 : 3;
-    ASSERT_EQ(sample_from(d, u), expected) << "draw " << i << ", u = " << u;
+    const int32_t token = sample_from(d, u);
+    counts[size_t(token)]++;
+    if (i < 1000) {
+      for (const TokenProb& t : d.tokens) {
+        ASSERT_LE(tsr_draft_race_exponential(u, token) / d.prob(token), tsr_draft_race_exponential(u, t.id) / t.p);
+      }
+    }
   }
+  for (const TokenProb& t : d.tokens) EXPECT_NEAR(double(counts[size_t(t.id)]) / n, t.p, 0.004) << "token " << t.id;
+}
+
+// The race's exponentials: mean 1 and variance 1 over tokens and over uniforms, and
+// uncorrelated between neighbouring ids.
+TEST(TokenDraw, RaceExponentialsAreUnitExponentials) {
+  const int n = 200000;
+  double sum = 0, sum_sq = 0, lag = 0;
+  for (int i = 0; i < n; ++i) {
+    const double u = position_uniform(5, uint64_t(i / 64));
+    const double e = tsr_draft_race_exponential(u, i % 64), next = tsr_draft_race_exponential(u, i % 64 + 1);
+    ASSERT_GE(e, 0.0);
+    sum += e;
+    sum_sq += e * e;
+    lag += (e - 1) * (next - 1);
+  }
+  EXPECT_NEAR(sum / n, 1.0, 0.01);
+  EXPECT_NEAR(sum_sq / n - (sum / n) * (sum / n), 1.0, 0.03);
+  EXPECT_NEAR(lag / n, 0.0, 0.012);
 }
 
 std::vector<float> random_logits(size_t n, uint64_t seed) {

@@ -1,6 +1,9 @@
 #include "samplers/token_draw.h"
 
+#include <cmath>
+
 #include "base/error.h"
+#include "tessera/draft.h"
 
 namespace tsr {
 
@@ -25,15 +28,14 @@ double position_uniform(uint64_t seed, uint64_t position) {
 int32_t sample_from(const Distribution& p, double u) {
   if (p.tokens.empty()) throw Error("sampling: the distribution is empty");
   if (p.tokens.size() == 1) return p.tokens[0].id;
-  double total = 0;
-  for (const TokenProb& t : p.tokens) total += t.p;
-  const double target = u * total;
-  double cumulative = 0;
-  for (const TokenProb& t : p.tokens) {
-    cumulative += t.p;
-    if (target < cumulative) return t.id;
+  int32_t winner = -1;
+  double best = INFINITY;
+  for (const TokenProb& t : p.tokens) {  // ascending id: a tie stays with the lower
+    if (t.p <= 0) continue;
+    const double time = tsr_draft_race_exponential(u, t.id) / t.p;
+    if (time < best) best = time, winner = t.id;
   }
-  return p.tokens.back().id;  // u landed on the rounding slack at the top
+  return winner >= 0 ? winner : p.tokens[0].id;
 }
 
 bool verify_draft_token(const Distribution& p, int32_t draft, double u, int32_t* token) {

@@ -5,9 +5,12 @@
 //
 // Randomness is counter-based: the uniform that decides a request's output position t is
 // a function of (seed, t) alone, never of how many draws came before. Verification
-// couples the draft to that draw (the token is the inverse-CDF draw from p; the draft is
-// accepted iff it equals it), so a seeded request produces the same tokens whatever was
-// drafted, how many tokens each step verified, and what else was batched.
+// couples the draft to that draw (the token is the exponential race's winner over p, keyed
+// by that uniform; the draft is accepted iff it equals it), so a seeded request produces
+// the same tokens whatever was drafted, how many tokens each step verified, and what else
+// was batched. The race (tessera/draft.h, tsr_draft_sampling) rather than an inverse CDF:
+// a draft running the same race over a nearby distribution picks the same token far more
+// often (Gumbel coupling), which is what makes sampled drafts pay.
 #pragma once
 
 #include <cstdint>
@@ -22,8 +25,9 @@ namespace tsr {
 // streams.
 double position_uniform(uint64_t seed, uint64_t position);
 
-// Inverse-CDF draw at u ∈ [0, 1) over p's tokens in order (the same seed gives the same
-// token with any standard library); a single-token (greedy) p ignores u.
+// The draw keyed by u ∈ [0, 1): the token x with the least E(x) / p(x), E(x) the race's
+// exponential of x at u (tsr_draft_race_exponential), ties to the lower id; an exact draw
+// from p. A single-token (greedy) p ignores u.
 int32_t sample_from(const Distribution& p, double u);
 
 // Verifies `draft` against p: *token = sample_from(p, u), and the result says whether it

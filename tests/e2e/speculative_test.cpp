@@ -205,8 +205,9 @@ TEST_F(Speculative, DraftModelProposesForAllRequestsInOnePassPerRound) {
 // the uniforms its verification will use, through the target's sampling chain, so a draft
 // model close to the target proposes the very token the target then draws. Drafted
 // independently (or by argmax), a Q4_0 self-draft at temperature 0.8 loses about a third of
-// its greedy acceptance on stories260K (0.419 of drafts accepted against 0.644); coupled,
-// it keeps 0.88 of it (0.566).
+// its greedy acceptance on stories260K (0.419 of drafts accepted against 0.644); coupled
+// through the exponential race, it keeps all of it (0.694; draws by inverse CDF in id order
+// kept 0.88 of it, 0.566).
 double acceptance_rate(const Config& c, const std::vector<Reference>& refs, float temperature) {
   auto engine = Engine::create(c);
   std::vector<RequestParams> batch;
@@ -225,7 +226,7 @@ TEST_F(Speculative, SampledDraftsAreDrawnAsTheTargetDraws) {
   const double sampled = acceptance_rate(c, refs_, 0.8f);
   std::printf("Q4_0 self-draft, k = 4: %.3f of drafts accepted at greedy, %.3f at temperature 0.8\n", greedy,
               sampled);
-  EXPECT_GT(sampled, 0.8 * greedy) << "drafted by argmax: 0.65 of greedy's rate";
+  EXPECT_GT(sampled, 0.95 * greedy) << "drafted by argmax: 0.65 of greedy's rate; by inverse CDF: 0.88";
 }
 
 void expect_refused(const Config& c, const std::string& reason) {

@@ -24,6 +24,8 @@
 #ifndef TESSERA_DRAFT_H
 #define TESSERA_DRAFT_H
 
+#include <math.h>
+
 #include "tessera/abi.h"
 
 #ifdef __cplusplus
@@ -166,16 +168,21 @@ TSR_ABI_PIN_SIZE(tsr_draft_hidden, 24);
 #define TSR_DRAFT_MAX_HIDDEN_LAYERS 8
 
 /* ABI 2.9: a sampled request's draws at the positions a proposal covers. The host draws
- * the token at a request's output position t by inverse CDF at a uniform u_t that depends
- * on (seed, t) alone: over its final distribution p in ascending token id, the first token
- * whose cumulative probability exceeds u_t. Verification accepts a proposed token iff
- * that draw picks it, so a draft that runs the same draw over its own distribution q, at
- * the same u_t, proposes the target's token whenever p and q put u_t in the same token's
- * interval (common random numbers): acceptance approaches 1 - TV(p, q), where a draft's
- * argmax is accepted with p(argmax). Outputs do not depend on what a draft proposes.
+ * the token at a request's output position t from its final distribution p by an
+ * exponential race keyed by a uniform u_t that depends on (seed, t) alone: every token x
+ * with p(x) > 0 gets the exponential E_t(x) = tsr_draft_race_exponential(u_t, x), and the
+ * token drawn is the one with the least E_t(x) / p(x) (ties to the lower id). That is an
+ * exact draw from p (the Gumbel-max trick in its exponential form). Verification accepts a
+ * proposed token iff that draw picks it, so a draft that runs the same race over its own
+ * distribution q, with the same exponentials, proposes the target's token whenever the two
+ * races have the same winner (common random numbers, Gumbel coupling): acceptance is at
+ * least (1 - TV(p, q)) / (1 + TV(p, q)), where a draft's argmax is accepted with
+ * p(argmax). Outputs do not depend on what a draft proposes.
  * p is the logits through top_k, top_p and min_p (each off at its neutral value), then
  * divided by temperature and soft-maxed (llama.cpp's default order; logit biases,
- * penalties and other orders the host applies too, but does not describe here). */
+ * penalties and other orders the host applies too, but does not describe here).
+ * Changed within 2.9 (CHANGELOG): the draw was an inverse CDF over ascending ids at u_t; a
+ * draft that still draws that way stays correct and is accepted less often. */
 typedef struct tsr_draft_sampling {
   size_t struct_size;
   const double* uniforms; /* [depth]: uniforms[d] draws the token at depth d + 1 of any path
@@ -188,6 +195,21 @@ typedef struct tsr_draft_sampling {
   int32_t reserved;
 } tsr_draft_sampling;
 TSR_ABI_PIN_SIZE(tsr_draft_sampling, 40);
+
+/* The exponential of token `token` in the race at uniform u (tsr_draft_sampling): -log of
+ * a uniform in (0, 1], element `token` of the SplitMix64 stream seeded with u's 53 bits.
+ * Host and drafts call this one definition, so that their races agree to the bit. */
+static inline double tsr_draft_race_exponential(double u, int32_t token) {
+  const uint64_t gamma = 0x9E3779B97F4A7C15ull;
+  uint64_t z = (uint64_t)(u * 9007199254740992.0); /* u = key * 2^-53 */
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z = (z ^ (z >> 31)) + ((uint64_t)(uint32_t)token + 1u) * gamma;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return -log((double)((z >> 11) + 1u) * (1.0 / 9007199254740992.0));
+}
 
 /* A proposal: up to `capacity` tokens written by propose(). */
 typedef struct tsr_draft_proposal {

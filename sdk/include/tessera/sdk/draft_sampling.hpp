@@ -1,8 +1,8 @@
 // The target's draw (draft.h, tsr_draft_sampling) run over a draft's own logits, so that a
 // draft proposes the token the target's draw at the same uniform is likely to pick. It
 // follows the host's sampler step for step (samplers/sampler_chain.cpp: top_k, top_p,
-// min_p, then temperature; softmaxes in double, ties to the lower id; the inverse-CDF draw
-// over ascending ids of samplers/token_draw.cpp), so equal logits give the host's token
+// min_p, then temperature; softmaxes in double, ties to the lower id; the exponential race
+// of samplers/token_draw.cpp, tsr_draft_race_exponential), so equal logits give the host's token
 // exactly (tests/spec/draft_sampling_test.cpp proves it against the host's code).
 #pragma once
 
@@ -107,21 +107,14 @@ inline int32_t draw_as_target(std::span<const float> logits, const tsr_draft_sam
   min_p(c, s.min_p);
   temperature(c, s.temperature);
   const std::vector<double> probs = softmax(c);
-  std::vector<size_t> order;  // the support in ascending id
+  int32_t winner = -1, winner_id = 0;
+  double best = INFINITY;
   for (size_t i = 0; i < c.size(); ++i) {
-    if (probs[i] > 0) order.push_back(i);
+    if (probs[i] <= 0) continue;
+    const double time = tsr_draft_race_exponential(u, c[i].id) / probs[i];
+    if (time < best || (time == best && c[i].id < winner_id)) best = time, winner = c[i].index, winner_id = c[i].id;
   }
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return c[a].id < c[b].id; });
-  if (order.size() == 1) return c[order[0]].index;
-  double total = 0;
-  for (const size_t i : order) total += probs[i];
-  const double target = u * total;
-  double cumulative = 0;
-  for (const size_t i : order) {
-    cumulative += probs[i];
-    if (target < cumulative) return c[i].index;
-  }
-  return c[order.back()].index;
+  return winner;
 }
 
 // A draft's token at `step` (0: the first after the history) from its logits: the target's
