@@ -303,6 +303,7 @@ void Engine::Impl::load() {
   if (config.speculative.method != "none") {
     auto plugin = Plugin::find(TSR_PLUGIN_DRAFT, draft_plugin_name(config.speculative.method), dirs);
     model_host = std::make_unique<ModelHost>(*backend, config, *model);
+    model_host->set_states_buffer([this] { return runner->forward().capture_buffer(); });
     const DraftClient::TargetShape target{model->n_params(), model->hparams().n_layer, model->hparams().n_embd};
     draft = std::make_unique<DraftClient>(plugin, config.speculative, tokenizer->vocab().tokens, target,
                                           model_host->table(), config.backend.threads);

@@ -65,6 +65,9 @@ class LlamaForward {
   // until the next step. Steps run eagerly while layers are captured.
   void set_capture_layers(std::vector<int32_t> layers);
   const tsr_tensor& captured() const { return captured_; }
+  // The buffer captured() lies in (NULL before the first captured step): what a device
+  // backend's states are read back through (ModelHost, states_read).
+  const BackendBuffer* capture_buffer() const { return capture_.get(); }
 
   bool graphs_enabled() const { return graphs_ != nullptr; }
   int32_t graphs_recorded() const;

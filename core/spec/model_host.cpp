@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <new>
 
@@ -37,6 +38,7 @@ struct ModelHostAccess {
   static const Config& config(ModelHost& h) { return h.config_; }
   static const LlamaModel& target(ModelHost& h) { return h.target_; }
   static int64_t* passes(ModelHost& h) { return &h.passes_; }
+  static const BackendBuffer* states_buffer(ModelHost& h) { return h.states_buffer_ ? h.states_buffer_() : nullptr; }
 };
 
 namespace {
@@ -224,27 +226,41 @@ tsr_status seqs_decode_features(tsr_model* m, tsr_model_seq* const* seqs, const 
   });
 }
 
-// The engine's states to host memory: rows read in place where the backend's memory is
-// the host's. A device backend's states would need its copy entries, which the host does
-// not reach from here yet: refused by name rather than read from a device address.
+// The engine's states to host memory, row by row (a row is n_embd contiguous floats):
+// through the buffer they lie in where the engine named it, which is how a device
+// backend's states come back (its buffer_read, then a synchronize); otherwise read in
+// place, which only host-visible memory allows.
 tsr_status states_read(void* context, const tsr_tensor* states, float* out, tsr_error** error) {
   return guarded(error, [&] {
     if (states == nullptr || out == nullptr || states->ndim != 3 || states->dtype != TSR_DTYPE_F32) {
       throw Error("states_read: NULL argument or not f32 [layers, rows, n_embd] states");
     }
-    Backend& backend = ModelHostAccess::backend(ModelHostAccess::host(context));
-    if (backend.props().host_visible == 0) {
-      throw Error("states_read: backend '" + backend.name() + "' keeps states in device memory, which the model "
-                  "host cannot copy to the host yet", TSR_STATUS_UNSUPPORTED);
-    }
+    ModelHost& host = ModelHostAccess::host(context);
+    Backend& backend = ModelHostAccess::backend(host);
+    const BackendBuffer* buffer = ModelHostAccess::states_buffer(host);
     const auto* base = static_cast<const uint8_t*>(states->data);
     const int64_t layers = states->shape[0], rows = states->shape[1], n_embd = states->shape[2];
+    const uint64_t row_bytes = uint64_t(n_embd) * sizeof(float);
+    if (buffer == nullptr && backend.props().host_visible == 0) {
+      throw Error("states_read: backend '" + backend.name() + "' keeps states in device memory and the engine "
+                  "named no buffer to read them through", TSR_STATUS_UNSUPPORTED);
+    }
     for (int64_t l = 0; l < layers; ++l) {
       for (int64_t r = 0; r < rows; ++r) {
-        std::memcpy(out + (l * rows + r) * n_embd, base + l * states->strides[0] + r * states->strides[1],
-                    size_t(n_embd) * sizeof(float));
+        const uint8_t* row = base + l * states->strides[0] + r * states->strides[1];
+        float* dst = out + (l * rows + r) * n_embd;
+        if (buffer == nullptr) {
+          std::memcpy(dst, row, row_bytes);
+          continue;
+        }
+        const auto at = reinterpret_cast<uintptr_t>(row), begin = reinterpret_cast<uintptr_t>(buffer->base());
+        if (at < begin || at - begin + row_bytes > buffer->size()) {
+          throw Error("states_read: the states are not the engine's hidden states of this step");
+        }
+        backend.read(*buffer, at - begin, dst, row_bytes);
       }
     }
+    if (buffer != nullptr) backend.synchronize();
   });
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "core/config/config.h"
@@ -19,6 +20,10 @@ class ModelHost {
   // heads) read embeddings from.
   ModelHost(Backend& backend, const Config& config, const LlamaModel& target);
   const tsr_model_host* table() const { return &table_; }
+  // Where the engine's hidden states (tsr_draft_hidden) live now, for states_read: the
+  // buffer they are read back through, which device backends need. Unset (or NULL), only
+  // states in host-visible memory can be read.
+  void set_states_buffer(std::function<const BackendBuffer*()> source) { states_buffer_ = std::move(source); }
   // Forward passes run for drafts so far (seq_decode and seqs_decode calls that ran).
   int64_t passes() const { return passes_; }
 
@@ -29,6 +34,7 @@ class ModelHost {
   const LlamaModel& target_;
   tsr_model_host table_;
   int64_t passes_ = 0;
+  std::function<const BackendBuffer*()> states_buffer_;
 };
 
 }  // namespace tsr

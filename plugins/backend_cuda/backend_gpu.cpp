@@ -369,14 +369,10 @@ class GpuBackend {
     default_stream_ = std::make_unique<Stream>(device_);
   }
 
-  // Asked with the params: every optional param of ABI 2.0 is implemented; tree attention
-  // (2.8 parents) is not yet, so drafts verify chains here.
+  // Asked with the params: every optional param through ABI 2.8 is implemented (tree
+  // attention's parents among them), so the answer depends on the dtypes alone.
   bool supports(const tsr_op_support_query& q) const {
     if (q.dtypes == nullptr || q.n_dtypes < 1) return false;
-    if (q.op == TSR_OP_ATTENTION && q.params != nullptr) {
-      const auto* p = static_cast<const tsr_attention_params*>(q.params);
-      if (TSR_STRUCT_HAS(p, tsr_attention_params, parents) && p->parents != nullptr) return false;
-    }
     return supports(q.op, std::span(q.dtypes, static_cast<size_t>(q.n_dtypes)));
   }
 
@@ -699,6 +695,12 @@ class GpuBackend {
     const std::vector<int32_t> qsl = host_ints(s, qsl_d, num_seqs + 1);
     const std::vector<int32_t> pos = host_ints(s, pos_d, n);
     validate_attention(n, num_seqs, max_blocks, kc.rows, p.block_size, tables, lens, qsl, pos);
+    const int32_t* parents_d = nullptr;
+    if (TSR_STRUCT_HAS(&p, tsr_attention_params, parents) && p.parents != nullptr) {
+      require(!s.recording, "attention: tree attention cannot be recorded in a graph");
+      parents_d = index_view(p.parents, n, "attention parents");
+      validate_parents(qsl, host_ints(s, parents_d, n));
+    }
 
     AttentionPlan plan;
     if (!attention_tiles(static_cast<int32_t>(heads), static_cast<int32_t>(kv_heads),
@@ -729,6 +731,7 @@ class GpuBackend {
     a.scale = p.scale;
     a.window = p.window;
     a.softcap = p.softcap;
+    a.parents = parents_d;
     if (p.sinks != nullptr) {  // their values live on the device, unchecked
       const Mat sinks = view(p.sinks, TSR_DTYPE_F32, "attention sinks");
       require(sinks.rows * sinks.cols == heads && (sinks.rows == 1 || sinks.stride == 4), "attention: sinks must be [heads]");
@@ -1122,6 +1125,18 @@ class GpuBackend {
   }
 
   // Every key a query may read lies inside its block table and the cache (as the CPU backend).
+  // Tree attention's parents: each row's is -1 or an earlier row of its own sequence, so
+  // that every path ends at a root within the sequence's rows.
+  static void validate_parents(const std::vector<int32_t>& qsl, const std::vector<int32_t>& parents) {
+    for (size_t q = 0; q + 1 < qsl.size(); ++q) {
+      for (int32_t i = qsl[q]; i < qsl[q + 1]; ++i) {
+        const int32_t parent = parents[size_t(i)];
+        require(parent == -1 || (parent >= qsl[q] && parent < i),
+                "attention: parents[" + std::to_string(i) + "] must be -1 or an earlier row of its sequence");
+      }
+    }
+  }
+
   static void validate_attention(int64_t n, int64_t num_seqs, int64_t max_blocks, int64_t num_slots,
                                  int32_t block_size, const std::vector<int32_t>& tables,
                                  const std::vector<int32_t>& seq_lens,

@@ -30,6 +30,40 @@ __device__ __forceinline__ int32_t first_key(const AttentionArgs& a, int32_t pos
   return a.window > 0 ? max(0, pos + 1 - a.window) : 0;
 }
 
+// A row's place along its path (tree attention; without parents the row is its own
+// root): the root's position and the row's depth below it, so that the row stands at
+// position root + depth of the causal sequence its path makes.
+struct PathPlace {
+  int32_t root_pos, depth;
+};
+
+__device__ __forceinline__ PathPlace path_place(const AttentionArgs& a, int32_t row) {
+  int32_t depth = 0;
+  if (a.parents != nullptr) {
+    while (a.parents[row] >= 0) row = a.parents[row], ++depth;
+  }
+  return {a.pos[row], depth};
+}
+
+// Whether query row `row` attends to the key at cache position `key`: causally, or for a
+// tree row (backend.h, tsr_attention_params.parents) the keys before its path's root and
+// then its path's own, the window counted along the path. Masking in slot order reads the
+// same keys as the CPU kernel's walk along the path, in another summation order: equal
+// within rounding, not to the bit.
+__device__ bool visible(const AttentionArgs& a, int32_t row, int32_t key) {
+  if (a.parents == nullptr) {
+    const int32_t pos = a.pos[row];
+    return key <= pos && key >= first_key(a, pos);
+  }
+  const PathPlace place = path_place(a, row);
+  const int32_t lowest = first_key(a, place.root_pos + place.depth);
+  if (key < place.root_pos) return key >= lowest;
+  for (int32_t r = row, d = place.depth; r >= 0; r = a.parents[r], --d) {
+    if (a.pos[r] == key) return place.root_pos + d >= lowest;
+  }
+  return false;
+}
+
 // The sequence and rows of tile `y`.
 __device__ Tile find_tile(const AttentionArgs& a, int32_t qr, int32_t y) {
   Tile t{y, 0, 0, -1, INT_MAX};
@@ -37,8 +71,9 @@ __device__ Tile find_tile(const AttentionArgs& a, int32_t qr, int32_t y) {
   else t.row0 = a.qsl[y];
   t.rows = min(qr, a.qsl[t.seq + 1] - t.row0);
   for (int32_t r = 0; r < t.rows; ++r) {
+    const PathPlace place = path_place(a, t.row0 + r);
     t.max_pos = max(t.max_pos, a.pos[t.row0 + r]);
-    t.first_key = min(t.first_key, first_key(a, a.pos[t.row0 + r]));
+    t.first_key = min(t.first_key, first_key(a, place.root_pos + place.depth));
   }
   return t;
 }
@@ -100,7 +135,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a, At
       const int qi = i / T, t = i % T, r = qi / qh;
       float score = -INFINITY;
       const int key = t0 + t;
-      if (t < nt && r < tile.rows && key <= a.pos[tile.row0 + r] && key >= first_key(a, a.pos[tile.row0 + r])) {
+      if (t < nt && r < tile.rows && visible(a, tile.row0 + r, key)) {
         score = 0.0f;
         for (int d = 0; d < hd; ++d) score += qs[qi * hd + d] * kv[t * ld + d];
         if (a.softcap > 0) score = a.softcap * tanhf(score / a.softcap);

@@ -148,6 +148,8 @@ struct AttentionArgs {
   int32_t window;
   float softcap;
   const float* sinks;
+  // Tree attention (ABI 2.8), NULL: causal. [n]: each row's parent row or -1 (validated).
+  const int32_t* parents;
 };
 
 // Tile sizes for a head shape; false when head_dim is too large for the kernel.

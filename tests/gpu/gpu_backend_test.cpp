@@ -426,6 +426,48 @@ TEST_P(GpuOpTest, PagedAttentionMatchesCpu) {
   }
 }
 
+// Tree attention (ABI 2.8 parents): sequence 0 holds 40 cached tokens and a tree of 8
+// draft rows at slots 40..47 (its first chain 40..43, other branches after it), sequence 1
+// a plain decode row, with and without a sliding window shorter than the tree's paths. The
+// GPU masks keys in slot order where the CPU kernel walks each row's path: equal within
+// rounding.
+TEST_P(GpuOpTest, TreeAttentionMatchesCpu) {
+  const int64_t heads = 8, kv_heads = 2, head_dim = 64;
+  const int32_t block_size = 16;
+  const std::vector<int32_t> lens = {48, 20}, pos = {40, 41, 42, 43, 44, 45, 46, 47, 19}, qsl = {0, 8, 9};
+  const std::vector<int32_t> parents = {-1, 0, 1, 2, 0, 1, 4, 2, -1};
+  const int64_t max_blocks = 3, num_blocks = 8;
+  const std::vector<int32_t> tables = {5, 0, 7, 2, 6, 0};
+  std::vector<int32_t> slots;
+  for (size_t s = 0; s < lens.size(); ++s) {
+    for (int32_t p = 0; p < lens[s]; ++p) slots.push_back(tables[s * max_blocks + size_t(p / block_size)] * block_size + p % block_size);
+  }
+  const auto all = static_cast<int64_t>(slots.size()), n = static_cast<int64_t>(pos.size());
+  const Twin kc = make(TSR_DTYPE_F32, {num_blocks * block_size, kv_heads, head_dim});
+  const Twin vc = make(TSR_DTYPE_F32, {num_blocks * block_size, kv_heads, head_dim});
+  const Twin k = upload(TSR_DTYPE_F32, {all, kv_heads, head_dim}, randoms(size_t(all * kv_heads * head_dim), -2, 2));
+  const Twin v = upload(TSR_DTYPE_F32, {all, kv_heads, head_dim}, randoms(size_t(all * kv_heads * head_dim)));
+  const Twin ds = upload(TSR_DTYPE_I32, {all}, slots);
+  cpu_->kv_write({sizeof(tsr_kv_write_params), &kc.cpu, &vc.cpu, &k.cpu, &v.cpu, &ds.cpu});
+  gpu_->kv_write({sizeof(tsr_kv_write_params), &kc.gpu, &vc.gpu, &k.gpu, &v.gpu, &ds.gpu});
+  const Twin q = upload(TSR_DTYPE_F32, {n, heads, head_dim}, randoms(size_t(n * heads * head_dim), -2, 2));
+  const Twin dt = upload(TSR_DTYPE_I32, {int64_t(lens.size()), max_blocks}, tables);
+  const Twin dl = upload(TSR_DTYPE_I32, {int64_t(lens.size())}, lens);
+  const Twin dq = upload(TSR_DTYPE_I32, {int64_t(qsl.size())}, qsl);
+  const Twin dp = upload(TSR_DTYPE_I32, {n}, pos);
+  const Twin dpar = upload(TSR_DTYPE_I32, {n}, parents);
+  for (const int32_t window : {0, 3}) {
+    SCOPED_TRACE("window " + std::to_string(window));
+    const Twin out = make(TSR_DTYPE_F32, {n, heads, head_dim});
+    for (int side = 0; side < 2; ++side) {
+      auto t = [&](const Twin& x) { return side == 0 ? &x.cpu : &x.gpu; };
+      (side == 0 ? *cpu_ : *gpu_).attention({sizeof(tsr_attention_params), t(out), t(q), t(kc), t(vc), t(dt), t(dl), t(dq),
+                                             t(dp), block_size, 1.0f / 8.0f, window, 0.0f, nullptr, t(dpar)});
+    }
+    EXPECT_LT(error(out), 1e-4) << "tree attention";
+  }
+}
+
 TEST_P(GpuOpTest, CopyBlocksMatchesCpu) {
   const int32_t block_size = 16;
   const Twin cache = upload(TSR_DTYPE_F32, {10 * block_size, 4, 32}, randoms(size_t(10 * block_size * 128)));
