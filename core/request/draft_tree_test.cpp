@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/request/draft_tree.h"
 #include "core/request/request.h"
 #include "core/tokenizer/tokenizer.h"
 #include "tests/common/letter_tokenizer.h"
@@ -38,6 +39,12 @@ class DraftTree : public ::testing::Test {
   std::unique_ptr<Tokenizer> tokenizer_ = testing::letter_tokenizer(kVocab);
   std::unique_ptr<Request> request_;
 };
+
+TEST(DraftTreeShape, DepthsCountTheTokensOfEachPath) {
+  EXPECT_EQ(draft_tree_depths(std::vector<int32_t>{-1, 0, 1, 2, 0, 1, 4, 2}), (std::vector<int32_t>{1, 2, 3, 4, 2, 3, 3, 4}));
+  EXPECT_EQ(draft_tree_depths(std::vector<int32_t>{-1, -1, 1}), (std::vector<int32_t>{1, 1, 2}));
+  EXPECT_TRUE(draft_tree_depths({}).empty());
+}
 
 TEST_F(DraftTree, ChainAcceptsItsPrefixAndDrawsTheCorrection) {
   Request& r = request();

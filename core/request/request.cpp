@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "core/kv/block_hash.h"
 #include "core/model/step_batch.h"
+#include "core/request/draft_tree.h"
 
 namespace tsr {
 
@@ -120,13 +121,8 @@ void Request::truncate_drafts(size_t n) {
 
 int32_t Request::draft_depth() const {
   if (draft_parents_.empty()) return static_cast<int32_t>(drafts_.size());
-  std::vector<int32_t> depth(draft_parents_.size());
-  int32_t deepest = 0;
-  for (size_t d = 0; d < depth.size(); ++d) {
-    depth[d] = draft_parents_[d] < 0 ? 1 : depth[size_t(draft_parents_[d])] + 1;
-    deepest = std::max(deepest, depth[d]);
-  }
-  return deepest;
+  const std::vector<int32_t> depth = draft_tree_depths(draft_parents_);
+  return *std::max_element(depth.begin(), depth.end());
 }
 
 int32_t Request::draft_child(int32_t node, int32_t token) const {

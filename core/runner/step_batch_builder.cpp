@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "core/request/draft_tree.h"
 
 namespace tsr {
 
@@ -55,10 +56,9 @@ int32_t table_width(const KvCacheManager& kv, SeqId seq) { return static_cast<in
 void place_tree(StepBatch& b, const Request& r, int32_t first_row, int32_t n_rows) {
   const int32_t root = first_row + r.num_tokens() - 1 - r.num_computed();
   const auto parents = r.draft_parents();
-  std::vector<int32_t> depth(parents.size());
+  const std::vector<int32_t> depth = draft_tree_depths(parents);
   for (size_t d = 0; d < parents.size() && root + 1 + int32_t(d) < first_row + n_rows; ++d) {
     const int32_t parent = parents[d];
-    depth[d] = parent < 0 ? 1 : depth[size_t(parent)] + 1;
     const auto row = size_t(root + 1) + d;
     b.positions[row] = r.num_tokens() - 1 + depth[d];
     b.parents[row] = parent < 0 ? root : root + 1 + parent;

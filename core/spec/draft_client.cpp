@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "core/plugin_host/host_services.h"
+#include "core/request/draft_tree.h"
 
 namespace tsr {
 
@@ -149,12 +150,14 @@ void DraftClient::check(Proposal& out, const tsr_draft_proposal& p) const {
       fail("proposed token id " + std::to_string(t) + ", outside the vocabulary of " + std::to_string(n_vocab_));
     }
   }
-  std::vector<int32_t> depth(out.parents.size());
-  bool chain = true;
   for (size_t i = 0; i < out.parents.size(); ++i) {
     const int32_t parent = out.parents[i];
     if (parent < -1 || parent >= int32_t(i)) fail("proposed a tree whose token " + std::to_string(i) + " follows no earlier one");
-    depth[i] = parent < 0 ? 1 : depth[size_t(parent)] + 1;
+  }
+  const std::vector<int32_t> depth = draft_tree_depths(out.parents);
+  bool chain = true;
+  for (size_t i = 0; i < out.parents.size(); ++i) {
+    const int32_t parent = out.parents[i];
     if (depth[i] > p.capacity) fail("proposed a path of " + std::to_string(depth[i]) + " tokens, longer than " + std::to_string(p.capacity));
     for (size_t j = 0; j < i; ++j) {
       if (out.parents[j] == parent && out.tokens[j] == out.tokens[i]) fail("proposed the same token twice after one token");
