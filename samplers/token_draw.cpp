@@ -32,7 +32,7 @@ int32_t sample_from(const Distribution& p, double u) {
   double best = INFINITY;
   for (const TokenProb& t : p.tokens) {  // ascending id: a tie stays with the lower
     if (t.p <= 0) continue;
-    const double time = tsr_draft_race_exponential(u, t.id) / t.p;
+    const double time = tsr_draft_race_time(u, t.id, t.p, best);
     if (time < best) best = time, winner = t.id;
   }
   return winner >= 0 ? winner : p.tokens[0].id;

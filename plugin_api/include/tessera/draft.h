@@ -171,7 +171,8 @@ TSR_ABI_PIN_SIZE(tsr_draft_hidden, 24);
  * the token at a request's output position t from its final distribution p by an
  * exponential race keyed by a uniform u_t that depends on (seed, t) alone: every token x
  * with p(x) > 0 gets the exponential E_t(x) = tsr_draft_race_exponential(u_t, x), and the
- * token drawn is the one with the least E_t(x) / p(x) (ties to the lower id). That is an
+ * token drawn is the one with the least E_t(x) / p(x) (ties to the lower id; computed as
+ * tsr_draft_race_time says). That is an
  * exact draw from p (the Gumbel-max trick in its exponential form). Verification accepts a
  * proposed token iff that draw picks it, so a draft that runs the same race over its own
  * distribution q, with the same exponentials, proposes the target's token whenever the two
@@ -196,10 +197,9 @@ typedef struct tsr_draft_sampling {
 } tsr_draft_sampling;
 TSR_ABI_PIN_SIZE(tsr_draft_sampling, 40);
 
-/* The exponential of token `token` in the race at uniform u (tsr_draft_sampling): -log of
- * a uniform in (0, 1], element `token` of the SplitMix64 stream seeded with u's 53 bits.
- * Host and drafts call this one definition, so that their races agree to the bit. */
-static inline double tsr_draft_race_exponential(double u, int32_t token) {
+/* The race's uniform of token `token` at uniform u (tsr_draft_sampling), in (0, 1]:
+ * element `token` of the SplitMix64 stream seeded with u's 53 bits. */
+static inline double tsr_draft_race_uniform(double u, int32_t token) {
   const uint64_t gamma = 0x9E3779B97F4A7C15ull;
   uint64_t z = (uint64_t)(u * 9007199254740992.0); /* u = key * 2^-53 */
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -208,7 +208,24 @@ static inline double tsr_draft_race_exponential(double u, int32_t token) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   z ^= z >> 31;
-  return -log((double)((z >> 11) + 1u) * (1.0 / 9007199254740992.0));
+  return (double)((z >> 11) + 1u) * (1.0 / 9007199254740992.0);
+}
+
+/* The exponential of token `token` in the race at u: -log of its uniform. */
+static inline double tsr_draft_race_exponential(double u, int32_t token) {
+  return -log(tsr_draft_race_uniform(u, token));
+}
+
+/* One entrant of the race: the time E / p of `token`, whose probability is p > 0, or
+ * INFINITY where it cannot beat `best`, the least time of the tokens before it (INFINITY
+ * for the first). E >= 1 - U, so most tokens are ruled out without a logarithm (a race
+ * over 152k tokens takes about a dozen). A race runs the tokens in ascending id, keeping
+ * the first least time: host and drafts call this one definition, so their races agree
+ * to the bit. */
+static inline double tsr_draft_race_time(double u, int32_t token, double p, double best) {
+  const double uniform = tsr_draft_race_uniform(u, token);
+  if (1.0 - uniform >= best * p) return INFINITY;
+  return -log(uniform) / p;
 }
 
 /* A proposal: up to `capacity` tokens written by propose(). */

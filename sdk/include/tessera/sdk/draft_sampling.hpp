@@ -2,7 +2,8 @@
 // draft proposes the token the target's draw at the same uniform is likely to pick. It
 // follows the host's sampler step for step (samplers/sampler_chain.cpp: top_k, top_p,
 // min_p, then temperature; softmaxes in double, ties to the lower id; the exponential race
-// of samplers/token_draw.cpp, tsr_draft_race_exponential), so equal logits give the host's token
+// of samplers/token_draw.cpp through tsr_draft_race_time, in ascending id), so equal logits
+// give the host's token
 // exactly (tests/spec/draft_sampling_test.cpp proves it against the host's code).
 #pragma once
 
@@ -107,12 +108,15 @@ inline int32_t draw_as_target(std::span<const float> logits, const tsr_draft_sam
   min_p(c, s.min_p);
   temperature(c, s.temperature);
   const std::vector<double> probs = softmax(c);
-  int32_t winner = -1, winner_id = 0;
+  std::vector<size_t> order(c.size());  // the race runs in ascending id, as the host's
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (sorted) std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return c[a].id < c[b].id; });
+  int32_t winner = -1;
   double best = INFINITY;
-  for (size_t i = 0; i < c.size(); ++i) {
+  for (const size_t i : order) {
     if (probs[i] <= 0) continue;
-    const double time = tsr_draft_race_exponential(u, c[i].id) / probs[i];
-    if (time < best || (time == best && c[i].id < winner_id)) best = time, winner = c[i].index, winner_id = c[i].id;
+    const double time = tsr_draft_race_time(u, c[i].id, probs[i], best);
+    if (time < best) best = time, winner = c[i].index;
   }
   return winner;
 }
