@@ -226,8 +226,8 @@ tsr_status seqs_decode_features(tsr_model* m, tsr_model_seq* const* seqs, const 
   });
 }
 
-// The engine's states to host memory, row by row (a row is n_embd contiguous floats):
-// through the buffer they lie in where the engine named it, which is how a device
+// The engine's states to host memory (a row is n_embd contiguous floats): through the
+// buffer they lie in where the engine named it, which is how a device
 // backend's states come back (its buffer_read, then a synchronize); otherwise read in
 // place, which only host-visible memory allows.
 tsr_status states_read(void* context, const tsr_tensor* states, float* out, tsr_error** error) {
@@ -245,19 +245,24 @@ tsr_status states_read(void* context, const tsr_tensor* states, float* out, tsr_
       throw Error("states_read: backend '" + backend.name() + "' keeps states in device memory and the engine "
                   "named no buffer to read them through", TSR_STATUS_UNSUPPORTED);
     }
+    if (layers == 0 || rows == 0) return;
+    // A layer's rows in one piece where they are contiguous (the engine's always are).
+    const bool packed = states->strides[1] == int64_t(row_bytes);
+    const int64_t pieces = packed ? 1 : rows;
+    const uint64_t piece_bytes = packed ? row_bytes * uint64_t(rows) : row_bytes;
     for (int64_t l = 0; l < layers; ++l) {
-      for (int64_t r = 0; r < rows; ++r) {
-        const uint8_t* row = base + l * states->strides[0] + r * states->strides[1];
+      for (int64_t r = 0; r < pieces; ++r) {
+        const uint8_t* from = base + l * states->strides[0] + r * states->strides[1];
         float* dst = out + (l * rows + r) * n_embd;
         if (buffer == nullptr) {
-          std::memcpy(dst, row, row_bytes);
+          std::memcpy(dst, from, piece_bytes);
           continue;
         }
-        const auto at = reinterpret_cast<uintptr_t>(row), begin = reinterpret_cast<uintptr_t>(buffer->base());
-        if (at < begin || at - begin + row_bytes > buffer->size()) {
+        const auto at = reinterpret_cast<uintptr_t>(from), begin = reinterpret_cast<uintptr_t>(buffer->base());
+        if (at < begin || at - begin + piece_bytes > buffer->size()) {
           throw Error("states_read: the states are not the engine's hidden states of this step");
         }
-        backend.read(*buffer, at - begin, dst, row_bytes);
+        backend.read(*buffer, at - begin, dst, piece_bytes);
       }
     }
     if (buffer != nullptr) backend.synchronize();
