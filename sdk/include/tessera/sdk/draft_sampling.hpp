@@ -3,8 +3,8 @@
 // follows the host's sampler step for step (samplers/sampler_chain.cpp: top_k, top_p,
 // min_p, then temperature; softmaxes in double, ties to the lower id; the exponential race
 // of samplers/token_draw.cpp through tsr_draft_race_time, in ascending id), so equal logits
-// give the host's token
-// exactly (tests/spec/draft_sampling_test.cpp proves it against the host's code).
+// give the host's token exactly (samplers/draft_draw_test.cpp proves it against the host's
+// code).
 #pragma once
 
 #include <algorithm>
