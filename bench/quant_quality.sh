@@ -55,6 +55,8 @@ table() {
     quantize "gptq-$type" "$type" --method gptq --calib "$work/calib.txt" && row "$type, GPTQ" "$work/gptq-$type.gguf"
   done
   "$T" imatrix -m "$base" -f "$work/calib.txt" -c 128 -o "$work/imatrix.gguf" >/dev/null 2>&1
+  printf '[quant]\nimatrix = "%s"\n' "$work/imatrix.gguf" >"$work/imatrix.toml"
+  row "llm_int8, imatrix (at load)" "$base" --quant llm_int8 --config "$work/imatrix.toml"
   for type in q4_0 q4_1 "${KQUANTS[@]:0:1}"; do
     quantize "im-$type" "$type" --imatrix "$work/imatrix.gguf" && row "$type, imatrix" "$work/im-$type.gguf"
   done

@@ -22,7 +22,7 @@
 #include "base/error.h"
 #include "core/model/llama_model.h"
 #include "core/plugin_host/plugin_loader.h"
-#include "core/quant/quant_scheme.h"
+#include "core/engine/quant_setup.h"
 #include "core/runner/model_runner.h"
 #include "core/tokenizer/tokenizer.h"
 
@@ -40,19 +40,14 @@ struct PerplexityFlags {
 // One model on the CPU backend with a one-sequence KV cache: full-chunk logits.
 class LogitsRunner {
  public:
+  // `quant`: the [quant] scheme to apply with its options; empty: the file as it is.
   // `exact_kv`: an F32 cache whatever the config says (the reference).
   LogitsRunner(const Config& c, const std::string& path, const std::string& quant, bool exact_kv) {
     const auto dirs = plugin_search_dirs(c.plugin_dir);
     backend_ = Backend::create(Plugin::find(TSR_PLUGIN_BACKEND, c.backend.plugin, dirs), c.backend.device,
                                c.backend.threads);
     gguf_ = GgufFile::open(path);
-    std::shared_ptr<const QuantScheme> scheme;
-    if (!quant.empty() && quant != "auto") {
-      auto s = std::make_shared<QuantScheme>(Plugin::find(TSR_PLUGIN_QUANT, quant, dirs));
-      if (c.quant.outlier_threshold) s->set_option("outlier_threshold", *c.quant.outlier_threshold);
-      scheme = std::move(s);
-    }
-    model_ = LlamaModel::load(gguf_, *backend_, {}, scheme);
+    model_ = LlamaModel::load(gguf_, *backend_, {}, quant.empty() ? nullptr : quant_scheme_load(quant, c.quant, dirs));
     tokenizer_ = Tokenizer::create(vocab_from_gguf(*gguf_));
     if (!exact_kv) {
       kv_ = ModelRunner::cache_shape(*model_, c.cache).format;
@@ -161,7 +156,7 @@ int run_perplexity(const PerplexityFlags& f) {
   model.reserve(ctx);
   std::unique_ptr<LogitsRunner> base;
   if (!f.kl_base.empty()) {
-    base = std::make_unique<LogitsRunner>(c, f.kl_base, "auto", true);
+    base = std::make_unique<LogitsRunner>(c, f.kl_base, "", true);
     if (base->n_vocab() != model.n_vocab()) throw Error("--kl-base: the vocabularies differ");
     base->reserve(ctx);
   }

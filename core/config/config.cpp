@@ -275,6 +275,7 @@ constexpr KeySpec kKeys[] = {
      [](const Field& f, Config& c) { c.quant.scheme = f.plugin_name(); }},
     {"quant", "outlier_threshold",
      [](const Field& f, Config& c) { c.quant.outlier_threshold = f.positive_or_inf(); }},
+    {"quant", "imatrix", [](const Field& f, Config& c) { c.quant.imatrix = f.path(); }},
 
     {"cache", "block_size",
      [](const Field& f, Config& c) { c.cache.block_size = f.power_of_two_in(1, 1024); }},

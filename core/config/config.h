@@ -30,6 +30,7 @@ struct BackendConfig {
 struct QuantConfig {
   std::string scheme = "auto";            // auto | q8_0 | q4_0 | int4_g128 | fp8_e4m3 | llm_int8 | w8a8_smooth | a plugin's
   std::optional<double> outlier_threshold;  // llm_int8's (the plugin's default 6.0 when unset)
+  std::string imatrix;                    // llama.cpp importance matrix for the scheme; empty: none
 };
 
 struct CacheConfig {

@@ -38,6 +38,7 @@ pack_weights = false
 [quant]
 scheme = "int4_g128"
 outlier_threshold = 4.5
+imatrix = "/models/m.imatrix"
 [cache]
 block_size = 64
 memory = "1.5GiB"
@@ -248,6 +249,7 @@ TEST(Config, EveryKeyParsed) {
   EXPECT_FALSE(c.backend.pack_weights);
   EXPECT_EQ(c.quant.scheme, "int4_g128");
   EXPECT_EQ(c.quant.outlier_threshold, 4.5);
+  EXPECT_EQ(c.quant.imatrix, "/models/m.imatrix");
   EXPECT_EQ(c.cache.block_size, 64);
   EXPECT_EQ(c.cache.memory_bytes, 3ull << 29);
   EXPECT_FALSE(c.cache.prefix_caching);

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "core/chat/chat_template.h"
+#include "core/engine/quant_setup.h"
 #include "core/kv/host_memory.h"
 #include "core/constraint/grammar_cache.h"
 #include "core/constraint/token_vocab.h"
@@ -50,17 +51,6 @@ LoadProgress progress_logger(const std::string& what) {
       last = pct;
     }
   };
-}
-
-// [quant] scheme: "auto" keeps the file's types; a scheme name loads its quant plugin.
-std::shared_ptr<const QuantScheme> load_quant_scheme(const Config& c, const std::vector<std::filesystem::path>& dirs) {
-  if (c.quant.scheme == "auto") {
-    if (c.quant.outlier_threshold) throw Error("[quant] outlier_threshold needs a [quant] scheme (llm_int8)");
-    return nullptr;
-  }
-  auto scheme = std::make_shared<QuantScheme>(Plugin::find(TSR_PLUGIN_QUANT, c.quant.scheme, dirs));
-  if (c.quant.outlier_threshold) scheme->set_option("outlier_threshold", *c.quant.outlier_threshold);
-  return scheme;
 }
 
 // The [constraints] plugins, in order (the first that serves a kind compiles it).
@@ -266,7 +256,7 @@ void Engine::Impl::load() {
   backend = Backend::create(plugin, config.backend.device, config.backend.threads);
 
   gguf = GgufFile::open(config.model.path);
-  model = LlamaModel::load(gguf, *backend, progress_logger(config.model.path), load_quant_scheme(config, dirs),
+  model = LlamaModel::load(gguf, *backend, progress_logger(config.model.path), quant_scheme_load(config.quant.scheme, config.quant, dirs),
                             config.backend.pack_weights);
   tokenizer = Tokenizer::create(vocab_from_gguf(*gguf));
   const LlamaHParams& hp = model->hparams();

@@ -525,6 +525,10 @@ class LlamaModel::Loader {
     spdlog::info("quant {}: converted {} weight tensors ({:.1f} -> {:.1f} MiB), kept {} whose rows do not fit",
                  m_.quant_->name(), converted_, double(bytes_before_) / (1 << 20), double(bytes_after_) / (1 << 20),
                  kept_);
+    if (m_.quant_->has_importance()) {
+      spdlog::info("quant {}: {} of the {} converted weights quantized with their importance ([quant] imatrix)",
+                   m_.quant_->name(), weighted_, converted_);
+    }
   }
 
   // An EAGLE-3 head, as llama.cpp's llama_model_eagle3 reads it: fc (the target features
@@ -730,7 +734,7 @@ class LlamaModel::Loader {
     const std::vector<float> values = quant::dequantize(t.type, {m_.gguf_->tensor_data(t), t.nbytes}, rows * cols);
     const int64_t row_bytes = q.row_bytes(cols);
     std::vector<uint8_t> packed(static_cast<size_t>(rows * row_bytes));
-    q.quantize(values.data(), rows, cols, packed.data());
+    quantize(t.name, values.data(), rows, cols, packed.data());
     auto buffer = backend_.alloc(packed.size());
     backend_.write(*buffer, 0, packed.data(), packed.size());
     tsr_tensor tensor{};
@@ -750,6 +754,24 @@ class LlamaModel::Loader {
     bytes_after_ += packed.size();
     m_.weight_bytes_ = m_.weight_bytes_ + packed.size() - std::min<uint64_t>(t.nbytes, m_.weight_bytes_);
     return {tensor, std::move(buffer)};
+  }
+
+  // Through the scheme, with the weight's column importance where [quant] imatrix has it: one
+  // vector for all rows, or one per expert of a stack ([n_expert * rows, cols]).
+  void quantize(const std::string& name, const float* x, int64_t rows, int64_t cols, uint8_t* out) {
+    const QuantScheme& q = *m_.quant_;
+    const std::vector<float>* importance = q.importance(name);
+    const int64_t groups = importance ? int64_t(importance->size()) / cols : 1;
+    if (importance && (int64_t(importance->size()) % cols != 0 || groups < 1 || rows % groups != 0)) {
+      throw Error(fmt::format("[quant] imatrix: {} has {} importance values, not a multiple of its {} columns that "
+                              "splits its {} rows", name, importance->size(), cols, rows));
+    }
+    const int64_t group_rows = rows / groups, row_bytes = q.row_bytes(cols);
+    for (int64_t g = 0; g < groups; ++g) {
+      q.quantize(x + g * group_rows * cols, group_rows, cols, out + g * group_rows * row_bytes,
+                 importance ? importance->data() + g * cols : nullptr);
+    }
+    weighted_ += importance != nullptr;
   }
 
   // Matmul weights, and the embedding table where the backend gathers rows of the scheme
@@ -990,7 +1012,7 @@ class LlamaModel::Loader {
   BackendBuffer* region_ = nullptr;
   uint64_t region_begin_ = 0;
   const bool pack_weights_;
-  int converted_ = 0, kept_ = 0, packed_ = 0;
+  int converted_ = 0, kept_ = 0, packed_ = 0, weighted_ = 0;
   uint64_t bytes_before_ = 0, bytes_after_ = 0;
 };
 

@@ -54,9 +54,30 @@ int64_t QuantScheme::row_bytes(int64_t cols) const {
   return bytes;
 }
 
-void QuantScheme::quantize(const float* x, int64_t rows, int64_t cols, void* out) const {
+void QuantScheme::quantize(const float* x, int64_t rows, int64_t cols, void* out, const float* importance) const {
+  if (importance != nullptr && weighs()) {
+    call_plugin("quant scheme '" + name_ + "' quantize_weighted",
+                [&](tsr_error** e) { return iface_->quantize_weighted(x, rows, cols, importance, out, e); });
+    return;
+  }
   call_plugin("quant scheme '" + name_ + "' quantize",
               [&](tsr_error** e) { return iface_->quantize(x, rows, cols, out, e); });
+}
+
+bool QuantScheme::weighs() const {
+  return TSR_STRUCT_HAS(iface_, tsr_quant_iface, quantize_weighted) && iface_->quantize_weighted != nullptr;
+}
+
+void QuantScheme::set_importance(std::map<std::string, std::vector<float>> importance) {
+  if (!weighs()) {
+    throw Error("[quant] imatrix: quant scheme '" + name_ + "' uses no importance matrix", TSR_STATUS_INVALID_ARGUMENT);
+  }
+  importance_ = std::move(importance);
+}
+
+const std::vector<float>* QuantScheme::importance(const std::string& weight) const {
+  const auto it = importance_.find(weight);
+  return it == importance_.end() ? nullptr : &it->second;
 }
 
 void QuantScheme::dequantize(const void* in, int64_t rows, int64_t cols, float* out) const {

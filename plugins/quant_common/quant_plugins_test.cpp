@@ -124,6 +124,22 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"fp8_e4m3", TSR_DTYPE_FP8_E4M3, 1.0 / 16 + 1e-3, true}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// y [m, n] = x [m, kdim] times the n packed rows of the scheme (contiguous), through `k`.
+std::vector<float> dense_matmul(const QuantScheme& q, const tsr_quant_kernels& k, const std::vector<float>& x, int64_t m,
+                                int64_t kdim, std::vector<uint8_t>& packed, int64_t n) {
+  std::vector<float> y(m * n);
+  tsr_tensor tx = tensor_make(TSR_DTYPE_F32, const_cast<float*>(x.data()), {m, kdim});
+  tsr_tensor tw = tensor_make(TSR_DTYPE_I8, packed.data(), {n, kdim});
+  tw.dtype = q.dtype();
+  tw.strides[0] = q.row_bytes(kdim);
+  tsr_tensor ty = tensor_make(TSR_DTYPE_F32, y.data(), {m, n});
+  const tsr_matmul_params p{sizeof(p), &ty, &tx, &tw};
+  const tsr_quant_matmul_args args{sizeof(args), &k, &p, nullptr, 2, 0};
+  tsr_error* e = nullptr;
+  EXPECT_EQ(k.matmul(&args, &e), TSR_STATUS_OK);
+  return y;
+}
+
 // w8a8_smooth's kernel (SmoothQuant's W8A8) and llm_int8's without outliers are int8 × int8
 // with one absmax scale per activation row and per weight row: exactly, up to the f32
 // sums, the product of the two int8 matrices. (The conformance kit's f32 reference allows
@@ -139,16 +155,7 @@ TEST(QuantPluginsW8A8, KernelMultipliesPerTokenInt8ActivationsByInt8Rows) {
     const std::vector<float> w = gaussian(n * kdim, 3), x = gaussian(m * kdim, 4);
     std::vector<uint8_t> packed(n * q.row_bytes(kdim));
     q.quantize(w.data(), n, kdim, packed.data());
-    std::vector<float> y(m * n);
-    tsr_tensor tx = tensor_make(TSR_DTYPE_F32, const_cast<float*>(x.data()), {m, kdim});
-    tsr_tensor tw = tensor_make(TSR_DTYPE_I8, packed.data(), {n, kdim});
-    tw.dtype = q.dtype();
-    tw.strides[0] = q.row_bytes(kdim);
-    tsr_tensor ty = tensor_make(TSR_DTYPE_F32, y.data(), {m, n});
-    const tsr_matmul_params p{sizeof(p), &ty, &tx, &tw};
-    const tsr_quant_matmul_args args{sizeof(args), k, &p, nullptr, 2, 0};
-    tsr_error* e = nullptr;
-    ASSERT_EQ(k->matmul(&args, &e), TSR_STATUS_OK);
+    const std::vector<float> y = dense_matmul(q, *k, x, m, kdim, packed, n);
     for (int64_t i = 0; i < m; ++i) {
       float amax = 0;
       for (int64_t c = 0; c < kdim; ++c) amax = std::max(amax, std::fabs(x[i * kdim + c]));
@@ -159,12 +166,89 @@ TEST(QuantPluginsW8A8, KernelMultipliesPerTokenInt8ActivationsByInt8Rows) {
         int64_t acc = 0;
         for (int64_t c = 0; c < kdim; ++c) {
           const auto qx = static_cast<int64_t>(std::clamp(std::nearbyint(x[i * kdim + c] * (127.0f / amax)), -127.0f, 127.0f));
-          acc += qx * static_cast<int8_t>(row[8 + c]);
+          acc += qx * static_cast<int8_t>(row[16 + c]);  // past the 16-byte header
         }
         const double ref = double(acc) * (amax / 127.0f) * w_scale;
         EXPECT_NEAR(y[i * n + j], ref, 1e-5 * (1 + std::fabs(ref))) << name << " " << i << "," << j;
       }
     }
+  }
+}
+
+// llm_int8 given an importance matrix (ABI 2.10 quantize_weighted): the columns whose
+// calibrated mean x² reaches (threshold / 2)² keep their weights in f32 (exactly, and out of
+// the row's int8 scale), and the kernel multiplies them in f32 whatever the activations. A
+// weight stack whose halves were quantized with different importances (as a MoE layer's
+// experts are) computes each row with its own kept columns. The reference is the
+// decomposition written out: int8 × int8 over the unmarked dimensions (activation scale
+// over them), f32 over the row's kept columns, decoded int8 over the other marked ones.
+TEST(QuantPluginsLlmInt8, ImportantColumnsKeepTheirWeightsInF32) {
+  const QuantScheme q = scheme("llm_int8");
+  q.set_option("outlier_threshold", 6.0);
+  const tsr_quant_kernels* k = q.kernels("cpu", true);
+  ASSERT_NE(k, nullptr);
+  const int64_t n = 24, kdim = 384, m = 5, half = n / 2;
+  const std::vector<int64_t> outlier_dims{3, 100, 200};
+  std::vector<float> w = gaussian(n * kdim, 5), x = gaussian(m * kdim, 6);
+  std::vector<float> importance_a(kdim, 1.0f), importance_b(kdim, 1.0f);
+  for (const int64_t c : outlier_dims) {
+    for (int64_t j = 0; j < n; ++j) w[j * kdim + c] /= 20.0f;  // small columns, as under a gained norm
+    for (int64_t i = 0; i < m; ++i) x[i * kdim + c] *= 20.0f;
+    importance_a[c] = 400.0f;
+  }
+  importance_b[50] = 9.0f;  // (6 / 2)²: just kept
+  importance_b[51] = 8.9f;  // just not
+  const int64_t rb = q.row_bytes(kdim);
+  std::vector<uint8_t> packed(n * rb);
+  q.quantize(w.data(), half, kdim, packed.data(), importance_a.data());
+  q.quantize(w.data() + half * kdim, half, kdim, packed.data() + half * rb, importance_b.data());
+  std::vector<float> deq(n * kdim);
+  q.dequantize(packed.data(), n, kdim, deq.data());
+  auto kept = [&](int64_t j, int64_t c) {
+    return j < half ? std::find(outlier_dims.begin(), outlier_dims.end(), c) != outlier_dims.end() : c == 50;
+  };
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t c = 0; c < kdim; ++c) {
+      if (kept(j, c)) EXPECT_EQ(deq[j * kdim + c], w[j * kdim + c]) << j << "," << c;
+    }
+  }
+  const std::vector<float> y = dense_matmul(q, *k, x, m, kdim, packed, n);
+  for (int64_t i = 0; i < m; ++i) {
+    const float* xi = &x[i * kdim];
+    auto marked = [&](int64_t c) { return kept(0, c) || std::fabs(xi[c]) >= 6.0f; };
+    float amax = 0;
+    for (int64_t c = 0; c < kdim; ++c) amax = marked(c) ? amax : std::max(amax, std::fabs(xi[c]));
+    for (int64_t j = 0; j < n; ++j) {
+      const uint8_t* row = packed.data() + j * rb;
+      float w_scale;
+      std::memcpy(&w_scale, row, 4);
+      int64_t acc = 0;
+      double f32 = 0;
+      for (int64_t c = 0; c < kdim; ++c) {
+        const auto qw = static_cast<int8_t>(row[16 + c]);
+        if (kept(j, c)) {
+          f32 += double(xi[c]) * w[j * kdim + c];
+        } else if (marked(c)) {
+          f32 += double(xi[c]) * (float(qw) * w_scale);
+        } else {
+          acc += static_cast<int64_t>(std::clamp(std::nearbyint(xi[c] * (127.0f / amax)), -127.0f, 127.0f)) * qw;
+        }
+      }
+      const double ref = double(acc) * (amax / 127.0f) * w_scale + f32;
+      EXPECT_NEAR(y[i * n + j], ref, 1e-5 * (1 + std::fabs(ref))) << i << "," << j;
+    }
+  }
+}
+
+// An importance matrix goes to schemes that use one: q8_0 (the backend's own type, no
+// quantize_weighted) is refused, naming the key.
+TEST(QuantPluginsLlmInt8, SchemesWithoutImportanceRefuseAnImportanceMatrix) {
+  QuantScheme q = scheme("q8_0");
+  try {
+    q.set_importance({{"blk.0.attn_q.weight", std::vector<float>(64, 1.0f)}});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "[quant] imatrix: quant scheme 'q8_0' uses no importance matrix");
   }
 }
 

@@ -15,7 +15,7 @@ struct W8A8Smooth {
   static constexpr tsr_dtype kDtype = TSR_DTYPE_PLUGIN;
   static constexpr int32_t kBlock = 1;
 
-  static int64_t row_bytes(int64_t n) { return tsr::quant_int8::row_bytes(n); }
+  static int64_t row_bytes(int64_t n) { return tsr::quant_int8::row_bytes(n, 0); }
   static void quantize_row(const float* x, uint8_t* row, int64_t n) { tsr::quant_int8::quantize_row(x, row, n, INFINITY); }
   static void dequantize_row(const uint8_t* row, float* y, int64_t n) { tsr::quant_int8::dequantize_row(row, y, n); }
   static void cpu_matmul(const tsr::sdk::QuantMatmul& a) { tsr::quant_int8::cpu_matmul(a); }

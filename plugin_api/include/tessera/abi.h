@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 #define TSR_ABI_MAJOR 2
-#define TSR_ABI_MINOR 9
+#define TSR_ABI_MINOR 10
 
 #if defined(_WIN32)
 #define TSR_EXPORT __declspec(dllexport)

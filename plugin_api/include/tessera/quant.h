@@ -75,10 +75,19 @@ typedef struct tsr_quant_iface {
    * options are the plugin's, for every model loaded after the call (a process loading
    * two models with different options quantizes each before the other sets its own). */
   tsr_status (*option_set)(const char* key, double value, tsr_error** error);
+  /* ABI 2.10, can be NULL (the scheme uses no importance). As quantize, knowing how much
+   * each of the `cols` input columns matters: importance[c] (not NULL, `cols` values) is
+   * the mean of x[c]^2 over calibration text at the input these weights multiply, as
+   * llama.cpp's importance matrix holds it ([quant] imatrix). The host calls quantize for
+   * weights the matrix has no entry for. */
+  tsr_status (*quantize_weighted)(const float* x, int64_t rows, int64_t cols, const float* importance,
+                                  void* out, tsr_error** error);
 } tsr_quant_iface;
-TSR_ABI_PIN_SIZE(tsr_quant_iface, 72);
+TSR_ABI_PIN_SIZE(tsr_quant_iface, 80);
 /* The table through ABI 2.3 (the host reads option_set only from longer tables). */
 #define TSR_QUANT_IFACE_SIZE_V1_1 TSR_SIZE_THROUGH(tsr_quant_iface, kernels)
+/* The table through ABI 2.9 (the host reads quantize_weighted only from longer tables). */
+#define TSR_QUANT_IFACE_SIZE_V2_4 TSR_SIZE_THROUGH(tsr_quant_iface, option_set)
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,9 @@
 // and optionally (ABI 2.4) numeric options from the host's [quant] table, throwing
 // tsr::sdk::Failure (or std::exception) for an unknown key or a bad value:
 //   static void option_set(std::string_view key, double value);
+// and optionally (ABI 2.10) a row quantized knowing each column's importance (the mean of
+// x^2 at the weights' input over calibration text, llama.cpp's importance matrix):
+//   static void quantize_row_weighted(const float* x, uint8_t* row, int64_t n, const float* importance);
 // All of them must be thread-safe: the host calls them from several threads at once.
 //
 // The generated entries check shapes (whole blocks), strides and NULL buffers before Impl
@@ -53,7 +56,12 @@ class QuantPlugin {
 
   static const tsr_quant_iface& iface() {
     static_assert(Impl::kBlock > 0, "kBlock must be positive");
-#if TSR_SDK_ABI_AT_LEAST(2, 4)
+#if TSR_SDK_ABI_AT_LEAST(2, 10)
+    static const tsr_quant_iface t = {sizeof(tsr_quant_iface), Impl::kScheme, Impl::kDtype, Impl::kBlock,
+                                      row_bytes, quantize, dequantize, dot, kernels,
+                                      kHasOptions ? option_set : nullptr,
+                                      kHasWeighted ? quantize_weighted : nullptr};
+#elif TSR_SDK_ABI_AT_LEAST(2, 4)
     static const tsr_quant_iface t = {sizeof(tsr_quant_iface), Impl::kScheme, Impl::kDtype, Impl::kBlock,
                                       row_bytes, quantize, dequantize, dot, kernels,
                                       kHasOptions ? option_set : nullptr};
@@ -67,6 +75,9 @@ class QuantPlugin {
  private:
   static constexpr bool kHasCpuMatmul = requires(const QuantMatmul& a) { Impl::cpu_matmul(a); };
   static constexpr bool kHasOptions = requires(std::string_view k, double v) { Impl::option_set(k, v); };
+  static constexpr bool kHasWeighted = requires(const float* x, uint8_t* row, int64_t n) {
+    Impl::quantize_row_weighted(x, row, n, x);
+  };
 
   static tsr_status option_set(const char* key, double value, tsr_error** error) {
     return boundary(error, [&] {
@@ -93,6 +104,19 @@ class QuantPlugin {
       const int64_t bytes = Impl::row_bytes(cols);
       auto* o = static_cast<uint8_t*>(out);
       for (int64_t r = 0; r < rows; ++r) Impl::quantize_row(x + r * cols, o + r * bytes, cols);
+    });
+  }
+
+  static tsr_status quantize_weighted(const float* x, int64_t rows, int64_t cols, const float* importance, void* out,
+                                      tsr_error** error) {
+    return boundary(error, [&] {
+      check_shape(rows, cols, "quantize_weighted");
+      require(x != nullptr && importance != nullptr && out != nullptr, "quantize_weighted: NULL buffer");
+      if constexpr (kHasWeighted) {
+        const int64_t bytes = Impl::row_bytes(cols);
+        auto* o = static_cast<uint8_t*>(out);
+        for (int64_t r = 0; r < rows; ++r) Impl::quantize_row_weighted(x + r * cols, o + r * bytes, cols, importance);
+      }
     });
   }
 
