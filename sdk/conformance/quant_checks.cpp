@@ -187,6 +187,53 @@ TEST(QuantRoundTrip, RequantizingChangesNothing) {
   }
 }
 
+// ABI 2.10 quantize_weighted, where the plugin has it (else NULL, or a table built before
+// 2.10). Importances the kit makes up (positive, a few columns far above the rest, as
+// calibrated outlier features are).
+using WeightedEntry = decltype(tsr_quant_iface::quantize_weighted);
+WeightedEntry weighted_entry() {
+  return TSR_STRUCT_HAS(&table(), tsr_quant_iface, quantize_weighted) ? table().quantize_weighted : nullptr;
+}
+
+std::vector<float> importances(int64_t cols) {
+  std::vector<float> v = weights(cols, 77);
+  for (float& x : v) x = x * x;
+  for (int64_t c = 0; c < cols; c += 37) v[size_t(c)] = 400.0f;
+  return v;
+}
+
+std::vector<uint8_t> quantize_weighted(const std::vector<float>& x, int64_t rows, int64_t cols,
+                                       const std::vector<float>& importance) {
+  std::vector<uint8_t> q(static_cast<size_t>(rows * table().row_bytes(cols)));
+  tsr_error* e = nullptr;
+  ok("quantize_weighted", weighted_entry()(x.data(), rows, cols, importance.data(), q.data(), &e), e);
+  return q;
+}
+
+// An importance may choose how rows are stored, not make them worse than the format's bits,
+// nor make rows depend on each other or on the call.
+TEST(QuantRoundTrip, WeightedWithinTheBoundAndRowByRow) {
+  if (weighted_entry() == nullptr) GTEST_SKIP() << "no quantize_weighted (ABI 2.10): the scheme uses no importance";
+  const double max_bound = std::exp2(1 - bits() / 2.0), rms_bound = std::exp2(-bits() / 2.0);
+  for (const int64_t cols : lengths()) {
+    const int64_t rows = 4, bytes = table().row_bytes(cols);
+    const std::vector<float> x = weights(rows * cols, uint32_t(cols) + 1), importance = importances(cols);
+    const std::vector<uint8_t> all = quantize_weighted(x, rows, cols, importance);
+    EXPECT_EQ(quantize_weighted(x, rows, cols, importance), all) << cols << ": quantizing twice gave different bytes";
+    const std::vector<float> y = dequantize(all.data(), rows, cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<float> err(static_cast<size_t>(cols));
+      for (int64_t j = 0; j < cols; ++j) err[j] = x[r * cols + j] - y[r * cols + j];
+      EXPECT_LE(max_abs(err.data(), cols), max_bound * max_abs(&x[r * cols], cols)) << cols << " cols, row " << r;
+      EXPECT_LE(rms(err.data(), cols), rms_bound * rms(&x[r * cols], cols)) << cols << " cols, row " << r;
+      const std::vector<float> row(x.begin() + r * cols, x.begin() + (r + 1) * cols);
+      const std::vector<uint8_t> one = quantize_weighted(row, 1, cols, importance);
+      EXPECT_TRUE(std::equal(one.begin(), one.end(), all.begin() + r * bytes))
+          << cols << ": row " << r << " differs when quantized alone";
+    }
+  }
+}
+
 TEST(QuantRoundTrip, ConcurrentCallsAgree) {
   const int64_t rows = 8, cols = lengths().back();
   const std::vector<float> x = weights(rows * cols, 11);
@@ -374,6 +421,26 @@ TEST(QuantErrors, ConversionsRefuseBadShapesAndNull) {
   expect_refused("dot NULL row", [&](tsr_error** e) { return t.dot(nullptr, x.data(), cols, &out, e); });
   expect_refused("dot NULL x", [&](tsr_error** e) { return t.dot(q.data(), nullptr, cols, &out, e); });
   expect_refused("dot NULL out", [&](tsr_error** e) { return t.dot(q.data(), x.data(), cols, nullptr, e); });
+  EXPECT_EQ(live_errors(), before) << "error objects leaked or freed twice";
+}
+
+TEST(QuantErrors, WeightedRefusesBadShapesAndNull) {
+  const WeightedEntry weighted = weighted_entry();
+  if (weighted == nullptr) GTEST_SKIP() << "no quantize_weighted (ABI 2.10)";
+  const int before = live_errors();
+  const int64_t cols = lengths().back();
+  std::vector<float> x(static_cast<size_t>(cols), 1.0f), importance = importances(cols);
+  std::vector<uint8_t> q(static_cast<size_t>(table().row_bytes(cols) + 64));
+  for (const int64_t bad : {int64_t(0), -cols}) {
+    expect_refused("quantize_weighted cols=" + std::to_string(bad),
+                   [&](tsr_error** e) { return weighted(x.data(), 1, bad, importance.data(), q.data(), e); });
+  }
+  expect_refused("quantize_weighted NULL importance",
+                 [&](tsr_error** e) { return weighted(x.data(), 1, cols, nullptr, q.data(), e); });
+  expect_refused("quantize_weighted NULL x",
+                 [&](tsr_error** e) { return weighted(nullptr, 1, cols, importance.data(), q.data(), e); });
+  expect_refused("quantize_weighted NULL out",
+                 [&](tsr_error** e) { return weighted(x.data(), 1, cols, importance.data(), nullptr, e); });
   EXPECT_EQ(live_errors(), before) << "error objects leaked or freed twice";
 }
 
