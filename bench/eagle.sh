@@ -14,6 +14,7 @@
 #      seconds of decoding, so a few rounds steady the ratio).
 #   HEAD=head.gguf K=4 B="1 16" TREE="0 12" bench/eagle.sh
 #   HEAD=head.gguf ACCEPTANCE=0 ROUNDS=5 bench/eagle.sh   # wall-clock only
+#   HEAD=head.gguf K=6 SHARPNESS=1.4 bench/eagle.sh       # [speculative] draft_sharpness
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHARED=${SHARED:-../shared}
@@ -22,6 +23,7 @@ K=${K:-4}
 TREE=${TREE:-0 12}
 ROUNDS=${ROUNDS:-1}
 ACCEPTANCE=${ACCEPTANCE:-1}
+SHARPNESS=${SHARPNESS:-1.0}
 model="$SHARED/models/stories260K.gguf"
 [ -x build/bin/tessera ] || { cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build; }
 work=$(mktemp -d)
@@ -43,7 +45,7 @@ serve() {
   [ "$method" != "$1" ] && tree=${1#*-}
   {
     printf '[speculative]\nmethod = "%s"\nnum_draft_tokens = %d\ntree_budget = %d\n' "$method" "$K" "$tree"
-    [ "$method" = eagle ] && printf 'draft_model = "%s"\n' "$head"
+    [ "$method" = eagle ] && printf 'draft_model = "%s"\ndraft_sharpness = %s\n' "$head" "$SHARPNESS"
     printf '%s\n' "$2"
   } > "$work/$1.toml"
   build/bin/tessera serve -m "$model" -t 2 --config "$work/$1.toml" --port "$port" >/dev/null 2>"$work/$1.log" &

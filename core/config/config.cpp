@@ -340,6 +340,8 @@ constexpr KeySpec kKeys[] = {
      [](const Field& f, Config& c) { c.speculative.ngram_max = f.int_in<int32_t>(1); }},
     {"speculative", "draft_model",
      [](const Field& f, Config& c) { c.speculative.draft_model = f.path(); }},
+    {"speculative", "draft_sharpness",
+     [](const Field& f, Config& c) { c.speculative.draft_sharpness = f.real_in({0, 16, true}); }},
 
     {"constraints", "plugins",
      [](const Field& f, Config& c) { c.constraints.plugins = f.distinct(&Field::plugin_name); }},

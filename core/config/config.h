@@ -88,6 +88,9 @@ struct SpeculativeConfig {
   int32_t ngram_min = 1;
   int32_t ngram_max = 4;
   std::string draft_model;                // path of the draft GGUF (method = draft_model)
+  // The draft model's (or EAGLE head's) logits are multiplied by it before the draft reads
+  // them: above 1 sharpens its sampled draws towards its argmax. Outputs never depend on it.
+  float draft_sharpness = 1.0f;
 };
 
 struct ConstraintsConfig {

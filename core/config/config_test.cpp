@@ -79,6 +79,7 @@ adaptive = false
 ngram_min = 3
 ngram_max = 3
 draft_model = "/models/draft.gguf"
+draft_sharpness = 1.5
 [constraints]
 plugins = ["gbnf", "regex"]
 compile_workers = 3
@@ -226,6 +227,7 @@ TEST(Config, Defaults) {
   EXPECT_EQ(c.speculative.ngram_min, 1);
   EXPECT_EQ(c.speculative.ngram_max, 4);
   EXPECT_EQ(c.speculative.draft_model, "");
+  EXPECT_EQ(c.speculative.draft_sharpness, 1.0f);
   EXPECT_EQ(c.constraints.plugins, (std::vector<std::string>{"json_schema", "regex", "gbnf"}));
   EXPECT_GE(c.constraints.compile_workers, 2);
   EXPECT_LE(c.constraints.compile_workers, 4);
@@ -287,6 +289,7 @@ TEST(Config, EveryKeyParsed) {
   EXPECT_EQ(c.speculative.ngram_min, 3);
   EXPECT_EQ(c.speculative.ngram_max, 3);
   EXPECT_EQ(c.speculative.draft_model, "/models/draft.gguf");
+  EXPECT_EQ(c.speculative.draft_sharpness, 1.5f);
   EXPECT_EQ(c.constraints.plugins, (std::vector<std::string>{"gbnf", "regex"}));
   EXPECT_EQ(c.constraints.compile_workers, 3);
   EXPECT_EQ(c.constraints.cache_memory_bytes, 64ull << 20);

@@ -23,6 +23,7 @@ struct tsr_model {
   tsr::SeqId next_seq = 1;
   std::vector<float> logits;
   std::vector<float> features, states;  // a feature model's rows, gathered for one pass
+  float sharpness = 1.0f;               // [speculative] draft_sharpness
 };
 
 struct tsr_model_seq {
@@ -51,6 +52,7 @@ tsr_status model_open(void* context, const char* path, tsr_model** out, tsr_erro
     const Config& config = ModelHostAccess::config(host);
     auto m = std::make_unique<tsr_model>();
     m->passes = ModelHostAccess::passes(host);
+    m->sharpness = config.speculative.draft_sharpness;
     m->gguf = GgufFile::open(path);
     m->model = LlamaModel::load(m->gguf, backend, {}, nullptr, true, &ModelHostAccess::target(host));
     // A head has no vocabulary of its own: its ids are the target's (through d2t).
@@ -110,6 +112,15 @@ SequencePart prepare(tsr_model* m, tsr_model_seq* s, const int32_t* tokens, size
   return {s->id, start, std::span(tokens, n)};
 }
 
+// The pass's logits to the draft, times [speculative] draft_sharpness.
+void copy_logits(const tsr_model& m, float* out) {
+  if (m.sharpness == 1.0f) {
+    std::copy(m.logits.begin(), m.logits.end(), out);
+    return;
+  }
+  std::transform(m.logits.begin(), m.logits.end(), out, [k = m.sharpness](float v) { return v * k; });
+}
+
 void check_plain(const tsr_model* m, const char* what) {
   if (m->model->hparams().eagle3()) throw Error(std::string(what) + ": an EAGLE-3 head decodes through seqs_decode_features");
 }
@@ -123,7 +134,7 @@ tsr_status seq_decode(tsr_model* m, tsr_model_seq* s, const int32_t* tokens, siz
     m->runner->run_sequence(part.seq, part.start, part.tokens, false, m->logits);
     ++*m->passes;
     s->tokens.insert(s->tokens.end(), tokens, tokens + n);
-    std::copy(m->logits.begin(), m->logits.end(), logits);
+    copy_logits(*m, logits);
   });
 }
 
@@ -152,7 +163,7 @@ tsr_status seqs_decode(tsr_model* m, tsr_model_seq* const* seqs, const int32_t* 
     m->runner->run_sequences(parts, m->logits);
     ++*m->passes;
     for (size_t i = 0; i < n_seqs; ++i) seqs[i]->tokens.insert(seqs[i]->tokens.end(), tokens[i], tokens[i] + n[i]);
-    std::copy(m->logits.begin(), m->logits.end(), logits);
+    copy_logits(*m, logits);
   });
 }
 
@@ -221,7 +232,7 @@ tsr_status seqs_decode_features(tsr_model* m, tsr_model_seq* const* seqs, const 
     m->runner->run_head_sequences(parts, m->features.data(), width, m->logits, m->states);
     ++*m->passes;
     for (size_t i = 0; i < n_seqs; ++i) seqs[i]->tokens.insert(seqs[i]->tokens.end(), tokens[i], tokens[i] + n[i]);
-    std::copy(m->logits.begin(), m->logits.end(), logits);
+    copy_logits(*m, logits);
     if (states != nullptr) std::copy(m->states.begin(), m->states.end(), states);
   });
 }

@@ -253,7 +253,8 @@ TEST_F(Speculative, ImpossibleDraftModelsAreRefused) {
 
 // Batch invariance (samplers/token_draw.h): a seeded request's draws are functions of
 // (seed, position) and verification emits the plain draw, so its sampled tokens are the
-// same without speculation, with drafts of any length, and batched with other requests.
+// same without speculation, with drafts of any length or sharpness ([speculative]
+// draft_sharpness), and batched with other requests.
 TEST_F(Speculative, SeededSamplesDoNotDependOnSpeculationOrBatch) {
   std::vector<RequestParams> alone;
   for (size_t i = 0; i < refs_.size(); ++i) {
@@ -268,15 +269,17 @@ TEST_F(Speculative, SeededSamplesDoNotDependOnSpeculationOrBatch) {
   // An EAGLE head trained briefly (its greedy drafts, point masses).
   const std::string head = ::testing::TempDir() + "/seeded_samples_head.gguf";
   testing::write_trained_head(testing::shared_path(kModel), head, 12, 3, 256);
-  // {method, k, tree budget}: the eagle tree's leaves, accepted, bring draws from rows off
-  // the first chain.
-  const std::tuple<const char*, int32_t, int32_t> setups[] = {
-      {"ngram", 1, 0}, {"ngram", 4, 0}, {"ngram", 8, 0}, {"suffix", 4, 0}, {"eagle", 4, 0}, {"eagle", 4, 12}};
-  for (const auto& [method, k, tree] : setups) {
+  // {method, k, tree budget, draft sharpness}: the eagle tree's leaves, accepted, bring
+  // draws from rows off the first chain; a sharpened head proposes other tokens.
+  const std::tuple<const char*, int32_t, int32_t, float> setups[] = {
+      {"ngram", 1, 0, 1.0f},  {"ngram", 4, 0, 1.0f},  {"ngram", 8, 0, 1.0f},   {"suffix", 4, 0, 1.0f},
+      {"eagle", 4, 0, 1.0f},  {"eagle", 4, 12, 1.0f}, {"eagle", 6, 0, 1.4f},   {"eagle", 4, 12, 1.4f}};
+  for (const auto& [method, k, tree, sharpness] : setups) {
     Config c = config(method);
     c.speculative.num_draft_tokens = k;
     c.speculative.tree_budget = tree;
     c.speculative.draft_model = head;
+    c.speculative.draft_sharpness = sharpness;
     auto spec = Engine::create(c);
     for (size_t i = 0; i < alone.size(); ++i) EXPECT_EQ(spec->generate(alone[i]).tokens, expected[i]) << method << " k " << k;
     // Batched with greedy and differently seeded requests, which change every step's k.
