@@ -239,9 +239,9 @@ inline void int8_products(const tsr::sdk::QuantMatmul& a, SplitActivations& s, i
 // others (rows quantized with another importance) gets its list built in `scratch`.
 inline const std::vector<int64_t>& decoded_dims(const SplitActivations& s, const KeptColumns& kept,
                                                 const KeptColumns& first, std::vector<int64_t>& scratch) {
-  if (kept.count == first.count && std::memcmp(kept.pairs, first.pairs, size_t(8) * size_t(kept.count)) == 0) {
-    return s.outliers;
-  }
+  bool same = kept.count == first.count;
+  for (int32_t t = 0; t < kept.count && same; ++t) same = kept.index(t) == first.index(t);
+  if (same) return s.outliers;
   if (kept.count == 0) return s.f32_dims;
   scratch.clear();
   for (const int64_t c : s.f32_dims) {
